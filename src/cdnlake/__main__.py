@@ -1,0 +1,3 @@
+from cdnlake.cli.main import main
+
+raise SystemExit(main())

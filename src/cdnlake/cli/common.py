@@ -1,0 +1,34 @@
+"""What every command does first: read the config once, set up logging, build the client."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from cdnlake.config import Config, load_config
+
+if TYPE_CHECKING:
+    from cdnlake.client.core import ApiClient
+
+
+def load(args: argparse.Namespace, *, default_level: str | None = None) -> Config:
+    """Read the config; log level from --log-level, else ``default_level``, else config."""
+    from cdnlake.cli.main import setup_logging
+
+    config = load_config(args.config)
+    setup_logging(args.log_level or default_level or config.log.level)
+    return config
+
+
+def open_api(config: Config, *, require_key: bool = True) -> ApiClient:
+    from cdnlake.client import ApiClient, BudgetRegistry
+
+    if require_key:
+        config.api.require_access_key()
+    budgets = BudgetRegistry(config.ingest.requests_per_window, config.ingest.window_seconds)
+    return ApiClient(config.api, budgets=budgets)
+
+
+def is_tty() -> bool:
+    return sys.stdout.isatty()

@@ -1,0 +1,146 @@
+"""``cdnlake emulator``: the provider's API on loopback."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import sys
+from datetime import datetime
+from typing import Any
+
+from cdnlake.errors import UsageError
+
+
+def _rate(text: str) -> tuple[int, float]:
+    match = re.fullmatch(r"(\d+)/(\d+(?:\.\d+)?)", text)
+    if not match or int(match.group(1)) < 1 or float(match.group(2)) <= 0:
+        raise argparse.ArgumentTypeError(f"expected REQUESTS/SECONDS such as 30/10, got {text!r}")
+    return int(match.group(1)), float(match.group(2))
+
+
+def _share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a share between 0 and 1, got {text!r}")
+    return value
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from cdnlake.emulator.server import DEMO_ZONES
+
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port, 0 for any free one (default 8765)")
+    p.add_argument("--seed", type=int, default=1, help="traffic seed (default 1)")
+    p.add_argument(
+        "--access-key",
+        default=None,
+        help="accepted access key (default: $CDNLAKE_ACCESS_KEY, else demo-key)",
+    )
+    p.add_argument("--bearer-token", default=None, help="also accept this Bearer token")
+    p.add_argument(
+        "--zones",
+        default=DEMO_ZONES,
+        help=f"ID[:v2|v1|extended|disabled|suspended],... (default: the demo zones, {DEMO_ZONES})",
+    )
+    p.add_argument("--rate", type=_rate, default=(30, 10.0), help="per-zone limit (default 30/10)")
+    p.add_argument("--rpm", type=float, default=20.0, help="mean requests per minute per zone")
+    p.add_argument("--now", help="start the clock at this ISO-8601 instant")
+    p.add_argument("--frozen", action="store_true", help="freeze the clock (with --now)")
+    faults = p.add_argument_group("fault switches (shares of logging requests, 0..1)")
+    faults.add_argument("--error-rate", type=_share, default=0.0, help="500s (JSON and HTML)")
+    faults.add_argument("--spurious-429-rate", type=_share, default=0.0, help="extra 429s")
+    faults.add_argument(
+        "--retry-after",
+        choices=["positive", "zero", "absent", "mixed"],
+        default="mixed",
+        help="Retry-After of spurious 429s",
+    )
+    faults.add_argument("--slow-rate", type=_share, default=0.0, help="slow answers")
+    faults.add_argument("--slow-seconds", type=float, default=2.0, help="delay of slow answers")
+    faults.add_argument("--drop-rate", type=_share, default=0.0, help="dropped connections")
+    faults.add_argument("--truncate-rate", type=_share, default=0.0, help="bodies cut in half")
+    faults.add_argument("--malformed-rate", type=_share, default=0.0, help="v2 bodies not JSON")
+    faults.add_argument("--fault-seed", type=int, default=0, help="seed of the fault dice")
+
+
+def build_config(args: argparse.Namespace) -> Any:
+    from cdnlake.emulator.server import EmulatorConfig, parse_zones
+    from cdnlake.emulator.state import Faults
+
+    try:
+        zones = parse_zones(args.zones)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    now = None
+    if args.now:
+        try:
+            now = datetime.fromisoformat(args.now.replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(f"--now: not an ISO-8601 instant: {args.now!r}") from None
+        if now.tzinfo is None:
+            raise UsageError("--now: give a time zone, e.g. 2026-11-20T12:00:00Z")
+    faults = Faults(
+        error_rate=args.error_rate,
+        spurious_429_rate=args.spurious_429_rate,
+        retry_after=args.retry_after,
+        slow_rate=args.slow_rate,
+        slow_seconds=args.slow_seconds,
+        drop_rate=args.drop_rate,
+        truncate_rate=args.truncate_rate,
+        malformed_rate=args.malformed_rate,
+        seed=args.fault_seed,
+    )
+    key = args.access_key or os.environ.get("CDNLAKE_ACCESS_KEY") or "demo-key"
+    return EmulatorConfig(
+        host=args.host,
+        port=args.port,
+        seed=args.seed,
+        access_key=key,
+        bearer_token=args.bearer_token,
+        zones=zones,
+        rate_limit=args.rate[0],
+        rate_window=args.rate[1],
+        rpm=args.rpm,
+        faults=faults,
+        now=now,
+        frozen=args.frozen,
+    )
+
+
+def emulator(args: argparse.Namespace) -> int:
+    from cdnlake.cli.main import setup_logging
+    from cdnlake.emulator.server import Emulator
+
+    setup_logging(args.log_level or "WARNING")
+    config = build_config(args)
+    emu = Emulator(config)
+    try:
+        emu.start()
+    except OSError as exc:
+        raise UsageError(
+            f"emulator: cannot listen on {args.host}:{args.port}: {exc.strerror}"
+        ) from None
+    zones = ", ".join(
+        f"{z.id}{' (extended)' if z.extended else ''}{' (disabled)' if z.disabled else ''}"
+        for z in config.zones.values()
+    )
+    print(f"cdnlake emulator listening on {emu.url}", flush=True)
+    print(f"zones: {zones}; rate {config.rate_limit}/{config.rate_window:g}s per zone", flush=True)
+    stop = False
+
+    def _stop(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    while not stop:
+        signal.pause() if hasattr(signal, "pause") else None
+    emu.stop()
+    print("cdnlake emulator stopped", file=sys.stderr)
+    return 0

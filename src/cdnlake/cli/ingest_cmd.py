@@ -1,0 +1,127 @@
+"""``cdnlake ingest`` and ``cdnlake import-v1``."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+from pathlib import Path
+from typing import Any
+
+from cdnlake.cli.common import is_tty, load, open_api
+from cdnlake.errors import UsageError
+from cdnlake.ingest.runner import Ingestor, ZoneResult, import_v1_files
+
+
+class RichProgress:
+    """One live row per zone on a terminal: rows, pages, window reached."""
+
+    def __init__(self, zones: list[Any]) -> None:
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TextColumn("{task.fields[info]}"),
+            TimeElapsedColumn(),
+        )
+        self._tasks = {
+            z.id: self._progress.add_task(f"zone {z.label} [{z.source}]", total=None, info="")
+            for z in zones
+        }
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> RichProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def update(self, result: ZoneResult) -> None:
+        reached = result.reached.strftime("%Y-%m-%d %H:%M") if result.reached else "-"
+        info = f"{result.rows:,} rows, {result.pages} pages, reached {reached}"
+        with self._lock:
+            self._progress.update(self._tasks[result.zone_id], info=info)
+
+    def finished(self, result: ZoneResult) -> None:
+        with self._lock:
+            self._progress.update(
+                self._tasks[result.zone_id], info=result.summary(), completed=1, total=1
+            )
+
+
+class LineProgress:
+    """On a pipe: one summary line per zone, when it finishes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> LineProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def update(self, result: ZoneResult) -> None:
+        pass
+
+    def finished(self, result: ZoneResult) -> None:
+        with self._lock:
+            print(result.summary(), flush=True)
+
+
+def print_notes(results: list[ZoneResult]) -> None:
+    import sys
+
+    for r in results:
+        for gap in r.gaps:
+            print(
+                f"WARNING zone {r.zone_id}: data lost from {gap.gap_from:%Y-%m-%d %H:%M:%SZ} "
+                f"to {gap.gap_to:%Y-%m-%d %H:%M:%SZ}: {gap.reason}",
+                file=sys.stderr,
+            )
+        for note in r.notes:
+            print(f"WARNING zone {r.zone_id}: {note}", file=sys.stderr)
+
+
+def ingest(args: argparse.Namespace) -> int:
+    from cdnlake.client.logging_api import LoggingClient
+
+    config = load(args, default_level="WARNING")
+    zones = list(config.select_zones(args.zone))
+    if not zones:
+        raise UsageError("ingest: no zones configured ([[zones]] in the config file)")
+    progress = RichProgress(zones) if is_tty() else LineProgress()
+    with open_api(config) as api, progress:
+        ingestor = Ingestor(config, LoggingClient(api), progress=progress)
+        results = ingestor.run(zones)
+    if isinstance(progress, RichProgress):
+        for r in results:
+            print(r.summary())
+    print_notes(results)
+    return 0 if all(r.ok for r in results) else 1
+
+
+def import_v1(args: argparse.Namespace) -> int:
+    config = load(args, default_level="WARNING")
+    config.zone(args.zone)
+    paths = [Path(f) for f in args.files]
+    for path in paths:
+        if not path.is_file():
+            raise UsageError(f"import-v1: {path} is not a readable file")
+
+    def on_file(path: Path, result: ZoneResult, lines: int) -> None:
+        status = "ok" if result.ok else f"FAILED: {result.error}"
+        print(
+            f"{path}: {lines} lines, {result.rows} new rows, {result.duplicates} duplicates "
+            f"dropped, {result.rejected} rejected - {status}",
+            flush=True,
+        )
+
+    total = import_v1_files(config, paths, args.zone, on_file=on_file)
+    print(
+        f"imported {total.files} file(s) into zone {args.zone}: {total.lines} lines, "
+        f"{total.rows} new rows, {total.duplicates} duplicates dropped, "
+        f"{total.rejected} rejected (see rejected_lines), {total.blank} blank"
+    )
+    return 0 if all(r.ok for r in total.results) else 1

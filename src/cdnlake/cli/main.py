@@ -1,0 +1,185 @@
+"""``cdnlake`` command line: a thin layer over the library.
+
+Only this layer turns errors into messages and exit codes: 0 all done, 1 some work failed
+(what succeeded is kept), 2 bad usage or configuration. Heavy libraries are imported by
+the command that needs them, so ``cdnlake --help`` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from cdnlake import __version__
+from cdnlake.errors import CdnlakeError, ConfigError, UsageError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit 2
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _command(sub: Any, name: str, help_text: str, func: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=help_text, description=help_text, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.set_defaults(func=func)
+    return parser
+
+
+def zone_id(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive pull zone id, got {text!r}")
+    return int(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="cdnlake",
+        description="Turns a CDN's request logs into an analytics lake "
+        "(Parquet partitions + DuckDB) with cache and error reports.",
+    )
+    parser.add_argument("--version", action="version", version=f"cdnlake {__version__}")
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="config file (default: $CDNLAKE_CONFIG, else ./config.toml)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log level (default: log.level from the config)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    p = _command(
+        sub,
+        "ingest",
+        "One ingestion pass: every configured zone (or those named) up to now - lag.",
+        "cdnlake.cli.ingest_cmd:ingest",
+    )
+    p.add_argument("--zone", type=zone_id, action="append", metavar="ID", help="only this zone")
+
+    p = _command(
+        sub,
+        "import-v1",
+        "Parse local v1 day files (plain or .gz) into the lake.\n"
+        "Lines that cannot be parsed go to the rejected_lines relation.",
+        "cdnlake.cli.ingest_cmd:import_v1",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--zone", type=zone_id, required=True, metavar="ID", help="pull zone id")
+
+    p = _command(
+        sub, "daemon", "Run the scheduler until SIGINT / SIGTERM.", "cdnlake.cli.daemon_cmd:daemon"
+    )
+
+    p = _command(
+        sub,
+        "status",
+        "Per zone: watermark, lag, last run, rows today, gaps.\n"
+        "Exits 1 when a zone is failing or behind by more than status.max_lag_seconds.",
+        "cdnlake.cli.status_cmd:status",
+    )
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--max-lag", type=int, metavar="SECONDS", help="override status.max_lag_seconds")
+
+    p = _command(
+        sub,
+        "sql",
+        "Run SQL on the warehouse (requests, ingest_runs, ingest_gaps, rejected_lines),\n"
+        "or a named query from sql/ with --query NAME --param key=value.",
+        "cdnlake.cli.sql_cmd:sql",
+    )
+    p.add_argument("query", nargs="?", metavar="QUERY", help="SQL text")
+    p.add_argument("--query", dest="named", metavar="NAME", help="run a named query from sql/")
+    p.add_argument(
+        "--param", action="append", default=[], metavar="KEY=VALUE", help="named query parameter"
+    )
+    p.add_argument("--list", action="store_true", help="list the named queries and parameters")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+
+    p = _command(
+        sub,
+        "report",
+        "Write the daily report of one UTC day (default: yesterday).",
+        "cdnlake.cli.report_cmd:report",
+    )
+    p.add_argument("--date", metavar="YYYY-MM-DD", help="UTC day (default: yesterday)")
+    p.add_argument("--zone", type=zone_id, metavar="ID", help="one zone (default: all)")
+    p.add_argument(
+        "--format", metavar="FORMATS", help="comma list of html,csv,json,md (default: config)"
+    )
+    p.add_argument("--out", metavar="DIR", help="output folder (default: <root>/reports)")
+
+    p = _command(
+        sub,
+        "emulator",
+        "Serve the provider's API on loopback: deterministic traffic, auth, rate limit,\n"
+        "retention, late records, and fault injection.",
+        "cdnlake.cli.emulator_cmd:emulator",
+    )
+    from cdnlake.cli.emulator_cmd import add_arguments
+
+    add_arguments(p)
+
+    p = _command(
+        sub,
+        "demo",
+        "Start the emulator, ingest its demo zones into data/, write the report, summarise.",
+        "cdnlake.cli.demo_cmd:demo",
+    )
+
+    p = _command(
+        sub,
+        "api",
+        "The other API areas (shield, compute, pullzone, video, dns, containers); JSON out.",
+        "cdnlake.cli.api_cmd:api",
+    )
+    from cdnlake.cli.api_cmd import add_arguments as add_api_arguments
+
+    add_api_arguments(p)
+    return parser
+
+
+def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
+    import importlib
+
+    module, _, name = target.partition(":")
+    func: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), name)
+    return func
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+        force=True,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return EXIT_USAGE
+        return _resolve(args.func)(args)
+    except (ConfigError, UsageError) as exc:
+        print(f"cdnlake: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except CdnlakeError as exc:
+        print(f"cdnlake: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("cdnlake: interrupted", file=sys.stderr)
+        return EXIT_FAILED
+    except BrokenPipeError:
+        return EXIT_OK

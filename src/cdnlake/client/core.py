@@ -1,0 +1,350 @@
+"""The shared HTTP core every API area goes through.
+
+One ``httpx.Client`` (connection reuse, gzip, timeouts), credentials, the per-zone request
+budget, and the one retry policy. Transient failures (connect errors, timeouts, dropped
+connections, cut bodies, undecodable 2xx bodies, 5xx, 429) are retried with backoff;
+terminal ones (400, 401, 403, 404, and any other 4xx) raise at once. Errors never carry
+a credential: the request line is method and URL, and credentials travel in headers.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+import msgspec
+
+from cdnlake import __version__
+from cdnlake.client.budget import BudgetRegistry, RequestBudget
+from cdnlake.client.retry import RetryPolicy
+from cdnlake.config import ApiConfig, Secret
+from cdnlake.errors import (
+    ApiError,
+    CdnlakeError,
+    ForbiddenError,
+    InvalidRequestError,
+    LoggingDisabledError,
+    MalformedResponseError,
+    NotFoundError,
+    RateLimitedError,
+    ServerError,
+    StopRequested,
+    TransportError,
+    UnauthorizedError,
+)
+
+Auth = Literal["key", "logging", "none"]
+USER_AGENT = f"cdnlake/{__version__}"
+MAX_REQUEST_LINE = 300
+
+ErrorParser = Callable[[Any], tuple[str | None, str | None]]
+
+
+def logging_error_body(body: Any) -> tuple[str | None, str | None]:
+    """``{"error": {"code": ..., "message": ...}}`` (the logging API's chosen shape)."""
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        err = body["error"]
+        code = err.get("code")
+        msg = err.get("message")
+        return (code if isinstance(code, str) else None, msg if isinstance(msg, str) else None)
+    return None, None
+
+
+@dataclass
+class RequestStats:
+    """Counters one unit of work (a zone pass) keeps about its HTTP calls."""
+
+    requests: int = 0
+    retries: int = 0
+    rate_limited: int = 0
+    server_errors: int = 0
+    transport_errors: int = 0
+    budget_wait_seconds: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, name: str, amount: float = 1) -> None:
+        with self.lock:
+            setattr(self, name, getattr(self, name) + amount)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return when.timestamp() - time.time()
+
+
+_STATUS_ERRORS: dict[int, type[ApiError]] = {
+    400: InvalidRequestError,
+    401: UnauthorizedError,
+    403: ForbiddenError,
+    404: NotFoundError,
+}
+
+
+def error_for_status(
+    status: int,
+    body: Any,
+    request_line: str,
+    *,
+    retry_after: float | None = None,
+    parser: ErrorParser = logging_error_body,
+) -> CdnlakeError:
+    """Map an HTTP error answer to the error tree: status first, then the body's code."""
+    code, message = parser(body)
+    text = message or f"HTTP {status}"
+    if code:
+        text = f"{code}: {text}"
+    kwargs: dict[str, Any] = {
+        "status": status,
+        "code": code,
+        "request_line": request_line,
+        "body": body,
+        "retry_after": retry_after,
+    }
+    if status == 429:
+        return RateLimitedError(text, **kwargs)
+    if status >= 500:
+        return ServerError(text, **kwargs)
+    if status == 404 and code == "logging_disabled":
+        return LoggingDisabledError(text, **kwargs)
+    cls = _STATUS_ERRORS.get(status, ApiError)
+    return cls(text, **kwargs)
+
+
+def _decode_body(content: bytes) -> Any:
+    if not content:
+        return None
+    try:
+        return msgspec.json.decode(content)
+    except msgspec.DecodeError:
+        return content[:500].decode("utf-8", "replace")
+
+
+class ApiClient:
+    """Sends requests for every API area; owns the connection pool."""
+
+    def __init__(
+        self,
+        api: ApiConfig,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        retry: RetryPolicy | None = None,
+        budgets: BudgetRegistry | None = None,
+        abort: threading.Event | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self.api = api
+        self.retry = retry or RetryPolicy(
+            max_attempts=api.retry_attempts, max_total_seconds=api.retry_max_seconds
+        )
+        self.budgets = budgets or BudgetRegistry()
+        self.abort = abort or threading.Event()
+        self._sleep = sleep
+        self._http = httpx.Client(
+            timeout=httpx.Timeout(api.timeout_seconds),
+            transport=transport,
+            headers={"User-Agent": USER_AGENT, "Accept-Encoding": "gzip"},
+            follow_redirects=False,
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- credentials -------------------------------------------------------------------
+    def _auth_headers(self, auth: Auth) -> dict[str, str]:
+        if auth == "none":
+            return {}
+        if auth == "logging" and self.api.bearer_token is not None:
+            return {"Authorization": f"Bearer {self.api.bearer_token.reveal()}"}
+        key: Secret | None = self.api.access_key
+        return {"AccessKey": key.reveal()} if key is not None else {}
+
+    # -- the retry loop ----------------------------------------------------------------
+    def _wait(self, seconds: float) -> None:
+        if self._sleep is not None:
+            self._sleep(seconds)
+        elif self.abort.wait(seconds):
+            raise StopRequested()
+
+    def call(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json: Any = None,
+        auth: Auth = "key",
+        zone: int | None = None,
+        stats: RequestStats | None = None,
+        parser: ErrorParser = logging_error_body,
+        idempotent: bool | None = None,
+        handle: Callable[[httpx.Response], Any] | None = None,
+    ) -> Any:
+        """Send one logical request, retrying transient failures; return ``handle(resp)``.
+
+        ``handle`` turns a 2xx answer into the result (default: decoded JSON). It may raise
+        a transient error (say, a cut body) to have the whole request retried.
+        """
+        stats = stats or RequestStats()
+        if idempotent is None:
+            idempotent = method in ("GET", "HEAD", "PUT", "DELETE")
+        budget: RequestBudget | None = self.budgets.for_zone(zone) if zone is not None else None
+        headers = self._auth_headers(auth)
+        request = self._http.build_request(method, url, params=params, json=json, headers=headers)
+        line = f"{method} {request.url}"[:MAX_REQUEST_LINE]
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            if self.abort.is_set():
+                raise StopRequested()
+            error: CdnlakeError | None = None
+            sent = False
+            if budget is not None:
+                before = time.monotonic()
+                if not budget.acquire(self.abort):
+                    raise StopRequested()
+                stats.add("budget_wait_seconds", time.monotonic() - before)
+            try:
+                stats.add("requests")
+                response = self._http.send(request, stream=True)
+                sent = True
+                try:
+                    if response.is_success:
+                        return (handle or json_body)(response)
+                    read_body(response)
+                    error = error_for_status(
+                        response.status_code,
+                        _decode_body(response.content),
+                        line,
+                        retry_after=parse_retry_after(response.headers.get("Retry-After")),
+                        parser=parser,
+                    )
+                finally:
+                    response.close()
+            except CdnlakeError as exc:
+                error = exc
+            except httpx.TimeoutException as exc:
+                error = TransportError(f"timed out: {type(exc).__name__}", request_line=line)
+            except httpx.ConnectError as exc:
+                error = TransportError(f"cannot connect: {exc}", request_line=line)
+            except (httpx.HTTPError, OSError) as exc:
+                sent = True
+                error = TransportError(
+                    f"connection failed: {type(exc).__name__}: {exc}", request_line=line
+                )
+            finally:
+                if budget is not None:
+                    budget.release()
+            assert error is not None
+            self._count(stats, error)
+            retry_ok = error.transient and (
+                idempotent or not sent or isinstance(error, RateLimitedError)
+            )
+            if not retry_ok or attempt >= self.retry.max_attempts:
+                raise error
+            delay = self.retry.delay(attempt, getattr(error, "retry_after", None))
+            if time.monotonic() - started + delay > self.retry.max_total_seconds:
+                raise error
+            stats.add("retries")
+            self._wait(delay)
+
+    @staticmethod
+    def _count(stats: RequestStats, error: CdnlakeError) -> None:
+        if isinstance(error, RateLimitedError):
+            stats.add("rate_limited")
+        elif isinstance(error, ServerError):
+            stats.add("server_errors")
+        elif isinstance(error, (TransportError, MalformedResponseError)):
+            stats.add("transport_errors")
+
+    def download(
+        self,
+        url: str,
+        dest: Path,
+        *,
+        params: dict[str, Any] | None = None,
+        auth: Auth = "logging",
+        zone: int | None = None,
+        stats: RequestStats | None = None,
+    ) -> int:
+        """Stream a body to ``dest`` (via a temporary sibling); return its size in bytes.
+
+        A connection that breaks mid-body raises a transient error, so the whole download
+        is retried from the start: a partial file never takes ``dest``'s name.
+        """
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+        def handle(response: httpx.Response) -> int:
+            size = 0
+            try:
+                with open(tmp, "wb") as out:
+                    for chunk in response.iter_bytes(1 << 20):
+                        out.write(chunk)
+                        size += len(chunk)
+                        if self.abort.is_set():
+                            raise StopRequested()
+                os.replace(tmp, dest)
+            except (httpx.HTTPError, OSError) as exc:
+                tmp.unlink(missing_ok=True)
+                raise TransportError(
+                    f"download broke off after {size} bytes: {type(exc).__name__}",
+                    request_line=f"GET {response.request.url}"[:MAX_REQUEST_LINE],
+                ) from None
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            return size
+
+        result: int = self.call(
+            "GET", url, params=params, auth=auth, zone=zone, stats=stats, handle=handle
+        )
+        return result
+
+
+def json_body(response: httpx.Response) -> Any:
+    """Default success handler: the whole body, decoded as JSON."""
+    content = read_body(response)
+    try:
+        return msgspec.json.decode(content)
+    except msgspec.DecodeError as exc:
+        raise MalformedResponseError(
+            f"undecodable JSON body: {exc}",
+            status=response.status_code,
+            request_line=f"{response.request.method} {response.request.url}"[:MAX_REQUEST_LINE],
+        ) from None
+
+
+def read_body(response: httpx.Response) -> bytes:
+    """Read a whole body, turning a cut connection into a transient error."""
+    try:
+        return response.read()
+    except httpx.HTTPError as exc:
+        raise TransportError(
+            f"body cut off: {type(exc).__name__}",
+            request_line=f"{response.request.method} {response.request.url}"[:MAX_REQUEST_LINE],
+        ) from None

@@ -1,0 +1,409 @@
+"""Typed configuration, read once at the entry point and passed down.
+
+Lookup order of the file: ``--config PATH``, ``$CDNLAKE_CONFIG``, ``./config.toml``.
+Any scalar key can be overridden by ``CDNLAKE_<SECTION>_<KEY>`` (for example
+``CDNLAKE_STORAGE_ROOT`` or ``CDNLAKE_INGEST_LAG_SECONDS``). Secrets are never read from
+the file: the access key comes from the environment variable that ``api.access_key_env``
+names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cdnlake.errors import ConfigError
+
+DEFAULT_BASE_URL = "https://api.example-cdn.net"
+DEFAULT_VIDEO_URL = "https://video.example-cdn.net"
+DEFAULT_LOGGING_URL = "https://logging.example-cdn.net"
+DEFAULT_ACCESS_KEY_ENV = "CDNLAKE_ACCESS_KEY"
+DEFAULT_BEARER_TOKEN_ENV = "CDNLAKE_LOGGING_TOKEN"
+DEFAULT_TIMEOUT_SECONDS = 30.0
+DEFAULT_LAG_SECONDS = 300
+DEFAULT_OVERLAP_SECONDS = 600
+DEFAULT_PAGE_SIZE = 10_000
+DEFAULT_REQUESTS_PER_WINDOW = 30
+DEFAULT_WINDOW_SECONDS = 10.0
+DEFAULT_MAX_WINDOW_SECONDS = 6 * 3600
+DEFAULT_POLL_SECONDS = 60
+DEFAULT_REPORT_AT = "00:30"
+DEFAULT_HIT_STATUSES = ("HIT", "STALE", "UPDATING", "REVALIDATED")
+RETENTION_SECONDS = 72 * 3600
+
+SECRET_KEY_NAMES = {"access_key", "key", "token", "bearer_token", "password", "secret"}
+
+
+class Secret:
+    """A credential that never shows itself in a repr, a log line or an error."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    base_url: str = DEFAULT_BASE_URL
+    video_url: str = DEFAULT_VIDEO_URL
+    logging_url: str = DEFAULT_LOGGING_URL
+    access_key_env: str = DEFAULT_ACCESS_KEY_ENV
+    bearer_token_env: str = DEFAULT_BEARER_TOKEN_ENV
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    retry_attempts: int = 8
+    retry_max_seconds: float = 120.0
+    # Resolved from the environment at load time; never from the file.
+    access_key: Secret | None = field(default=None, repr=False, compare=False)
+    bearer_token: Secret | None = field(default=None, repr=False, compare=False)
+
+    def require_access_key(self) -> Secret:
+        if self.access_key is None:
+            raise ConfigError(
+                f"api.access_key_env: environment variable {self.access_key_env} is not set "
+                "(it must hold the API access key)"
+            )
+        return self.access_key
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    root: Path = Path("data")
+
+    @property
+    def lake(self) -> Path:
+        return self.root / "lake"
+
+    @property
+    def warehouse(self) -> Path:
+        return self.root / "warehouse.duckdb"
+
+    @property
+    def reports(self) -> Path:
+        return self.root / "reports"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    lag_seconds: int = DEFAULT_LAG_SECONDS
+    overlap_seconds: int = DEFAULT_OVERLAP_SECONDS
+    page_size: int = DEFAULT_PAGE_SIZE
+    requests_per_window: int = DEFAULT_REQUESTS_PER_WINDOW
+    window_seconds: float = DEFAULT_WINDOW_SECONDS
+    max_window_seconds: int = DEFAULT_MAX_WINDOW_SECONDS
+    flush_rows: int = 250_000
+    concurrency: int = 8
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    poll_seconds: int = DEFAULT_POLL_SECONDS
+    report_at: str = DEFAULT_REPORT_AT
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    level: str = "INFO"
+
+
+@dataclass(frozen=True)
+class StatusConfig:
+    max_lag_seconds: int = 1800
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    hit_statuses: tuple[str, ...] = DEFAULT_HIT_STATUSES
+    formats: tuple[str, ...] = ("html", "csv", "json", "md")
+    top_n: int = 10
+
+
+@dataclass(frozen=True)
+class ZoneConfig:
+    id: int
+    name: str = ""
+    source: str = "v2"
+
+    @property
+    def label(self) -> str:
+        return f"{self.id} ({self.name})" if self.name else str(self.id)
+
+
+@dataclass(frozen=True)
+class ShieldZoneConfig:
+    id: int
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Config:
+    api: ApiConfig = field(default_factory=ApiConfig)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+    ingest: IngestConfig = field(default_factory=IngestConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    status: StatusConfig = field(default_factory=StatusConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
+    zones: tuple[ZoneConfig, ...] = ()
+    shield_zones: tuple[ShieldZoneConfig, ...] = ()
+    path: Path | None = None
+
+    def zone(self, zone_id: int) -> ZoneConfig:
+        for zone in self.zones:
+            if zone.id == zone_id:
+                return zone
+        known = ", ".join(str(z.id) for z in self.zones) or "none"
+        raise ConfigError(f"zones: pull zone {zone_id} is not configured (configured: {known})")
+
+    def select_zones(self, ids: list[int] | None) -> tuple[ZoneConfig, ...]:
+        if not ids:
+            return self.zones
+        return tuple(self.zone(i) for i in ids)
+
+
+SECTIONS: dict[str, type] = {
+    "api": ApiConfig,
+    "storage": StorageConfig,
+    "ingest": IngestConfig,
+    "schedule": ScheduleConfig,
+    "log": LogConfig,
+    "status": StatusConfig,
+    "report": ReportConfig,
+}
+LIST_SECTIONS: dict[str, type] = {"zones": ZoneConfig, "shield_zones": ShieldZoneConfig}
+_RESOLVED_FIELDS = {"access_key", "bearer_token"}
+
+
+def find_config_path(explicit: str | os.PathLike[str] | None, env: dict[str, str]) -> Path:
+    if explicit:
+        return Path(explicit)
+    if env.get("CDNLAKE_CONFIG"):
+        return Path(env["CDNLAKE_CONFIG"])
+    return Path("config.toml")
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None
+) -> Config:
+    """Read, validate and resolve the configuration; raise ConfigError naming the key."""
+    env = dict(os.environ) if env is None else env
+    cfg_path = find_config_path(path, env)
+    try:
+        raw = tomllib.loads(cfg_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config: file {cfg_path} not found (use --config PATH)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config: {cfg_path} is not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"config: cannot read {cfg_path}: {exc.strerror}") from None
+    return build_config(raw, base_dir=cfg_path.resolve().parent, env=env, path=cfg_path)
+
+
+def build_config(
+    raw: dict[str, Any], *, base_dir: Path, env: dict[str, str], path: Path | None = None
+) -> Config:
+    sections: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in SECTIONS:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{key}: must be a table ([{key}])")
+            sections[key] = _build_section(key, SECTIONS[key], value, env)
+        elif key in LIST_SECTIONS:
+            if not isinstance(value, list):
+                raise ConfigError(f"{key}: must be an array of tables ([[{key}]])")
+            sections[key] = tuple(
+                _build_section(f"{key}[{i}]", LIST_SECTIONS[key], item, {})
+                for i, item in enumerate(value)
+            )
+        else:
+            raise ConfigError(f"{key}: unknown key in config file")
+    for name, cls in SECTIONS.items():
+        if name not in sections:
+            sections[name] = _build_section(name, cls, {}, env)
+    storage: StorageConfig = sections["storage"]
+    root = storage.root if storage.root.is_absolute() else (base_dir / storage.root)
+    sections["storage"] = StorageConfig(root=root.resolve())
+    api: ApiConfig = sections["api"]
+    access = env.get(api.access_key_env)
+    bearer = env.get(api.bearer_token_env)
+    sections["api"] = dataclasses.replace(
+        api,
+        access_key=Secret(access) if access else None,
+        bearer_token=Secret(bearer) if bearer else None,
+    )
+    config = Config(**sections, path=path)
+    _validate(config)
+    return config
+
+
+def _build_section(name: str, cls: type, values: Any, env: dict[str, str]) -> Any:
+    if not isinstance(values, dict):
+        raise ConfigError(f"{name}: must be a table")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in _RESOLVED_FIELDS}
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in fields:
+            if key in SECRET_KEY_NAMES or key in _RESOLVED_FIELDS:
+                raise ConfigError(
+                    f"{name}.{key}: secrets must not be written in the config file; "
+                    "put the value in the environment variable named by api.access_key_env"
+                )
+            raise ConfigError(f"{name}.{key}: unknown key")
+        kwargs[key] = _coerce(f"{name}.{key}", hints[key], value)
+    for key in fields:
+        env_name = f"CDNLAKE_{name.upper()}_{key.upper()}"
+        if env_name in env:
+            kwargs[key] = _coerce_text(f"{env_name}", hints[key], env[env_name])
+    missing = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+        and f.name not in kwargs
+    ]
+    if missing:
+        raise ConfigError(f"{name}.{missing[0]}: required key is missing")
+    return cls(**kwargs)
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is tuple:
+        return f"array of {_type_name(typing.get_args(tp)[0])}"
+    if tp is Path:
+        return "string (a path)"
+    return {int: "integer", float: "number", str: "string", bool: "boolean"}.get(tp, str(tp))
+
+
+def _coerce(key: str, tp: Any, value: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _coerce(key, args[0], value)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected {_type_name(tp)}, got {type(value).__name__}")
+        item_tp = typing.get_args(tp)[0]
+        return tuple(_coerce(key, item_tp, v) for v in value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected boolean, got {type(value).__name__}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected integer, got {type(value).__name__}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected number, got {type(value).__name__}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected string, got {type(value).__name__}")
+        return value
+    if tp is Path:
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{key}: expected a non-empty path string")
+        return Path(value)
+    raise ConfigError(f"{key}: unsupported type")  # pragma: no cover
+
+
+def _coerce_text(key: str, tp: Any, text: str) -> Any:
+    """Environment overrides arrive as text; convert to the key's type."""
+    origin = typing.get_origin(tp)
+    try:
+        if origin is tuple:
+            return tuple(part.strip() for part in text.split(",") if part.strip())
+        if tp is bool:
+            if text.lower() not in {"1", "0", "true", "false", "yes", "no"}:
+                raise ValueError
+            return text.lower() in {"1", "true", "yes"}
+        if tp is int:
+            return int(text)
+        if tp is float:
+            return float(text)
+        if tp is Path:
+            return Path(text)
+        return text
+    except ValueError:
+        raise ConfigError(f"{key}: expected {_type_name(tp)}, got {text!r}") from None
+
+
+_REPORT_AT = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+LOG_LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
+REPORT_FORMATS = {"html", "csv", "json", "md"}
+
+
+def _validate(config: Config) -> None:
+    for key in ("base_url", "video_url", "logging_url"):
+        url = getattr(config.api, key)
+        if not re.match(r"^https?://[^/\s]+", url):
+            raise ConfigError(f"api.{key}: expected an http(s) URL, got {url!r}")
+    if config.api.timeout_seconds <= 0:
+        raise ConfigError("api.timeout_seconds: must be positive")
+    if config.api.retry_attempts < 1:
+        raise ConfigError("api.retry_attempts: must be at least 1")
+    ing = config.ingest
+    if not 1 <= ing.page_size <= 10_000:
+        raise ConfigError(f"ingest.page_size: must be 1..10000, got {ing.page_size}")
+    if ing.lag_seconds < 0 or ing.overlap_seconds < 0:
+        raise ConfigError("ingest.lag_seconds / ingest.overlap_seconds: must not be negative")
+    if ing.requests_per_window < 1:
+        raise ConfigError("ingest.requests_per_window: must be at least 1")
+    if ing.window_seconds <= 0:
+        raise ConfigError("ingest.window_seconds: must be positive")
+    if not 60 <= ing.max_window_seconds <= RETENTION_SECONDS:
+        raise ConfigError("ingest.max_window_seconds: must be 60..259200")
+    if ing.concurrency < 1 or ing.flush_rows < 1:
+        raise ConfigError("ingest.concurrency / ingest.flush_rows: must be at least 1")
+    if config.schedule.poll_seconds < 1:
+        raise ConfigError("schedule.poll_seconds: must be at least 1")
+    if not _REPORT_AT.match(config.schedule.report_at):
+        raise ConfigError(
+            f"schedule.report_at: expected HH:MM (UTC), got {config.schedule.report_at!r}"
+        )
+    if config.log.level.upper() not in LOG_LEVELS:
+        raise ConfigError(f"log.level: expected one of {sorted(LOG_LEVELS)}")
+    bad = set(config.report.formats) - REPORT_FORMATS
+    if bad:
+        raise ConfigError(f"report.formats: unknown format {sorted(bad)[0]!r}")
+    if not config.report.hit_statuses:
+        raise ConfigError("report.hit_statuses: must name at least one cache status")
+    seen: set[int] = set()
+    for i, zone in enumerate(config.zones):
+        if zone.id <= 0:
+            raise ConfigError(f"zones[{i}].id: must be a positive integer")
+        if zone.id in seen:
+            raise ConfigError(f"zones[{i}].id: zone {zone.id} is configured twice")
+        seen.add(zone.id)
+        if zone.source not in ("v1", "v2"):
+            raise ConfigError(f"zones[{i}].source: expected 'v1' or 'v2', got {zone.source!r}")
+    for i, shield in enumerate(config.shield_zones):
+        if shield.id <= 0:
+            raise ConfigError(f"shield_zones[{i}].id: must be a positive integer")

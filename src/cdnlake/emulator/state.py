@@ -1,0 +1,126 @@
+"""The emulator's moving parts: its clock, fault switches and the per-zone rate limit."""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any
+
+
+class EmulatorClock:
+    """Real time, optionally shifted or frozen, so tests can stand at any instant."""
+
+    def __init__(self, start: datetime | None = None, frozen: bool = False) -> None:
+        self._lock = threading.Lock()
+        self._offset = 0.0
+        self._frozen_at: float | None = None
+        if start is not None:
+            self.set(start, frozen=frozen)
+
+    def now_ms(self) -> int:
+        with self._lock:
+            base = self._frozen_at if self._frozen_at is not None else time.time() + self._offset
+        return int(base * 1000)
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC)
+
+    def set(self, moment: datetime, frozen: bool | None = None) -> None:
+        with self._lock:
+            target = moment.timestamp()
+            keep_frozen = self._frozen_at is not None if frozen is None else frozen
+            self._offset = target - time.time()
+            self._frozen_at = target if keep_frozen else None
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            if self._frozen_at is not None:
+                self._frozen_at += seconds
+            self._offset += seconds
+
+
+RETRY_AFTER_MODES = ("positive", "zero", "absent", "mixed")
+
+
+@dataclass
+class Faults:
+    """Fault injection switches, each a share of logging requests (0..1)."""
+
+    error_rate: float = 0.0  # 500s, half with a JSON body, half with an HTML page
+    spurious_429_rate: float = 0.0  # 429s beyond the real limit
+    retry_after: str = "mixed"  # Retry-After on spurious 429s: positive|zero|absent|mixed
+    slow_rate: float = 0.0  # answers delayed by slow_seconds
+    slow_seconds: float = 2.0
+    drop_rate: float = 0.0  # connection closed without an answer
+    truncate_rate: float = 0.0  # body cut off half way
+    malformed_rate: float = 0.0  # 200 with a body that is not JSON (v2)
+    seed: int = 0
+    _rng: random.Random = field(default_factory=random.Random, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        self._rng.seed(self.seed)
+        self.check()
+
+    def check(self) -> None:
+        for f in fields(self):
+            if f.name.endswith("_rate"):
+                value = getattr(self, f.name)
+                if not 0.0 <= value <= 1.0:
+                    raise ValueError(f"{f.name} must be within 0..1, got {value}")
+        if self.retry_after not in RETRY_AFTER_MODES:
+            raise ValueError(f"retry_after must be one of {RETRY_AFTER_MODES}")
+        if self.slow_seconds < 0:
+            raise ValueError("slow_seconds must not be negative")
+
+    def update(self, values: dict[str, Any]) -> None:
+        names = {f.name for f in fields(self) if not f.name.startswith("_")}
+        for key, value in values.items():
+            if key not in names:
+                raise ValueError(f"unknown fault switch {key!r}")
+            setattr(self, key, type(getattr(self, key))(value))
+        self.check()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+
+    def roll(self, rate: float) -> bool:
+        if rate <= 0:
+            return False
+        with self._lock:
+            return self._rng.random() < rate
+
+    def choice(self, options: list[str]) -> str:
+        with self._lock:
+            return self._rng.choice(options)
+
+
+class ZoneRateLimiter:
+    """``limit`` accepted requests per zone in any rolling ``window`` seconds."""
+
+    def __init__(self, limit: int = 30, window: float = 10.0) -> None:
+        self.limit = limit
+        self.window = window
+        self._hits: dict[int, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def admit(self, zone_id: int) -> float | None:
+        """Count the request and return None, or return seconds until a slot frees."""
+        now = time.monotonic()
+        with self._lock:
+            hits = self._hits.setdefault(zone_id, deque())
+            while hits and hits[0] <= now - self.window:
+                hits.popleft()
+            if len(hits) >= self.limit:
+                return hits[0] + self.window - now
+            hits.append(now)
+            return None
+
+
+def ceil_seconds(seconds: float) -> int:
+    return max(1, math.ceil(seconds))

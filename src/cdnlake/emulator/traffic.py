@@ -1,0 +1,326 @@
+"""Deterministic synthetic CDN traffic: the same seed gives the same requests, forever.
+
+Records are generated per (zone, UTC hour) from a seeded RNG, so any time range can be
+produced on demand and tests can recompute the ground truth in-process. Each record has
+its own visibility delay of up to 5 minutes (late arrival), and v1 lines and v2 JSON are
+two renderings of the same record.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TypeVar
+
+import msgspec
+
+T = TypeVar("T")
+
+HOUR_MS = 3_600_000
+MAX_DELAY_MS = 299_999  # "up to 5 minutes after its own timestamp"
+
+CACHE_WEIGHTS = [
+    ("HIT", 70),
+    ("MISS", 13),
+    ("EXPIRED", 3),
+    ("BYPASS", 4),
+    ("STALE", 2),
+    ("UPDATING", 2),
+    ("REVALIDATED", 4),
+]
+STATUS_WEIGHTS = [
+    (200, 780),
+    (206, 50),
+    (304, 50),
+    (301, 10),
+    (404, 50),
+    (403, 10),
+    (429, 5),
+    (500, 10),
+    (502, 10),
+    (503, 5),
+]
+EDGES = ["DE", "FR", "UK", "NY", "LA", "MI", "WA", "SG", "JP", "SYD"]
+COUNTRIES = ["US", "DE", "GB", "FR", "JP", "BR", "IN", "NL", "SE", "CA", "AU", "SG"]
+USER_AGENTS = [
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/131.0.0.0 Safari/537.36",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_6) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+    "Version/18.1 Safari/605.1.15",
+    "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 "
+    "(KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1",
+    "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
+    "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/131.0.0.0 Mobile Safari/537.36",
+    "curl/8.11.0",
+    "updown.io daemon 2.2",
+    "Googlebot/2.1 (+http://www.google.com/bot.html)",
+]
+REFERERS = [
+    "https://www.example.com/",
+    "https://www.example.com/blog/",
+    "https://news.example.org/article/42",
+    "https://www.google.com/",
+]
+ASNS = [
+    (3320, "Deutsche Telekom AG"),
+    (7922, "Comcast Cable Communications"),
+    (2856, "British Telecommunications PLC"),
+    (16509, "Amazon.com, Inc."),
+    (4713, "NTT Communications Corporation"),
+]
+JA4 = [
+    "t13d1516h2_8daaf6152771_b0da82dd1658",
+    "t13d1517h2_8daaf6152771_b1ff8ab2d16f",
+    "t12d1209h1_d34a8e72043a_b39be8c56a14",
+]
+HOT_PATHS = [
+    "/",
+    "/index.html",
+    "/assets/app.js",
+    "/assets/app.css",
+    "/assets/vendor.js",
+    "/img/logo.svg",
+    "/img/hero.jpg",
+    "/img/banner.webp",
+    "/fonts/inter.woff2",
+    "/favicon.ico",
+    "/api/config.json",
+    "/video/intro.mp4",
+    "/video/intro-720p.m4v",
+    "/downloads/app-1.4.2.zip",
+    "/docs/guide.pdf",
+]
+# Scanners put strangers' text into every field: reports must keep it inert.
+HOSTILE = [
+    "/<script>alert(1)</script>",
+    "/search/%22%3E%3Cimg%20src=x%20onerror=alert(1)%3E",
+    '/=HYPERLINK("http://evil.example/","x")',
+    "/wp-login.php",
+    "/../../etc/passwd",
+]
+HOSTILE_AGENTS = [
+    "<script>alert('ua')</script>",
+    '=HYPERLINK("http://evil.example/","click")',
+    "+SUM(1,1)",
+    "sqlmap/1.8",
+]
+
+
+class WireRecord(msgspec.Struct):
+    """One request exactly as logging API v2 renders it."""
+
+    timestamp: str
+    pullZoneId: int
+    requestId: str
+    cacheStatus: str
+    statusCode: int
+    bytesSent: int
+    edgeLocation: str
+    scheme: str
+    host: str
+    path: str
+    url: str
+    remoteIp: str
+    countryCode: str | None
+    userAgent: str | None
+    referer: str | None
+    bodyBytesSent: int | None
+    contentRange: str | None
+    authorizationHeader: str | None
+    ja4Fingerprint: str | None
+    asn: int | None
+    asnOrganization: str | None
+
+
+@dataclass(slots=True)
+class Record:
+    ts_ms: int
+    visible_ms: int
+    wire: WireRecord
+
+    def v1_line(self, extended: bool) -> str:
+        w = self.wire
+        fields = [
+            w.cacheStatus,
+            str(w.statusCode),
+            str(self.ts_ms),
+            str(w.bytesSent),
+            str(w.pullZoneId),
+            w.remoteIp,
+            w.referer or "-",
+            w.url,
+            w.edgeLocation,
+            w.userAgent or "-",
+            w.requestId,
+            w.countryCode or "-",
+        ]
+        if extended:
+            fields.append(str(w.bodyBytesSent) if w.bodyBytesSent is not None else "-")
+            fields.append(w.contentRange or "-")
+            fields.append(w.authorizationHeader or "-")
+        return "|".join(fields)
+
+
+@dataclass(frozen=True)
+class ZoneSpec:
+    id: int
+    extended: bool = False
+    disabled: bool = False
+    suspended: bool = False
+
+
+def format_ts(ts_ms: int) -> str:
+    moment = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+    base = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    if ts_ms % 1000 == 0:
+        return base + "Z"  # the wire format may omit milliseconds
+    return f"{base}.{ts_ms % 1000:03d}Z"
+
+
+def _weighted(rng: random.Random, table: list[tuple[T, int]]) -> T:
+    total = sum(w for _, w in table)
+    pick = rng.random() * total
+    for value, weight in table:
+        pick -= weight
+        if pick < 0:
+            return value
+    return table[-1][0]
+
+
+class Traffic:
+    """All records of all zones, generated lazily per hour and cached."""
+
+    def __init__(self, seed: int, zones: dict[int, ZoneSpec], rpm: float = 20.0) -> None:
+        self.seed = seed
+        self.zones = zones
+        self.rpm = rpm
+        self._cache: dict[tuple[int, int], tuple[list[int], list[Record]]] = {}
+        self._lock = threading.Lock()
+
+    def hour(self, zone_id: int, hour_index: int) -> tuple[list[int], list[Record]]:
+        """Records of one UTC hour, sorted by (timestamp, request id), with their keys."""
+        key = (zone_id, hour_index)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        records = self._generate(zone_id, hour_index)
+        records.sort(key=lambda r: (r.ts_ms, r.wire.requestId))
+        result = ([r.ts_ms for r in records], records)
+        with self._lock:
+            self._cache[key] = result
+        return result
+
+    def forget_before(self, ts_ms: int) -> None:
+        """Drop cached hours that are past retention, so memory stays flat."""
+        limit = ts_ms // HOUR_MS
+        with self._lock:
+            for key in [k for k in self._cache if k[1] < limit]:
+                del self._cache[key]
+
+    def records(self, zone_id: int, from_ms: int, to_ms: int) -> list[Record]:
+        """Every record with ``from_ms <= ts < to_ms``, visible or not, in order."""
+        out: list[Record] = []
+        for h in range(from_ms // HOUR_MS, (to_ms - 1) // HOUR_MS + 1):
+            keys, recs = self.hour(zone_id, h)
+            lo = bisect.bisect_left(keys, from_ms)
+            hi = bisect.bisect_left(keys, to_ms)
+            out.extend(recs[lo:hi])
+        return out
+
+    def _generate(self, zone_id: int, hour_index: int) -> list[Record]:
+        rng = random.Random(f"{self.seed}:{zone_id}:{hour_index}")
+        spec = self.zones.get(zone_id, ZoneSpec(zone_id))
+        hour_of_day = hour_index % 24
+        diurnal = 0.55 + 0.45 * (1 - abs(hour_of_day - 14) / 12)
+        mean = self.rpm * 60 * diurnal
+        count = max(0, int(rng.gauss(mean, mean**0.5)))
+        hosts = [f"cdn{zone_id}.example.com", f"img{zone_id}.example.com", "www.example.com"]
+        start_ms = hour_index * HOUR_MS
+        out: list[Record] = []
+        while len(out) < count:
+            ts = start_ms + rng.randrange(HOUR_MS)
+            if rng.random() < 0.05:
+                ts -= ts % 1000  # whole-second timestamps exist on the wire too
+            burst = rng.randint(5, 40) if rng.random() < 0.01 else 1
+            for _ in range(min(burst, count - len(out))):
+                out.append(self._record(rng, spec, zone_id, ts, hosts))
+        return out
+
+    def _record(
+        self, rng: random.Random, spec: ZoneSpec, zone_id: int, ts: int, hosts: list[str]
+    ) -> Record:
+        hostile = rng.random() < 0.004
+        post = rng.random() < 0.04
+        if hostile:
+            path = rng.choice(HOSTILE)
+            status = 404
+        elif rng.random() < 0.75:
+            path = HOT_PATHS[min(int(rng.paretovariate(1.2)) - 1, len(HOT_PATHS) - 1)]
+            status = _weighted(rng, STATUS_WEIGHTS)
+        else:
+            path = f"/static/{rng.getrandbits(40):010x}.{rng.choice(['js', 'css', 'png'])}"
+            status = _weighted(rng, STATUS_WEIGHTS)
+        cache = "-" if post else _weighted(rng, CACHE_WEIGHTS)
+        host = rng.choice(hosts)
+        scheme = "https" if rng.random() < 0.95 else "http"
+        query = "?v=3" if path.endswith((".js", ".css")) and rng.random() < 0.5 else ""
+        url = f"{scheme}://{host}{path}{query}"
+        if path.startswith("/video") or path.endswith(".zip"):
+            size = rng.randint(1_000_000, 8_000_000)
+        elif path.endswith((".jpg", ".webp", ".pdf", ".woff2")):
+            size = rng.randint(20_000, 600_000)
+        else:
+            size = rng.randint(300, 120_000)
+        content_range = None
+        if status == 304:
+            size = rng.randint(150, 400)
+        elif status >= 400 or status == 301:
+            size = rng.randint(200, 2_000)
+        elif status == 206:
+            size = rng.randint(65_536, 1_048_576)
+            content_range = f"bytes={rng.randrange(0, 10) * 1_048_576}-"
+        if rng.random() < 0.8:
+            ip = f"{rng.randint(1, 223)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.0"
+        else:
+            ip = f"2001:db8:{rng.getrandbits(16):x}:{rng.getrandbits(16):x}::"
+        ua: str | None = (
+            rng.choice(HOSTILE_AGENTS)
+            if hostile
+            else (None if rng.random() < 0.03 else rng.choice(USER_AGENTS))
+        )
+        referer = rng.choice(REFERERS) if rng.random() < 0.6 else None
+        country = None if rng.random() < 0.02 else rng.choice(COUNTRIES)
+        asn, org = rng.choice(ASNS)
+        delay = int(MAX_DELAY_MS * rng.random() ** 3)
+        authorization = None
+        if spec.extended and rng.random() < 0.1:
+            authorization = f"Bearer eyJhbGciOiJIUzI1NiJ9.{rng.getrandbits(96):024x}.sig"
+        wire = WireRecord(
+            timestamp=format_ts(ts),
+            pullZoneId=zone_id,
+            requestId=f"{rng.getrandbits(128):032x}",
+            cacheStatus=cache,
+            statusCode=status,
+            bytesSent=size,
+            edgeLocation=rng.choice(EDGES),
+            scheme=scheme,
+            host=host,
+            path=path,
+            url=url,
+            remoteIp=ip,
+            countryCode=country,
+            userAgent=ua,
+            referer=referer,
+            bodyBytesSent=max(0, size - 320) if spec.extended else None,
+            contentRange=content_range if spec.extended else None,
+            authorizationHeader=authorization,
+            ja4Fingerprint=rng.choice(JA4),
+            asn=asn,
+            asnOrganization=org,
+        )
+        return Record(ts_ms=ts, visible_ms=ts + delay, wire=wire)

@@ -1,0 +1,153 @@
+"""The one exception tree of cdnlake.
+
+Library code raises these; only the CLI turns them into messages and exit codes.
+Transient errors are worth retrying later (the same call may succeed); terminal errors
+will fail the same way until something is changed by a person.
+
+    CdnlakeError
+    ├── TransientError                 retry with backoff, or on the next pass
+    │   ├── TransportError             connect / read timeout, dropped connection, cut body
+    │   ├── MalformedResponseError     a 2xx body that does not decode
+    │   ├── RateLimitedError           429 rate_limited
+    │   ├── ServerError                5xx internal_error
+    │   ├── WarehouseBusyError         the DuckDB file stayed locked by another process
+    │   └── StopRequested              the process is shutting down; nothing was committed
+    └── TerminalError                  fix something, then run again
+        ├── ConfigError                bad config.toml / environment (exit code 2)
+        ├── UsageError                 bad command-line input (exit code 2)
+        ├── RequestValidationError     a request the API would refuse, caught before sending
+        ├── ApiError                   a 4xx answer
+        │   ├── InvalidRequestError    400 invalid_request
+        │   ├── UnauthorizedError      401 unauthorized
+        │   ├── ForbiddenError         403 forbidden
+        │   └── NotFoundError          404
+        │       └── LoggingDisabledError   404 logging_disabled
+        ├── ZoneBusyError              another cdnlake process holds the zone
+        └── DataError                  damaged lake, state or warehouse file
+
+Every error that came from an HTTP answer carries ``status``, ``code`` (the provider's
+error code when the body had one), ``message``, ``request_line`` (method and URL, never a
+credential) and ``body`` (the decoded error body, if any).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CdnlakeError(Exception):
+    """Root of every error cdnlake raises on purpose."""
+
+    transient = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class TransientError(CdnlakeError):
+    """The same call may succeed later."""
+
+    transient = True
+
+
+class TerminalError(CdnlakeError):
+    """The same call will fail the same way until something changes."""
+
+
+class HttpError(CdnlakeError):
+    """Fields shared by every error that came from an HTTP exchange (mixed in first)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        request_line: str = "",
+        body: Any = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(f"{message} ({request_line})" if request_line else message)
+        self.detail = message
+        self.status = status
+        self.code = code
+        self.request_line = request_line
+        self.body = body
+        self.retry_after = retry_after
+
+
+class TransportError(HttpError, TransientError):
+    pass
+
+
+class MalformedResponseError(HttpError, TransientError):
+    pass
+
+
+class RateLimitedError(HttpError, TransientError):
+    pass
+
+
+class ServerError(HttpError, TransientError):
+    pass
+
+
+class WarehouseBusyError(TransientError):
+    pass
+
+
+class StopRequested(TransientError):
+    def __init__(self, message: str = "stop requested") -> None:
+        super().__init__(message)
+
+
+class ConfigError(TerminalError):
+    pass
+
+
+class UsageError(TerminalError):
+    pass
+
+
+class RequestValidationError(TerminalError):
+    """A request parameter outside the API's documented limits."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class ApiError(HttpError, TerminalError):
+    pass
+
+
+class InvalidRequestError(ApiError):
+    pass
+
+
+class UnauthorizedError(ApiError):
+    pass
+
+
+class ForbiddenError(ApiError):
+    pass
+
+
+class NotFoundError(ApiError):
+    pass
+
+
+class LoggingDisabledError(NotFoundError):
+    pass
+
+
+class ZoneBusyError(TerminalError):
+    pass
+
+
+class DataError(TerminalError):
+    pass

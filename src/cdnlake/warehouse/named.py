@@ -1,0 +1,133 @@
+"""Named queries: one ``.sql`` file each in ``sql/``, parameters declared in its header.
+
+Header format (comment lines at the top of the file)::
+
+    -- answers: What share of requests and bytes came from cache, per hour?
+    -- param: zone BIGINT = NULL      pull zone id (NULL: all zones)
+    -- param: day DATE                UTC day (required)
+    -- param: hit_statuses VARCHAR[] = ['HIT','STALE','UPDATING','REVALIDATED']
+
+The body uses ``$name`` placeholders; values are always bound, never spliced in.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from cdnlake.errors import UsageError
+from cdnlake.sqlfiles import sql_dir
+
+_PARAM = re.compile(
+    r"^--\s*param:\s*(?P<name>[a-z_][a-z0-9_]*)\s+(?P<type>[A-Z]+(?:\[\])?)"
+    r"(?:\s*=\s*(?P<default>\S+))?\s*(?P<doc>.*)$"
+)
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str
+    default: str | None
+    doc: str
+
+    @property
+    def required(self) -> bool:
+        return self.default is None
+
+    def convert(self, text: str | None) -> Any:
+        """Text from the command line (or the default) to a Python value to bind."""
+        raw = self.default if text is None else text
+        if raw is None:
+            raise UsageError(f"--param {self.name}: required ({self.type}) - {self.doc}")
+        if raw.upper() == "NULL":
+            return None
+        try:
+            if self.type == "BIGINT" or self.type == "INTEGER":
+                return int(raw)
+            if self.type == "DOUBLE":
+                return float(raw)
+            if self.type == "DATE":
+                return date.fromisoformat(raw)
+            if self.type == "TIMESTAMPTZ":
+                return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+            if self.type == "VARCHAR[]":
+                items = raw.strip("[]").split(",")
+                return [i.strip().strip("'\"") for i in items if i.strip()]
+            if self.type == "VARCHAR":
+                return raw
+        except ValueError:
+            raise UsageError(f"--param {self.name}: expected {self.type}, got {raw!r}") from None
+        raise UsageError(f"{self.name}: unsupported parameter type {self.type}")
+
+
+@dataclass(frozen=True)
+class NamedQuery:
+    name: str
+    path: Path
+    answers: str
+    params: list[Param] = field(default_factory=list)
+    sql: str = ""
+
+    def bind(self, given: dict[str, str | None]) -> dict[str, Any]:
+        known = {p.name for p in self.params}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise UsageError(
+                f"--param {unknown[0]}: query {self.name} has no such parameter "
+                f"(it takes: {', '.join(sorted(known)) or 'none'})"
+            )
+        return {p.name: p.convert(given.get(p.name)) for p in self.params}
+
+    def signature(self) -> str:
+        parts = []
+        for p in self.params:
+            parts.append(f"{p.name}:{p.type}" + ("" if p.required else f"={p.default}"))
+        return " ".join(parts)
+
+
+def parse_named(path: Path) -> NamedQuery:
+    text = path.read_text(encoding="utf-8")
+    answers: list[str] = []
+    params: list[Param] = []
+    for line in text.splitlines():
+        if not line.startswith("--"):
+            break
+        match = _PARAM.match(line)
+        if match:
+            params.append(
+                Param(match["name"], match["type"], match["default"], match["doc"].strip())
+            )
+        elif line.lower().startswith("-- answers:"):
+            answers.append(line.split(":", 1)[1].strip())
+    return NamedQuery(path.stem, path, " ".join(answers), params, text)
+
+
+def list_named(directory: Path | None = None) -> list[NamedQuery]:
+    directory = directory or sql_dir()
+    return [parse_named(p) for p in sorted(directory.glob("*.sql")) if _NAME.match(p.stem)]
+
+
+def get_named(name: str, directory: Path | None = None) -> NamedQuery:
+    directory = directory or sql_dir()
+    if not _NAME.match(name):
+        raise UsageError(f"--query: bad query name {name!r}")
+    path = directory / f"{name}.sql"
+    if not path.is_file():
+        names = ", ".join(q.name for q in list_named(directory))
+        raise UsageError(f"--query: no named query {name!r} (known: {names})")
+    return parse_named(path)
+
+
+def parse_params(pairs: list[str]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--param: expected KEY=VALUE, got {pair!r}")
+        out[key.strip()] = value
+    return out
