@@ -295,6 +295,12 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s %s", self.address_string(), format % args)
 
     def _serve(self) -> None:
+        try:
+            self._answer()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client went away (killed, timed out)
+
+    def _answer(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         req = Request.build(self.command, self.path, dict(self.headers.items()), body)

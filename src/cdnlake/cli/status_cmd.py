@@ -1,0 +1,55 @@
+"""``cdnlake status``: a health check per zone (exit 1 when any zone is unhealthy)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def status(args: argparse.Namespace) -> int:
+    from cdnlake.cli.common import load
+    from cdnlake.status import zone_statuses
+    from cdnlake.warehouse.output import render
+
+    config = load(args, default_level="WARNING")
+    statuses = zone_statuses(config, max_lag_seconds=args.max_lag)
+    if args.format == "json":
+        json.dump([s.as_dict() for s in statuses], sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        columns = [
+            "zone",
+            "source",
+            "watermark",
+            "lag",
+            "last run",
+            "rows today",
+            "gaps 7d",
+            "health",
+        ]
+        rows = [
+            (
+                f"{s.zone_id} {s.name}".strip(),
+                s.source,
+                s.watermark.strftime("%Y-%m-%d %H:%M:%SZ") if s.watermark else "-",
+                _age(s.lag_seconds),
+                f"{s.last_outcome} {s.last_finished:%Y-%m-%d %H:%M}Z" if s.last_finished else "-",
+                s.rows_today,
+                f"{s.gaps_7d} ({_age(s.lost_seconds_7d)} lost)" if s.gaps_7d else "0",
+                "ok" if s.healthy else f"PROBLEM: {s.problem}",
+            )
+            for s in statuses
+        ]
+        sys.stdout.write(render("table", columns, rows))
+    return 0 if all(s.healthy for s in statuses) else 1

@@ -1,0 +1,85 @@
+"""Health of each zone: watermark, freshness, last run, today's rows, recent gaps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from cdnlake.config import Config
+from cdnlake.ingest.state import StateStore
+from cdnlake.sqlfiles import internal_sql
+from cdnlake.warehouse.db import Warehouse
+
+GAP_LOOKBACK = timedelta(days=7)
+
+
+@dataclass
+class ZoneStatus:
+    zone_id: int
+    name: str
+    source: str
+    watermark: datetime | None
+    lag_seconds: float | None
+    last_finished: datetime | None
+    last_outcome: str | None
+    last_error: str | None
+    rows_today: int
+    gaps_7d: int
+    lost_seconds_7d: float
+    healthy: bool
+    problem: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in vars(self).items()}
+
+
+def zone_statuses(
+    config: Config, *, now: datetime | None = None, max_lag_seconds: int | None = None
+) -> list[ZoneStatus]:
+    now = now or datetime.now(UTC)
+    max_lag = config.status.max_lag_seconds if max_lag_seconds is None else max_lag_seconds
+    store = StateStore(config.storage.state)
+    with Warehouse(config.storage).connect(read_only=True) as con:
+        today = dict(
+            con.execute(internal_sql("status_rows_today"), {"today": now.date()}).fetchall()
+        )
+        gaps = {
+            z: (n, s or 0.0)
+            for z, n, s in con.execute(
+                internal_sql("status_gaps"), {"since": now - GAP_LOOKBACK}
+            ).fetchall()
+        }
+        runs = {row[0]: row[1:] for row in con.execute(internal_sql("status_last_runs")).fetchall()}
+    out = []
+    for zone in config.zones:
+        state = store.load(zone.id) if store.path(zone.id).exists() else None
+        watermark = state.watermark if state else None
+        lag = (now - watermark).total_seconds() if watermark else None
+        outcome, error, finished, _ = runs.get(zone.id, (None, None, None, None))
+        problem = None
+        if outcome is None:
+            problem = "never ingested"
+        elif outcome not in ("ok",):
+            problem = f"last run {outcome}: {error or ''}".strip()
+        elif lag is not None and lag > max_lag:
+            problem = f"behind by {lag:.0f}s (more than {max_lag}s)"
+        n_gaps, lost = gaps.get(zone.id, (0, 0.0))
+        out.append(
+            ZoneStatus(
+                zone_id=zone.id,
+                name=zone.name,
+                source=zone.source,
+                watermark=watermark,
+                lag_seconds=lag,
+                last_finished=finished,
+                last_outcome=outcome,
+                last_error=error,
+                rows_today=int(today.get(zone.id, 0)),
+                gaps_7d=int(n_gaps),
+                lost_seconds_7d=float(lost),
+                healthy=problem is None,
+                problem=problem,
+            )
+        )
+    return out

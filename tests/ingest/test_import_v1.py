@@ -1,0 +1,122 @@
+"""import-v1: every bad case of the contract is coped with, counted, never silent."""
+
+from __future__ import annotations
+
+import gzip
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+
+from cdnlake.ingest.runner import import_v1_files
+from cdnlake.warehouse.db import Warehouse
+from tests.conftest import KEY, NOW, lake_ids, load_test_config, run_cli, write_config
+
+GOOD = (
+    "HIT|200|{ts}|412|1234|163.172.53.229|-|https://cdn.example.net/a.m4v|WA|"
+    "Mozilla/5.0 (Windows NT 10.0)|{rid}|DE"
+)
+
+
+def write_day_file(emu, path: Path, zone: int) -> Path:
+    day = (NOW - timedelta(days=1)).date()
+    text = httpx.get(f"{emu.url}/{day:%m-%d-%y}/{zone}.log", headers={"AccessKey": KEY}).text
+    path.write_text(text)
+    return path
+
+
+def test_a_file_full_of_bad_cases(tmp_path, emulator):
+    config = load_test_config(write_config(tmp_path, emulator, zones=[(1234, "v2")]))
+    ts = int((NOW - timedelta(hours=30)).timestamp() * 1000)
+    lines = [
+        GOOD.format(ts=ts, rid="a" * 32).encode() + b"\r",  # CRLF
+        b"",  # blank
+        b"   ",  # blank with spaces
+        GOOD.format(ts=ts + 1, rid="b" * 32).replace("Mozilla", "Moz\xffilla").encode("latin-1"),
+        GOOD.format(ts=ts + 2, rid="c" * 32).replace("163.172.53.229", "2001:db8::").encode(),
+        (GOOD.format(ts=ts + 3, rid="d" * 32) + "|1234|bytes=0-99|Bearer TOPSECRET").encode(),
+        (GOOD.format(ts=ts + 4, rid="e" * 32) + "|-").encode(),  # 13 fields, '-'
+        b"HIT|200|notatime|1|1234|1.2.3.0|-|https://x.example/|WA|-|" + b"f" * 32 + b"|DE",
+        b"WARM|200|1|1|1234|1.2.3.0|-|https://x.example/|WA|-|" + b"9" * 32 + b"|DE",
+        b"HIT|200|"
+        + str(ts).encode()
+        + b"|1|999|1.2.3.0|-|https://x.example/|WA|-|"
+        + b"8" * 32
+        + b"|DE",
+        (GOOD.format(ts=ts + 5, rid="7" * 32) + "|1|2|Bearer LEAKED|extra").encode(),  # 16 fields
+        b"HIT|200|" + str(ts).encode() + b"|1|1234|1.2.3.0|-|not a url|WA|-|" + b"6" * 32 + b"|DE",
+        GOOD.format(ts=ts + 6, rid="g" * 32).encode()[:40],  # truncated last line, no newline
+    ]
+    src = tmp_path / "bad.log"
+    src.write_bytes(b"\n".join(lines))
+    result = import_v1_files(config, [src], 1234)
+    assert result.rows == 5 and result.rejected == 6 and result.blank == 2
+    assert result.lines == len(lines)
+    with Warehouse(config.storage).connect(read_only=True) as con:
+        rejected = con.execute(
+            "SELECT line_number, reason, raw_line FROM rejected_lines ORDER BY line_number"
+        ).fetchall()
+        rows = con.execute(
+            "SELECT request_id, user_agent, remote_ip, body_bytes_sent, content_range "
+            "FROM requests ORDER BY request_id"
+        ).fetchall()
+    assert [r[0] for r in rejected] == [8, 9, 10, 11, 12, 13]
+    reasons = " ".join(r[1] for r in rejected)
+    for needle in (
+        "bad timestamp",
+        "unknown cache status",
+        "not the imported zone",
+        "got 16",
+        "not a URL",
+        "truncated last line",
+    ):
+        assert needle in reasons
+    assert all("LEAKED" not in r[2] and "TOPSECRET" not in r[2] for r in rejected)
+    by_id = {r[0]: r for r in rows}
+    assert by_id["b" * 32][1] == "Moz\ufffdilla/5.0 (Windows NT 10.0)"
+    assert by_id["c" * 32][2] == "2001:db8::"
+    assert by_id["d" * 32][3] == 1234 and by_id["d" * 32][4] == "bytes=0-99"
+    assert by_id["e" * 32][3] is None
+    for f in (config.storage.root / "lake").rglob("*.parquet"):
+        assert b"TOPSECRET" not in f.read_bytes()
+
+
+def test_gzip_and_event_date_partitioning(tmp_path, emulator):
+    config = load_test_config(write_config(tmp_path, emulator, zones=[(1234, "v2")]))
+    plain = write_day_file(emulator, tmp_path / "day.log", 1234)
+    gz = tmp_path / "renamed-2020-01-01.log.gz"  # the name says nothing about the date
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    result = import_v1_files(config, [gz], 1234)
+    assert result.rows > 1000 and result.rejected == 0
+    day = (NOW - timedelta(days=1)).date().isoformat()
+    dirs = {p.parent.name for p in (config.storage.root / "lake").rglob("*.parquet")}
+    assert dirs == {f"date={day}"}
+
+
+def test_small_blocks_give_the_same_result(tmp_path, emulator):
+    """Streaming in tiny blocks (bounded memory) parses exactly like one big block."""
+    from cdnlake.ingest.v1_parser import iter_parsed
+
+    src = write_day_file(emulator, tmp_path / "day.log", 1234)
+    big = [r for g, _, _ in iter_parsed(src, 1234) for r in g["request_id"].to_list()]
+    small = [
+        r for g, _, _ in iter_parsed(src, 1234, block_bytes=4096) for r in g["request_id"].to_list()
+    ]
+    assert big == small and len(big) > 1000
+
+
+def test_cli_import_v1_summary_and_exit_code(tmp_path, emulator):
+    path = write_config(tmp_path, emulator, zones=[(1234, "v2")])
+    src = write_day_file(emulator, tmp_path / "day.log", 1234)
+    with open(src, "a") as f:
+        f.write("garbage line\n")
+    result = run_cli("--config", str(path), "import-v1", str(src), "--zone", "1234")
+    assert result.returncode == 0, result.stderr
+    assert "1 rejected" in result.stdout
+    assert lake_ids(tmp_path / "data", 1234)
+    missing = run_cli(
+        "--config", str(path), "import-v1", str(tmp_path / "nope.log"), "--zone", "1234"
+    )
+    assert missing.returncode == 2 and "nope.log" in missing.stderr
+    unknown = run_cli("--config", str(path), "import-v1", str(src), "--zone", "999")
+    assert unknown.returncode == 2 and "999" in unknown.stderr
