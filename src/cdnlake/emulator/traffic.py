@@ -9,6 +9,7 @@ two renderings of the same record.
 from __future__ import annotations
 
 import bisect
+import functools
 import random
 import threading
 from dataclasses import dataclass
@@ -173,6 +174,18 @@ class ZoneSpec:
     suspended: bool = False
 
 
+CLIENTS = 5000
+
+
+@functools.cache
+def client_ip(zone_id: int, k: int) -> str:
+    """The anonymised address of client ``k``: a few heavy clients, a long tail."""
+    rng = random.Random(f"client:{zone_id}:{k}")
+    if rng.random() < 0.8:
+        return f"{rng.randint(1, 223)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.0"
+    return f"2001:db8:{rng.getrandbits(16):x}:{rng.getrandbits(16):x}::"
+
+
 def format_ts(ts_ms: int) -> str:
     moment = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
     base = moment.strftime("%Y-%m-%dT%H:%M:%S")
@@ -284,10 +297,7 @@ class Traffic:
         elif status == 206:
             size = rng.randint(65_536, 1_048_576)
             content_range = f"bytes={rng.randrange(0, 10) * 1_048_576}-"
-        if rng.random() < 0.8:
-            ip = f"{rng.randint(1, 223)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.0"
-        else:
-            ip = f"2001:db8:{rng.getrandbits(16):x}:{rng.getrandbits(16):x}::"
+        ip = client_ip(zone_id, int(rng.paretovariate(0.8)) % CLIENTS)
         ua: str | None = (
             rng.choice(HOSTILE_AGENTS)
             if hostile

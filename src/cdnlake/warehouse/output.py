@@ -9,7 +9,8 @@ from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any, TextIO
 
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_PREFIXES = ("=", "@", "\t", "\r")
+SIGN_PREFIXES = ("+", "-")
 
 
 def plain(value: Any) -> Any:
@@ -29,7 +30,9 @@ def plain(value: Any) -> Any:
 
 def csv_safe(value: Any) -> Any:
     """Defuse spreadsheet formulas in text cells written by strangers (OWASP advice)."""
-    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+    if isinstance(value, str) and (
+        value.startswith(FORMULA_PREFIXES) or (len(value) > 1 and value.startswith(SIGN_PREFIXES))
+    ):
         return "'" + value
     return value
 

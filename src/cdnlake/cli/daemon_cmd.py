@@ -1,0 +1,42 @@
+"""``cdnlake daemon``: run the scheduler until SIGINT / SIGTERM.
+
+First signal: no new pages, passes in flight end or are abandoned without moving their
+watermark, exit 0 within 10 seconds. Second signal: exit at once (the lake stays
+consistent: every file change is an atomic rename).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+
+
+def daemon(args: argparse.Namespace) -> int:
+    from cdnlake.cli.common import load, open_api
+    from cdnlake.errors import UsageError
+    from cdnlake.scheduler import Daemon
+
+    config = load(args)
+    if not config.zones:
+        raise UsageError("daemon: no zones configured ([[zones]] in the config file)")
+    log = logging.getLogger("cdnlake.daemon")
+    interrupted = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        if interrupted.is_set():
+            log.warning("second signal: exiting now")
+            os._exit(1)
+        log.info("signal %s: stopping (send again to exit at once)", signal.Signals(signum).name)
+        interrupted.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    with open_api(config) as api:
+        runner = Daemon(config, api)
+        runner.run_forever(interrupted)
+        clean = runner.stop()
+    log.info("daemon stopped after %d zone passes%s", runner.passes, "" if clean else " (forced)")
+    return 0

@@ -1,0 +1,162 @@
+"""The daily report: one set of named queries, rendered to html, csv, json and md.
+
+Every figure in every format comes from the same run of the same queries in ``sql/``, so
+the formats cannot disagree with each other or with ``cdnlake sql --query``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+from cdnlake.config import Config
+from cdnlake.errors import UsageError
+from cdnlake.lake.layout import tmp_sibling
+from cdnlake.warehouse.db import Warehouse
+from cdnlake.warehouse.named import get_named
+
+# (section, named query, fixed parameters, title)
+SECTIONS: list[tuple[str, str, dict[str, Any], str]] = [
+    ("overview", "traffic_overview", {}, "Traffic"),
+    ("hit_ratio", "hit_ratio", {}, "Hit ratio"),
+    ("day_over_day", "day_over_day", {}, "Day over day"),
+    ("zones", "zones_overview", {}, "Zones"),
+    ("cache_status_mix", "cache_status_mix", {}, "Cache status mix"),
+    ("traffic_by_hour", "traffic_by_hour", {}, "Traffic by hour and cache status"),
+    ("bandwidth_by_hour", "bandwidth_by_hour", {}, "Bandwidth by hour"),
+    ("hit_ratio_by_hour", "hit_ratio_by", {"dimension": "hour"}, "Hit ratio by hour"),
+    ("hit_ratio_by_edge", "hit_ratio_by", {"dimension": "edge"}, "Hit ratio by edge location"),
+    ("hit_ratio_by_country", "hit_ratio_by", {"dimension": "country"}, "Hit ratio by country"),
+    ("hit_ratio_by_host", "hit_ratio_by", {"dimension": "host"}, "Hit ratio by host"),
+    ("status_codes", "status_codes", {}, "Status codes"),
+    ("errors_by_hour", "error_rate_by_hour", {}, "Error rate by hour"),
+    (
+        "top_miss_paths_by_requests",
+        "top_miss_paths",
+        {"rank_by": "requests"},
+        "Top paths by MISS requests",
+    ),
+    ("top_miss_paths_by_bytes", "top_miss_paths", {"rank_by": "bytes"}, "Top paths by MISS bytes"),
+    ("top_4xx_paths", "top_error_paths", {"status_class": "4xx"}, "Top 4xx paths"),
+    ("top_5xx_paths", "top_error_paths", {"status_class": "5xx"}, "Top 5xx paths"),
+    ("response_sizes", "response_size_percentiles", {}, "Response size percentiles"),
+]
+FORMATS = ("html", "csv", "json", "md")
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+
+    def records(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
+
+    def first(self) -> dict[str, Any]:
+        return self.records()[0] if self.rows else {}
+
+
+@dataclass
+class ReportData:
+    day: date
+    zone: int | None
+    hit_statuses: list[str]
+    generated_at: datetime
+    sections: dict[str, Table] = field(default_factory=dict)
+
+    @property
+    def scope(self) -> str:
+        return f"zone-{self.zone}" if self.zone is not None else "all"
+
+    @property
+    def stem(self) -> str:
+        return f"report-{self.scope}-{self.day.isoformat()}"
+
+    @property
+    def empty(self) -> bool:
+        return not self.sections["overview"].first().get("requests")
+
+
+def collect(config: Config, day: date, zone: int | None = None) -> ReportData:
+    data = ReportData(
+        day=day,
+        zone=zone,
+        hit_statuses=sorted(config.report.hit_statuses),
+        generated_at=datetime.now(UTC).replace(microsecond=0),
+    )
+    common = {
+        "day": day.isoformat(),
+        "zone": "NULL" if zone is None else str(zone),
+        "hit_statuses": ",".join(config.report.hit_statuses),
+        "top_n": str(config.report.top_n),
+    }
+    with Warehouse(config.storage).connect(read_only=True) as con:
+        for name, query_name, fixed, title in SECTIONS:
+            if name == "zones" and zone is not None:
+                continue
+            query = get_named(query_name)
+            wanted = {p.name for p in query.params}
+            given = {k: v for k, v in {**common, **fixed}.items() if k in wanted}
+            cursor = con.execute(query.sql, query.bind(given))
+            columns = [d[0] for d in cursor.description or []]
+            data.sections[name] = Table(title, columns, cursor.fetchall())
+    return data
+
+
+def _write_atomic(path: Path, content: str) -> None:
+    tmp = tmp_sibling(path)
+    try:
+        tmp.write_text(content, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def render(data: ReportData, fmt: str) -> dict[str, str]:
+    """File name suffix -> content, for one format."""
+    if fmt == "json":
+        from cdnlake.reports.formats import to_json
+
+        return {".json": to_json(data)}
+    if fmt == "md":
+        from cdnlake.reports.formats import to_markdown
+
+        return {".md": to_markdown(data)}
+    if fmt == "csv":
+        from cdnlake.reports.formats import to_csv
+
+        return {f".{name}.csv": text for name, text in to_csv(data).items()}
+    if fmt == "html":
+        from cdnlake.reports.html import to_html
+
+        return {".html": to_html(data)}
+    raise UsageError(f"report: unknown format {fmt!r} (use {', '.join(FORMATS)})")
+
+
+def write_reports(
+    config: Config,
+    day: date,
+    *,
+    zone: int | None = None,
+    formats: tuple[str, ...] | None = None,
+    out: Path | None = None,
+) -> list[Path]:
+    formats = formats or config.report.formats
+    for fmt in formats:
+        if fmt not in FORMATS:
+            raise UsageError(f"report: unknown format {fmt!r} (use {', '.join(FORMATS)})")
+    out = out or config.storage.reports
+    out.mkdir(parents=True, exist_ok=True)
+    data = collect(config, day, zone)
+    written = []
+    for fmt in formats:
+        for suffix, content in render(data, fmt).items():
+            path = out / f"{data.stem}{suffix}"
+            _write_atomic(path, content)
+            written.append(path)
+    return written
