@@ -156,11 +156,20 @@ def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
 
 
 def setup_logging(level: str) -> None:
+    """cdnlake's own lines at ``level``; the libraries' chatter only when debugging."""
+    numeric = getattr(logging, level.upper(), logging.INFO)
     logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
+        level=numeric,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
         force=True,
+    )
+    quiet = logging.DEBUG if numeric <= logging.DEBUG else logging.WARNING
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(quiet)
+    # A pass longer than poll_seconds makes APScheduler skip runs by design (max_instances=1).
+    logging.getLogger("apscheduler").setLevel(
+        logging.DEBUG if numeric <= logging.DEBUG else logging.ERROR
     )
 
 

@@ -1,0 +1,39 @@
+"""Builds a small lake from tests/fixtures/requests.csv with the real lake writer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from cdnlake.config import Config, build_config
+from cdnlake.lake.layout import REQUEST_SCHEMA
+from cdnlake.lake.writer import StagedMerge
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fixture_config(root: Path, zones: tuple[int, ...] = (1, 2)) -> Config:
+    raw = {
+        "storage": {"root": str(root)},
+        "zones": [{"id": z, "name": f"z{z}"} for z in zones],
+    }
+    return build_config(raw, base_dir=root, env={"CDNLAKE_ACCESS_KEY": "k"})
+
+
+def build_fixture_lake(root: Path) -> Config:
+    frame = pl.read_csv(FIXTURES / "requests.csv", infer_schema=False)
+    frame = frame.with_columns(
+        pl.col("ts").str.to_datetime(time_unit="ms", time_zone="UTC"),
+        pl.col("status_code").cast(pl.Int32),
+        pl.col("bytes_sent").cast(pl.Int64),
+        pl.col("body_bytes_sent").cast(pl.Int64),
+        pl.col("asn").cast(pl.Int32),
+        pl.col("pull_zone_id").cast(pl.Int64),
+    )
+    config = fixture_config(root)
+    for (zone,), part in frame.partition_by(["pull_zone_id"], as_dict=True).items():
+        merge = StagedMerge(config.storage.lake, int(zone), config.storage.state / "staging")
+        merge.add(part.select(list(REQUEST_SCHEMA)))
+        merge.commit()
+    return config

@@ -1,0 +1,168 @@
+"""Daily reports: every format from the same queries, hostile text inert, empty days honest."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import subprocess
+from datetime import date
+
+import pytest
+
+from cdnlake.reports.build import SECTIONS, write_reports
+from tests.conftest import run_cli
+from tests.fixture_lake import build_fixture_lake
+
+DAY = date(2026, 11, 20)
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    root = tmp_path_factory.mktemp("r")
+    config = build_fixture_lake(root)
+    paths = write_reports(config, DAY)
+    return config, {p.name: p for p in paths}
+
+
+def test_files_are_named_by_zone_and_date(written):
+    _, files = written
+    assert "report-all-2026-11-20.html" in files
+    assert "report-all-2026-11-20.json" in files
+    assert "report-all-2026-11-20.md" in files
+    assert "report-all-2026-11-20.hit_ratio.csv" in files
+    assert len([f for f in files if f.endswith(".csv")]) == len(SECTIONS)
+
+
+def test_formats_agree_with_each_other_and_with_sql(written):
+    _, files = written
+    doc = json.loads(files["report-all-2026-11-20.json"].read_text())
+    hit = doc["sections"]["hit_ratio"]["rows"][0]
+    assert (hit["request_hit_ratio_pct"], hit["byte_hit_ratio_pct"]) == (40.0, 54.79)
+    rows = list(csv.DictReader(open(files["report-all-2026-11-20.hit_ratio.csv"])))
+    assert rows[0]["request_hit_ratio_pct"] == "40.0" and rows[0]["byte_hit_ratio_pct"] == "54.79"
+    md = files["report-all-2026-11-20.md"].read_text()
+    assert "| 40.00 |" in md and "| 54.79 |" in md  # the hit_ratio row, same figures
+    html = files["report-all-2026-11-20.html"].read_text()
+    assert "40.0 %" in html and "54.8 %" in html
+    assert "HIT, REVALIDATED, STALE, UPDATING" in html  # says what counted as a hit
+
+
+def test_html_is_self_contained_and_hostile_text_is_inert(written):
+    _, files = written
+    html = files["report-all-2026-11-20.html"].read_text()
+    assert "<script" not in html.lower()
+    assert "onerror=" not in html.replace("onerror=alert(1)&gt;", "")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html)
+    assert "Content-Security-Policy" in html and "default-src 'none'" in html
+
+
+def test_csv_defuses_formulas(written):
+    _, files = written
+    cells = [
+        c for f in files.values() if f.suffix == ".csv" for row in csv.reader(open(f)) for c in row
+    ]
+    assert any("HYPERLINK" in c for c in cells)
+    for c in cells:
+        assert not c.startswith(("=", "@")), c
+        assert not (len(c) > 1 and c[0] in "+-" and not re.fullmatch(r"-?[\d.]+", c)), c
+
+
+def test_markdown_escapes_everything(written):
+    _, files = written
+    md = files["report-all-2026-11-20.md"].read_text()
+    assert "<script>" not in md and "\\<script\\>" in md
+    assert "Mozilla" not in md or "\\|" in md
+    widths: list[int] = []
+    for line in [*md.splitlines(), ""]:
+        if line.startswith("|"):
+            widths.append(len(re.findall(r"(?<!\\)\|", line)))
+        elif widths:
+            assert len(set(widths)) == 1, "a stranger's text broke a table's columns"
+            widths = []
+
+
+def test_empty_day_is_an_honest_empty_report(tmp_path):
+    config = build_fixture_lake(tmp_path)
+    paths = write_reports(config, date(2026, 11, 15), formats=("html", "json", "md"))
+    doc = json.loads(next(p for p in paths if p.suffix == ".json").read_text())
+    assert doc["empty"] is True
+    assert doc["sections"]["overview"]["rows"][0]["requests"] == 0
+    html = next(p for p in paths if p.suffix == ".html").read_text()
+    assert "No traffic was recorded for this day" in html
+
+
+def test_report_cli(tmp_path):
+    config = build_fixture_lake(tmp_path / "root")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'[storage]\nroot = "{config.storage.root}"\n[[zones]]\nid = 1\n[[zones]]\nid = 2\n'
+    )
+    out = tmp_path / "out"
+    r = run_cli(
+        "--config",
+        str(cfg),
+        "report",
+        "--date",
+        "2026-11-20",
+        "--zone",
+        "1",
+        "--format",
+        "html,json",
+        "--out",
+        str(out),
+    )
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "report-zone-1-2026-11-20.html",
+        "report-zone-1-2026-11-20.json",
+    ]
+    for args, needle in [
+        (["report", "--date", "2026-13-01"], "YYYY-MM-DD"),
+        (["report", "--date", "2999-01-01"], "future"),
+        (["report", "--zone", "77"], "77"),
+        (["report", "--format", "pdf", "--date", "2026-11-20"], "pdf"),
+    ]:
+        bad = run_cli("--config", str(cfg), *args)
+        assert bad.returncode == 2 and needle in bad.stderr, (args, bad.stderr)
+
+
+def chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(chromium() is None, reason="chromium not installed (make test installs it)")
+def test_html_renders_in_headless_chromium(written, tmp_path):
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    _, files = written
+    page = files["report-all-2026-11-20.html"]
+    flags = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1200,1600",
+    ]
+    dom = subprocess.run(
+        [*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=90
+    )
+    assert "CDN daily report" in dom.stdout and "54.8 %" in dom.stdout
+    assert 'id="chart-requests"' in dom.stdout and "<svg" in dom.stdout
+    shot = tmp_path / "shot.png"
+    subprocess.run([*flags, f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=90)
+    image = mpimg.imread(shot)[:, :, :3]
+    assert image.shape[0] >= 1000 and image.std() > 0.05  # not a blank page
+    hit_green = np.array([0x2E, 0x7D, 0x32]) / 255
+    miss_orange = np.array([0xEF, 0x6C, 0x00]) / 255
+    for colour in (hit_green, miss_orange):  # the stacked charts were drawn
+        assert (np.abs(image - colour).sum(axis=2) < 0.05).sum() > 200

@@ -1,0 +1,143 @@
+"""The daemon: stops cleanly mid-pass, restarts, ends complete; report job; failing zones."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from apscheduler.triggers.interval import IntervalTrigger
+
+from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
+from cdnlake.ingest.state import StateStore
+from cdnlake.scheduler import Daemon, wait_for
+from cdnlake.warehouse.db import Warehouse
+from tests.conftest import (
+    KEY,
+    lake_ids,
+    load_test_config,
+    make_client,
+    run_cli,
+    start_emulator,
+    truth_ids,
+    write_config,
+)
+from tests.ingest.test_crash_safety import assert_lake_consistent
+
+
+def spawn_daemon(config: Path) -> subprocess.Popen[str]:
+    log = config.parent / "daemon.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cdnlake", "--config", str(config), "daemon"],
+        env={**os.environ, "CDNLAKE_ACCESS_KEY": KEY},
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "w"),  # a file: an unread pipe would fill up and block the daemon
+        text=True,
+    )
+    proc.log = log  # type: ignore[attr-defined]
+    return proc
+
+
+def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> tuple[int, float, str]:
+    started = time.monotonic()
+    proc.send_signal(sig)
+    proc.wait(timeout=30)
+    return proc.returncode, time.monotonic() - started, proc.log.read_text()  # type: ignore[attr-defined]
+
+
+def test_sigterm_mid_pass_then_restart_ends_complete(tmp_path):
+    emu = start_emulator("1234,1235", rpm=20, now=None, frozen=False)
+    try:
+        path = write_config(
+            tmp_path,
+            emu,
+            zones=[(1234, "v2"), (1235, "v1")],
+            page_size=300,
+            max_window_seconds=1800,
+        )
+        root = tmp_path / "data"
+        first_launch = datetime.now(UTC)
+        proc = spawn_daemon(path)
+        time.sleep(2.5)
+        code, took, err = stop(proc)
+        assert code == 0, err
+        assert took < 10
+        assert "Traceback" not in err
+        assert_lake_consistent(root, [1234, 1235])
+
+        proc = spawn_daemon(path)
+        store = StateStore(root / "state")
+
+        def caught_up() -> bool:
+            marks = [store.load(z).watermark for z in (1234, 1235)]
+            return all(m and m > datetime.now(UTC) - timedelta(seconds=330) for m in marks)
+
+        assert wait_for(caught_up, 60)
+        time.sleep(1.5)  # a few steady-state passes
+        code, took, err = stop(proc)
+        assert code == 0 and took < 10, err
+        assert "zone 1234 [v2] ok: reached" in err  # one log line per pass
+        assert KEY not in err
+        assert_lake_consistent(root, [1234, 1235])
+        start = first_launch - RETENTION + RETENTION_MARGIN + timedelta(seconds=5)
+        for zone in (1234, 1235):
+            watermark = store.load(zone).watermark
+            truth = truth_ids(emu, zone, start, watermark, at=emu.clock.now())
+            assert truth <= set(lake_ids(root, zone))
+    finally:
+        emu.stop()
+
+
+def test_second_signal_exits_at_once(tmp_path):
+    emu = start_emulator("1234", rpm=20, now=None, frozen=False)
+    try:
+        path = write_config(
+            tmp_path, emu, zones=[(1234, "v2")], page_size=200, max_window_seconds=900
+        )
+        proc = spawn_daemon(path)
+        time.sleep(2.0)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.05)
+        code, took, _ = stop(proc)
+        assert took < 2 and code == 1
+        assert_lake_consistent(tmp_path / "data", [1234])
+    finally:
+        emu.stop()
+
+
+def test_configuration_error_at_start_is_exit_2(tmp_path):
+    bad = tmp_path / "c.toml"
+    bad.write_text("[schedule]\npoll_seconds = 'often'\n")
+    r = run_cli("--config", str(bad), "daemon")
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "cdnlake: error: schedule.poll_seconds: expected integer, got str"
+    )
+
+
+def test_report_job_fires_and_failing_zone_keeps_being_retried(tmp_path):
+    emu = start_emulator("1234,1240:disabled")
+    try:
+        config = load_test_config(write_config(tmp_path, emu, zones=[(1234, "v2"), (1240, "v2")]))
+        api = make_client(config)
+        daemon = Daemon(config, api, clock=emu.clock.now, report_trigger=IntervalTrigger(seconds=1))
+        daemon.start()
+        try:
+            assert wait_for(lambda: len(daemon.report_runs) >= 1 and daemon.passes >= 6, 30)
+        finally:
+            assert daemon.stop()
+        reports = sorted(p.name for p in config.storage.reports.iterdir())
+        day = (emu.clock.now() - timedelta(days=1)).date().isoformat()
+        assert f"report-all-{day}.html" in reports
+        with Warehouse(config.storage).connect(read_only=True) as con:
+            runs = con.execute(
+                "SELECT pull_zone_id, outcome, count(*) FROM ingest_runs GROUP BY ALL ORDER BY ALL"
+            ).fetchall()
+        outcomes = {(z, o): n for z, o, n in runs}
+        assert outcomes[(1240, "failed")] >= 2  # retried on its schedule, error visible
+        assert outcomes[(1234, "ok")] >= 2
+    finally:
+        emu.stop()
