@@ -35,7 +35,8 @@ def demo_config(config: Config, url: str, key: str) -> Config:
 
 
 def run_demo(config: Config, progress: Progress | None = None, seed: int = 1) -> DemoResult:
-    from cdnlake.client import ApiClient, BudgetRegistry, LoggingClient
+    from cdnlake.client import ApiClient, BudgetRegistry, LoggingClient, ShieldApi
+    from cdnlake.ingest.shield import ingest_shield_zone
     from cdnlake.reports.build import collect, write_reports
 
     key = os.environ.get(config.api.access_key_env) or "demo-key"
@@ -48,6 +49,12 @@ def run_demo(config: Config, progress: Progress | None = None, seed: int = 1) ->
         budgets = BudgetRegistry(cfg.ingest.requests_per_window, cfg.ingest.window_seconds)
         with ApiClient(cfg.api, budgets=budgets) as api:
             results = Ingestor(cfg, LoggingClient(api), progress=progress).run(cfg.zones)
+            shield = ShieldApi(api)
+            for shield_zone in cfg.shield_zones:
+                result = ingest_shield_zone(cfg, shield, shield_zone)
+                if progress is not None:
+                    progress.finished(result)
+                results.append(result)
     finally:
         emulator.stop()
     day = (datetime.now(UTC) - timedelta(days=1)).date()

@@ -27,7 +27,9 @@ will fail the same way until something is changed by a person.
 
 Every error that came from an HTTP answer carries ``status``, ``code`` (the provider's
 error code when the body had one), ``message``, ``request_line`` (method and URL, never a
-credential) and ``body`` (the decoded error body, if any).
+credential), ``body`` (the decoded error body, if any) and ``details`` (that body as the
+endpoint's typed error model: Generic result, Problem details, Field error, Container
+node error or ``{statusCode}``).
 """
 
 from __future__ import annotations
@@ -70,8 +72,10 @@ class HttpError(CdnlakeError):
         request_line: str = "",
         body: Any = None,
         retry_after: float | None = None,
+        details: Any = None,
     ) -> None:
         super().__init__(f"{message} ({request_line})" if request_line else message)
+        self.details = details  # the endpoint's error body as a typed model, when known
         self.detail = message
         self.status = status
         self.code = code

@@ -24,7 +24,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from cdnlake.client.core import ApiClient
 from cdnlake.client.logging_api import LoggingClient
-from cdnlake.config import Config, ZoneConfig
+from cdnlake.config import Config, ShieldZoneConfig, ZoneConfig
 from cdnlake.ingest.runner import Ingestor, ZoneResult, utcnow
 
 log = logging.getLogger("cdnlake.daemon")
@@ -52,7 +52,8 @@ class Daemon:
         self._report_writer = report_writer
         hour, minute = (int(x) for x in config.schedule.report_at.split(":"))
         self._report_trigger = report_trigger or CronTrigger(hour=hour, minute=minute, timezone=UTC)
-        workers = max(2, min(config.ingest.concurrency, len(config.zones)) + 1)
+        zones = len(config.zones) + len(config.shield_zones)
+        workers = max(2, min(config.ingest.concurrency, zones) + 1)
         self.scheduler = BackgroundScheduler(
             timezone=UTC,
             executors={"default": ThreadPoolExecutor(max_workers=workers)},
@@ -69,6 +70,17 @@ class Daemon:
         if self.stop_event.is_set():
             return None
         result = self.ingestor.run_zone(zone)
+        with self._lock:
+            self.passes += 1
+        return result
+
+    def poll_shield_zone(self, zone: ShieldZoneConfig) -> ZoneResult | None:
+        if self.stop_event.is_set():
+            return None
+        from cdnlake.client.shield import ShieldApi
+        from cdnlake.ingest.shield import ingest_shield_zone
+
+        result = ingest_shield_zone(self.config, ShieldApi(self.api), zone, clock=self.clock)
         with self._lock:
             self.passes += 1
         return result
@@ -98,6 +110,15 @@ class Daemon:
                 id=f"zone-{zone.id}",
                 name=f"ingest zone {zone.id}",
                 next_run_time=now + timedelta(milliseconds=50 * i),
+            )
+        for shield_zone in self.config.shield_zones:
+            self.scheduler.add_job(
+                self.poll_shield_zone,
+                IntervalTrigger(seconds=self.config.schedule.poll_seconds, timezone=UTC),
+                args=[shield_zone],
+                id=f"shield-{shield_zone.id}",
+                name=f"shield events {shield_zone.id}",
+                next_run_time=now,
             )
         self.scheduler.add_job(self.write_report, self._report_trigger, id="daily-report")
         self.scheduler.start()

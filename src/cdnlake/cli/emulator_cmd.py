@@ -47,6 +47,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=DEMO_ZONES,
         help=f"ID[:v2|v1|extended|disabled|suspended],... (default: the demo zones, {DEMO_ZONES})",
     )
+    p.add_argument(
+        "--shield-zones",
+        default="5001,5002",
+        help="shield zone ids served by the shield endpoints (default 5001,5002)",
+    )
     p.add_argument("--rate", type=_rate, default=(30, 10.0), help="per-zone limit (default 30/10)")
     p.add_argument("--rpm", type=float, default=20.0, help="mean requests per minute per zone")
     p.add_argument("--now", help="start the clock at this ISO-8601 instant")
@@ -96,6 +101,12 @@ def build_config(args: argparse.Namespace) -> Any:
         seed=args.fault_seed,
     )
     key = args.access_key or os.environ.get("CDNLAKE_ACCESS_KEY") or "demo-key"
+    try:
+        shield = tuple(int(z) for z in args.shield_zones.split(",") if z.strip())
+    except ValueError:
+        raise UsageError(
+            f"--shield-zones: expected ids like 5001,5002, got {args.shield_zones!r}"
+        ) from None
     return EmulatorConfig(
         host=args.host,
         port=args.port,
@@ -109,6 +120,7 @@ def build_config(args: argparse.Namespace) -> Any:
         faults=faults,
         now=now,
         frozen=args.frozen,
+        shield_zones=shield,
     )
 
 

@@ -44,10 +44,11 @@ class RichProgress:
             self._progress.update(self._tasks[result.zone_id], info=info)
 
     def finished(self, result: ZoneResult) -> None:
+        task = self._tasks.get(result.zone_id) if result.source != "shield" else None
+        if task is None:
+            return  # shield zones print their own line
         with self._lock:
-            self._progress.update(
-                self._tasks[result.zone_id], info=result.summary(), completed=1, total=1
-            )
+            self._progress.update(task, info=result.summary(), completed=1, total=1)
 
 
 class LineProgress:
@@ -66,8 +67,11 @@ class LineProgress:
         pass
 
     def finished(self, result: ZoneResult) -> None:
+        text = result.summary()
+        if result.source == "shield":
+            text = text.replace("zone ", "shield zone ", 1)
         with self._lock:
-            print(result.summary(), flush=True)
+            print(text, flush=True)
 
 
 def print_notes(results: list[ZoneResult]) -> None:
@@ -86,18 +90,27 @@ def print_notes(results: list[ZoneResult]) -> None:
 
 def ingest(args: argparse.Namespace) -> int:
     from cdnlake.client.logging_api import LoggingClient
+    from cdnlake.client.shield import ShieldApi
+    from cdnlake.ingest.shield import ingest_shield_zone
 
     config = load(args, default_level="WARNING")
     zones = list(config.select_zones(args.zone))
-    if not zones:
+    shield_zones = [] if args.zone else list(config.shield_zones)
+    if not zones and not shield_zones:
         raise UsageError("ingest: no zones configured ([[zones]] in the config file)")
     progress = RichProgress(zones) if is_tty() else LineProgress()
-    with open_api(config) as api, progress:
-        ingestor = Ingestor(config, LoggingClient(api), progress=progress)
-        results = ingestor.run(zones)
-    if isinstance(progress, RichProgress):
-        for r in results:
-            print(r.summary())
+    with open_api(config) as api:
+        with progress:
+            ingestor = Ingestor(config, LoggingClient(api), progress=progress)
+            results = ingestor.run(zones)
+        if isinstance(progress, RichProgress):
+            for r in results:
+                print(r.summary())
+        shield = ShieldApi(api)
+        for shield_zone in shield_zones:
+            result = ingest_shield_zone(config, shield, shield_zone)
+            print(result.summary().replace("zone ", "shield zone ", 1), flush=True)
+            results.append(result)
     print_notes(results)
     return 0 if all(r.ok for r in results) else 1
 

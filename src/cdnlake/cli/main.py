@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from cdnlake import __version__
-from cdnlake.errors import CdnlakeError, ConfigError, UsageError
+from cdnlake.errors import CdnlakeError, ConfigError, RequestValidationError, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -181,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return EXIT_USAGE
         return _resolve(args.func)(args)
-    except (ConfigError, UsageError) as exc:
+    except (ConfigError, UsageError, RequestValidationError) as exc:
         print(f"cdnlake: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except CdnlakeError as exc:

@@ -44,17 +44,31 @@ Auth = Literal["key", "logging", "none"]
 USER_AGENT = f"cdnlake/{__version__}"
 MAX_REQUEST_LINE = 300
 
-ErrorParser = Callable[[Any], tuple[str | None, str | None]]
+
+@dataclass(frozen=True)
+class ErrorBody:
+    """What an endpoint's error body says: provider code, message, and the typed body."""
+
+    code: str | None = None
+    message: str | None = None
+    details: Any = None
 
 
-def logging_error_body(body: Any) -> tuple[str | None, str | None]:
+ErrorParser = Callable[[Any], ErrorBody]
+
+
+def logging_error_body(body: Any) -> ErrorBody:
     """``{"error": {"code": ..., "message": ...}}`` (the logging API's chosen shape)."""
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         err = body["error"]
         code = err.get("code")
         msg = err.get("message")
-        return (code if isinstance(code, str) else None, msg if isinstance(msg, str) else None)
-    return None, None
+        return ErrorBody(
+            code if isinstance(code, str) else None,
+            msg if isinstance(msg, str) else None,
+            err,
+        )
+    return ErrorBody()
 
 
 @dataclass
@@ -106,7 +120,8 @@ def error_for_status(
     parser: ErrorParser = logging_error_body,
 ) -> CdnlakeError:
     """Map an HTTP error answer to the error tree: status first, then the body's code."""
-    code, message = parser(body)
+    parsed = parser(body)
+    code, message = parsed.code, parsed.message
     text = message or f"HTTP {status}"
     if code:
         text = f"{code}: {text}"
@@ -116,6 +131,7 @@ def error_for_status(
         "request_line": request_line,
         "body": body,
         "retry_after": retry_after,
+        "details": parsed.details,
     }
     if status == 429:
         return RateLimitedError(text, **kwargs)

@@ -80,6 +80,7 @@ class EmulatorConfig:
     faults: Faults = field(default_factory=Faults)
     now: datetime | None = None
     frozen: bool = False
+    shield_zones: tuple[int, ...] = (5001, 5002)
 
 
 @dataclass
@@ -103,9 +104,11 @@ class Emulator:
         self._counter_lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
-        from cdnlake.emulator.management import ManagementApi
+        from cdnlake.emulator.management import ManagementApi, ManagementFixtures
 
-        self.management = ManagementApi(self)
+        self.management = ManagementApi(
+            self, ManagementFixtures(shield_zones=self.config.shield_zones)
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> Emulator:

@@ -81,11 +81,13 @@ class ZoneState:
 
 
 class StateStore:
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, kind: str = "zones") -> None:
+        """``kind`` separates pull zones ("zones") from shield zones ("shield")."""
         self.root = state_dir
-        self.zones_dir = state_dir / "zones"
+        self.kind = kind
+        self.zones_dir = state_dir / kind
         self.locks_dir = state_dir / "locks"
-        self.staging = state_dir / "staging"
+        self.staging = state_dir / ("staging" if kind == "zones" else f"staging-{kind}")
         self.downloads = state_dir / "downloads"
 
     def path(self, zone_id: int) -> Path:
@@ -131,7 +133,10 @@ class StateStore:
     def zone_lock(self, zone_id: int) -> Iterator[None]:
         """Hold the zone for this process; ZoneBusyError if another process has it."""
         self.locks_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.locks_dir / f"zone-{int(zone_id)}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        prefix = "zone" if self.kind == "zones" else self.kind
+        fd = os.open(
+            self.locks_dir / f"{prefix}-{int(zone_id)}.lock", os.O_RDWR | os.O_CREAT, 0o644
+        )
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

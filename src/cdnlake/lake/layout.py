@@ -64,10 +64,14 @@ def requests_root(lake: Path) -> Path:
     return lake / "requests"
 
 
+PARTITION_KEYS = {"requests": "pull_zone_id", "shield_events": "shield_zone_id"}
+
+
 def zone_dir(lake: Path, zone_id: int, table: str = "requests") -> Path:
-    if not isinstance(zone_id, int) or zone_id < 0:
+    """The zone's folder; ids are integers, so no name can escape the lake."""
+    if isinstance(zone_id, bool) or not isinstance(zone_id, int) or zone_id < 0:
         raise ValueError(f"bad zone id {zone_id!r}")
-    return lake / table / f"pull_zone_id={zone_id}"
+    return lake / table / f"{PARTITION_KEYS[table]}={zone_id}"
 
 
 def partition_dir(lake: Path, zone_id: int, day: date, table: str = "requests") -> Path:

@@ -21,7 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from cdnlake.errors import DataError
-from cdnlake.lake.layout import REQUEST_SCHEMA, fsync_dir, hour_file, tmp_sibling
+from cdnlake.lake.layout import REQUEST_SCHEMA, fsync_dir, hour_file, tmp_sibling, zone_dir
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ class StagedMerge:
 def clean_leftovers(lake: Path, staging_root: Path, zone_id: int, table: str = "requests") -> int:
     """Remove temporary files a killed process left for this zone; return how many."""
     removed = 0
-    zone_root = lake / table / f"pull_zone_id={zone_id}"
+    zone_root = zone_dir(lake, zone_id, table)
     if zone_root.exists():
         for tmp in zone_root.glob("*/.*.tmp"):
             tmp.unlink(missing_ok=True)
