@@ -1,0 +1,81 @@
+"""Shield event logs land in the lake once per logId, across repeated runs and new events."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import polars as pl
+
+from cdnlake.client import ShieldApi
+from cdnlake.config import build_config
+from cdnlake.ingest.shield import ingest_shield_zone
+from cdnlake.warehouse.db import Warehouse
+from tests.conftest import KEY, make_client, start_emulator
+
+
+def shield_config(tmp_path, emu):
+    raw = {
+        "api": {"base_url": emu.url, "logging_url": emu.url, "video_url": emu.url},
+        "storage": {"root": str(tmp_path / "data")},
+        "shield_zones": [{"id": 5001}],
+    }
+    return build_config(raw, base_dir=tmp_path, env={"CDNLAKE_ACCESS_KEY": KEY})
+
+
+def lake_events(config) -> list[str]:
+    files = sorted((config.storage.lake / "shield_events").rglob("*.parquet"))
+    return pl.concat([pl.read_parquet(f) for f in files])["log_id"].to_list() if files else []
+
+
+def test_event_logs_exactly_once_across_runs(tmp_path):
+    emu = start_emulator("1234")
+    try:
+        config = shield_config(tmp_path, emu)
+        shield = ShieldApi(make_client(config))
+        zone = config.shield_zones[0]
+        first = ingest_shield_zone(config, shield, zone, clock=emu.clock.now)
+        assert first.ok and first.rows > 0 and first.pages >= 3
+        ids = lake_events(config)
+        assert len(ids) == len(set(ids)) == first.rows
+        again = ingest_shield_zone(config, shield, zone, clock=emu.clock.now)
+        assert again.ok and again.rows == 0
+        assert sorted(lake_events(config)) == sorted(ids)
+        # Later in the day more events have happened: only those are added.
+        emu.clock.advance(6 * 3600)
+        later = ingest_shield_zone(config, shield, zone, clock=emu.clock.now)
+        assert later.ok and later.rows > 0 and later.duplicates > 0
+        now_ids = lake_events(config)
+        assert len(now_ids) == len(set(now_ids))
+        expected = set()
+        for back in range(3):
+            day = (emu.clock.now() - timedelta(days=back)).replace(
+                hour=0, minute=0, second=0, microsecond=0
+            )
+            expected |= {e["logId"] for e in emu.management.day_events(5001, day)}
+        assert set(now_ids) == expected
+        with Warehouse(config.storage).connect(read_only=True) as con:
+            rows = con.execute(
+                "SELECT count(*), count(DISTINCT log_id), min(shield_zone_id), "
+                "count(*) FILTER (WHERE rule_id IS NULL OR severity IS NULL) FROM shield_events"
+            ).fetchone()
+            runs = con.execute(
+                "SELECT count(*) FROM ingest_runs WHERE source = 'shield'"
+            ).fetchone()
+        assert rows == (len(now_ids), len(now_ids), 5001, 0)
+        assert runs[0] == 3
+    finally:
+        emu.stop()
+
+
+def test_unknown_shield_zone_fails_alone(tmp_path):
+    emu = start_emulator("1234")
+    try:
+        config = shield_config(tmp_path, emu)
+        from cdnlake.config import ShieldZoneConfig
+
+        result = ingest_shield_zone(
+            config, ShieldApi(make_client(config)), ShieldZoneConfig(4040), clock=emu.clock.now
+        )
+        assert result.outcome == "failed" and "NotFound" in result.error
+    finally:
+        emu.stop()
