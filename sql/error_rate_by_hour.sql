@@ -1,7 +1,7 @@
 -- answers: 4xx and 5xx error rates per UTC hour.
 -- param: day DATE                  UTC day, YYYY-MM-DD
 -- param: zone BIGINT = NULL        pull zone id (NULL: all zones)
-SELECT hour(ts AT TIME ZONE 'UTC')                                              AS hour,
+SELECT ((epoch_ms(ts) // 3600000) % 24)::INTEGER                                             AS hour,
        count(*)                                                                 AS requests,
        count(*) FILTER (WHERE status_code BETWEEN 400 AND 499)                  AS errors_4xx,
        count(*) FILTER (WHERE status_code BETWEEN 500 AND 599)                  AS errors_5xx,

@@ -1,7 +1,7 @@
 -- answers: Requests and bandwidth per UTC hour, split by cache status (for stacked charts).
 -- param: day DATE                  UTC day, YYYY-MM-DD
 -- param: zone BIGINT = NULL        pull zone id (NULL: all zones)
-SELECT hour(ts AT TIME ZONE 'UTC')   AS hour,
+SELECT ((epoch_ms(ts) // 3600000) % 24)::INTEGER  AS hour,
        cache_status,
        count(*)                      AS requests,
        coalesce(sum(bytes_sent), 0)  AS bytes

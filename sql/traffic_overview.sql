@@ -3,7 +3,7 @@
 -- param: zone BIGINT = NULL        pull zone id (NULL: all zones)
 SELECT count(*)                          AS requests,
        coalesce(sum(bytes_sent), 0)      AS bytes,
-       count(DISTINCT host || path)      AS distinct_paths,
+       count(DISTINCT (host, path))      AS distinct_paths,
        count(DISTINCT remote_ip)         AS distinct_clients
 FROM requests
 WHERE date = $day

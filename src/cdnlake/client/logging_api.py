@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import httpx
 import msgspec
+import polars as pl
 
 from cdnlake.client.core import ApiClient, RequestStats, read_body
 from cdnlake.errors import MalformedResponseError, RequestValidationError
@@ -24,7 +25,7 @@ MAX_SEARCH_TOKENS = 16
 MAX_SEARCH_TOKEN_LENGTH = 128
 
 
-class V2Record(msgspec.Struct, omit_defaults=True):
+class V2Record(msgspec.Struct, omit_defaults=True, gc=False):
     timestamp: str | None = None
     pullZoneId: int | None = None
     requestId: str | None = None
@@ -47,7 +48,7 @@ class V2Record(msgspec.Struct, omit_defaults=True):
     asnOrganization: str | None = None
 
 
-class Pagination(msgspec.Struct):
+class Pagination(msgspec.Struct, gc=False):
     offset: int = 0
     limit: int = 0
     returned: int = 0
@@ -148,6 +149,77 @@ class V2Query:
         return {k: v for k, v in raw.items() if v is not None}
 
 
+@dataclass(frozen=True)
+class V2Batch:
+    """One v2 page as a frame (wire column names) plus its pagination."""
+
+    frame: pl.DataFrame
+    pagination: Pagination
+
+
+_WIRE_STRUCT = pl.Struct(
+    {
+        "timestamp": pl.String,
+        "pullZoneId": pl.Int64,
+        "requestId": pl.String,
+        "cacheStatus": pl.String,
+        "statusCode": pl.Int32,
+        "bytesSent": pl.Int64,
+        "edgeLocation": pl.String,
+        "scheme": pl.String,
+        "host": pl.String,
+        "path": pl.String,
+        "url": pl.String,
+        "remoteIp": pl.String,
+        "countryCode": pl.String,
+        "userAgent": pl.String,
+        "referer": pl.String,
+        "bodyBytesSent": pl.Int64,
+        "contentRange": pl.String,
+        "ja4Fingerprint": pl.String,
+        "asn": pl.Int32,
+        "asnOrganization": pl.String,
+    }
+)
+_PAGE_SCHEMA = {
+    "data": pl.List(_WIRE_STRUCT),
+    "pagination": pl.Struct(
+        {"offset": pl.Int64, "limit": pl.Int64, "returned": pl.Int64, "hasMore": pl.Boolean}
+    ),
+}
+
+
+def decode_v2_batch(content: bytes) -> V2Batch:
+    """A page straight into columns (polars' native JSON reader, explicit schema).
+
+    Fields outside the schema, the end user's ``authorizationHeader`` among them, are
+    never materialised. A body the fast reader refuses (a type it did not expect, say)
+    takes the lenient typed route instead, so it is never lost to a decoder's mood.
+    """
+    try:
+        page = pl.read_json(content, schema=_PAGE_SCHEMA)
+        if page.height != 1:
+            raise ValueError("not one page")
+        info = page["pagination"][0] or {}
+        count = page.select(pl.col("data").list.len()).item() or 0
+        if count:
+            data = page.select(pl.col("data").explode()).unnest("data")
+        else:
+            data = pl.DataFrame(schema=_WIRE_STRUCT.to_schema())
+        pagination = Pagination(
+            offset=int(info.get("offset") or 0),
+            limit=int(info.get("limit") or 0),
+            returned=int(info.get("returned") or 0),
+            hasMore=bool(info.get("hasMore")),
+        )
+        return V2Batch(data, pagination)
+    except Exception:  # any refusal of the fast reader: decode the careful way
+        from cdnlake.ingest.normalize import records_frame
+
+        typed = decode_v2_page(content)
+        return V2Batch(records_frame(typed.data), typed.pagination)
+
+
 def decode_v2_page(content: bytes) -> V2Page:
     try:
         return _PAGE_DECODER.decode(content)
@@ -177,6 +249,39 @@ class LoggingClient:
             handle=handle,
         )
         return page
+
+    def query_v2_batch(
+        self, zone_id: int, query: V2Query, stats: RequestStats | None = None
+    ) -> V2Batch:
+        """One page as columns: the fast path that ingestion uses."""
+
+        def handle(response: httpx.Response) -> V2Batch:
+            return decode_v2_batch(read_body(response))
+
+        batch: V2Batch = self.api.call(
+            "GET",
+            f"{self.base}/v2/pullzones/{zone_id}/logs",
+            params=query.params(),
+            auth="logging",
+            zone=zone_id,
+            stats=stats,
+            handle=handle,
+        )
+        return batch
+
+    def iter_v2_batches(
+        self, zone_id: int, query: V2Query, stats: RequestStats | None = None
+    ) -> Iterator[V2Batch]:
+        """Every page of a query as columns, following ``hasMore`` like iter_v2_pages."""
+        offset = query.offset
+        while True:
+            batch = self.query_v2_batch(
+                zone_id, V2Query(**{**query.__dict__, "offset": offset}), stats
+            )
+            yield batch
+            if not batch.pagination.hasMore:
+                return
+            offset += query.limit
 
     def iter_v2_pages(
         self, zone_id: int, query: V2Query, stats: RequestStats | None = None

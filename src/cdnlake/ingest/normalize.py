@@ -29,47 +29,73 @@ def dash_to_null(column: str) -> pl.Expr:
 
 
 def url_parts(url: pl.Expr) -> list[pl.Expr]:
+    """Scheme, host and path of a URL in one regex pass."""
+    parts = url.str.extract_groups(URL_PATTERN)
     return [
-        url.str.extract(URL_PATTERN, 1).str.to_lowercase().alias("_scheme"),
-        url.str.extract(URL_PATTERN, 2).alias("_host"),
-        url.str.extract(URL_PATTERN, 3).alias("_path"),
+        parts.struct.field("1").str.to_lowercase().alias("_scheme"),
+        parts.struct.field("2").alias("_host"),
+        parts.struct.field("3").alias("_path"),
     ]
 
 
+V2_SCHEMA: dict[str, pl.DataType] = {
+    "timestamp": pl.String(),
+    "pullZoneId": pl.Int64(),
+    "requestId": pl.String(),
+    "cacheStatus": pl.String(),
+    "statusCode": pl.Int32(),
+    "bytesSent": pl.Int64(),
+    "edgeLocation": pl.String(),
+    "scheme": pl.String(),
+    "host": pl.String(),
+    "path": pl.String(),
+    "url": pl.String(),
+    "remoteIp": pl.String(),
+    "countryCode": pl.String(),
+    "userAgent": pl.String(),
+    "referer": pl.String(),
+    "bodyBytesSent": pl.Int64(),
+    "contentRange": pl.String(),
+    "ja4Fingerprint": pl.String(),
+    "asn": pl.Int32(),
+    "asnOrganization": pl.String(),
+}
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S%.fZ"  # milliseconds optional
+
+
+def records_frame(records: Sequence[V2Record]) -> pl.DataFrame:
+    """Decoded records as a frame with the wire's column names."""
+    # Transpose in C: one tuple per record, then one tuple per field.
+    columns = list(zip(*map(msgspec.structs.astuple, records), strict=True)) or [
+        () for _ in _V2_FIELDS
+    ]
+    return pl.DataFrame(dict(zip(_V2_FIELDS, columns, strict=True)), schema=V2_SCHEMA)
+
+
 def v2_frame(records: Sequence[V2Record], zone_id: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Rows for the lake and rejected records (with a reason) from decoded v2 pages."""
-    columns = {name: [getattr(r, name) for r in records] for name in _V2_FIELDS}
-    raw = pl.DataFrame(
-        columns,
-        schema={
-            "timestamp": pl.String,
-            "pullZoneId": pl.Int64,
-            "requestId": pl.String,
-            "cacheStatus": pl.String,
-            "statusCode": pl.Int32,
-            "bytesSent": pl.Int64,
-            "edgeLocation": pl.String,
-            "scheme": pl.String,
-            "host": pl.String,
-            "path": pl.String,
-            "url": pl.String,
-            "remoteIp": pl.String,
-            "countryCode": pl.String,
-            "userAgent": pl.String,
-            "referer": pl.String,
-            "bodyBytesSent": pl.Int64,
-            "contentRange": pl.String,
-            "ja4Fingerprint": pl.String,
-            "asn": pl.Int32,
-            "asnOrganization": pl.String,
-        },
-    ).with_row_index("_row")
+    """Rows for the lake and rejected records (with a reason) from decoded v2 records."""
+    return normalize_v2(records_frame(records), zone_id)
+
+
+def normalize_v2(wire: pl.DataFrame, zone_id: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Rows for the lake and rejected records (with a reason) from a frame of v2 records."""
+    raw = wire.select(list(V2_SCHEMA)).with_row_index("_row")
+    stamp = pl.col("timestamp")
     frame = raw.with_columns(
-        pl.col("timestamp")
-        .str.to_datetime(time_unit="ms", time_zone="UTC", strict=False)
-        .alias("ts"),
-        *url_parts(pl.col("url")),
+        stamp.str.to_datetime(
+            TIMESTAMP_FORMAT, time_unit="ms", time_zone="UTC", strict=False
+        ).alias("ts")
     )
+    if frame["ts"].null_count() > frame["timestamp"].null_count():
+        # Offsets other than Z are valid ISO-8601 too: parse those the slower way.
+        fallback = stamp.str.to_datetime(time_unit="ms", time_zone="UTC", strict=False)
+        frame = frame.with_columns(pl.coalesce(pl.col("ts"), fallback).alias("ts"))
+    if raw.select(pl.any_horizontal(pl.col("scheme", "host", "path").is_null().any())).item():
+        frame = frame.with_columns(*url_parts(pl.col("url")))
+    else:
+        frame = frame.with_columns(
+            pl.lit(None, pl.String).alias(c) for c in ("_scheme", "_host", "_path")
+        )
     reason = (
         pl.when(pl.col("requestId").is_null() | (pl.col("requestId") == ""))
         .then(pl.lit("missing requestId"))
@@ -102,15 +128,9 @@ def v2_frame(records: Sequence[V2Record], zone_id: int) -> tuple[pl.DataFrame, p
         pl.col("asnOrganization").alias("asn_organization"),
         pl.lit("v2").alias("source"),
     )
-    bad_rows = frame.filter(pl.col("_reason").is_not_null())
-    rejects = pl.DataFrame(
-        {
-            "line_number": bad_rows["_row"].cast(pl.Int64).to_list(),
-            "reason": bad_rows["_reason"].to_list(),
-            "raw_line": [
-                msgspec.json.encode(records[i]).decode() for i in bad_rows["_row"].to_list()
-            ],
-        },
-        schema=REJECT_SCHEMA,
+    rejects = frame.filter(pl.col("_reason").is_not_null()).select(
+        pl.col("_row").cast(pl.Int64).alias("line_number"),
+        pl.col("_reason").alias("reason"),
+        pl.struct(list(V2_SCHEMA)).struct.json_encode().alias("raw_line"),
     )
     return good, rejects

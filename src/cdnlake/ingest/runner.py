@@ -26,7 +26,7 @@ from cdnlake.client.core import RequestStats
 from cdnlake.client.logging_api import LoggingClient, V2Query
 from cdnlake.config import RETENTION_SECONDS, Config, ZoneConfig
 from cdnlake.errors import CdnlakeError, StopRequested, ZoneBusyError
-from cdnlake.ingest.normalize import v2_frame
+from cdnlake.ingest.normalize import normalize_v2
 from cdnlake.ingest.state import LastRun, StateStore, V1Day, ZoneState
 from cdnlake.ingest.v1_parser import iter_parsed
 from cdnlake.lake.layout import zone_dir
@@ -311,9 +311,9 @@ class Ingestor:
             merge = self._merge(zone.id)
             query = V2Query(from_=window_from, to=window_to, limit=cfg.page_size, order="asc")
             try:
-                for page in self.client.iter_v2_pages(zone.id, query, result.stats):
+                for batch in self.client.iter_v2_batches(zone.id, query, result.stats):
                     result.pages += 1
-                    good, rejects = v2_frame(page.data, zone.id)
+                    good, rejects = normalize_v2(batch.frame, zone.id)
                     merge.add(good)
                     self._rejects(rejects, zone.id, "v2", "api:v2", result)
                     if merge.rows_in >= cfg.flush_rows:

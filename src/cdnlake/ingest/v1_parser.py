@@ -11,10 +11,13 @@ text of a rejected line.
 from __future__ import annotations
 
 import gzip
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import polars as pl
 
@@ -30,7 +33,7 @@ MAX_TS_MS = 4_102_444_800_000  # 2100-01-01
 @dataclass
 class Block:
     first_line: int  # 1-based number of the block's first line
-    text: str
+    data: bytes  # whole lines; the last one without newline only at end of file
     unterminated_tail: bool  # the block's last line had no newline (end of file)
 
 
@@ -47,11 +50,18 @@ def open_log(path: Path) -> BinaryIO:
 def read_blocks(
     stream: BinaryIO, block_bytes: int = DEFAULT_BLOCK_BYTES, first_line: int = 1
 ) -> Iterator[Block]:
-    """Whole-line blocks of text; a last line without newline is flagged."""
+    """Whole-line blocks of bytes; a last line without newline is flagged.
+
+    A gzip stream that ends early (a download cut short) ends the blocks there: what was
+    read is parsed, and the cut line is flagged like any unterminated last line.
+    """
     carry = b""
     line_no = first_line
     while True:
-        chunk = stream.read(block_bytes)
+        try:
+            chunk = stream.read(block_bytes)
+        except (EOFError, OSError, zlib.error):
+            chunk = b""
         if not chunk:
             break
         data = carry + chunk
@@ -60,11 +70,37 @@ def read_blocks(
             carry = data
             continue
         body, carry = data[: cut + 1], data[cut + 1 :]
-        text = body.decode("utf-8", errors="replace")
-        yield Block(line_no, text[:-1], False)
+        yield Block(line_no, body, False)
         line_no += body.count(b"\n")
     if carry:
-        yield Block(line_no, carry.decode("utf-8", errors="replace"), True)
+        yield Block(line_no, carry, True)
+
+
+def block_lines(block: Block) -> pl.Series:
+    """The block's lines as text (NULL for an empty line), by polars' native CSV reader.
+
+    The reader is told that fields are separated by a control character that log lines
+    do not contain, so each row is one whole line. A block that does contain it, or whose
+    row count does not match its line count, takes the plain Python route instead.
+    """
+    expected = block.data.count(b"\n") + (1 if block.unterminated_tail else 0)
+    if b"\x1f" not in block.data and block.data:
+        frame = pl.read_csv(
+            block.data,
+            has_header=False,
+            separator="\x1f",
+            quote_char=None,
+            schema={"line": pl.String},
+            truncate_ragged_lines=True,
+            encoding="utf8-lossy",
+            raise_if_empty=False,
+        )
+        if frame.height == expected:
+            return frame["line"]
+    text = block.data.decode("utf-8", errors="replace")
+    if not block.unterminated_tail:
+        text = text[:-1]
+    return pl.Series("line", [line.removesuffix("\r") for line in text.split("\n")])
 
 
 def _redact_raw(line: pl.Expr, n_fields: pl.Expr) -> pl.Expr:
@@ -79,22 +115,22 @@ def parse_block(
     block: Block, zone_id: int | None, *, keep_unterminated: bool = True
 ) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """Parse one block: (lake rows, rejected rows, blank lines)."""
-    lines = pl.Series("line", [block.text]).str.split("\n").explode()
-    frame = (
-        pl.DataFrame({"line": lines})
-        .with_row_index("line_number", offset=block.first_line)
-        .with_columns(pl.col("line").str.strip_suffix("\r"))
+    frame = pl.DataFrame({"line": block_lines(block)}).with_row_index(
+        "line_number", offset=block.first_line
     )
     if block.unterminated_tail and not keep_unterminated:
         frame = frame.head(frame.height - 1)
     last_line = block.first_line + frame.height - 1
-    blank = frame.filter(pl.col("line").str.strip_chars() == "").height
-    frame = frame.filter(pl.col("line").str.strip_chars() != "")
-    f = pl.col("line").str.split("|")
-    frame = frame.with_columns(f.alias("_f"), f.list.len().alias("_n"))
+    is_blank = pl.col("line").is_null() | ~pl.col("line").str.contains(r"\S")
+    blank = frame.filter(is_blank).height
+    frame = frame.filter(~is_blank)
+    frame = frame.with_columns(
+        pl.col("line").str.split_exact("|", 15).alias("_f"),
+        (pl.col("line").str.count_matches("|", literal=True) + 1).alias("_n"),
+    )
 
     def field(i: int) -> pl.Expr:
-        return pl.col("_f").list.get(i, null_on_oob=True)
+        return pl.col("_f").struct.field(f"field_{i}")
 
     frame = frame.with_columns(
         field(0).alias("cache_status"),
@@ -114,45 +150,62 @@ def parse_block(
     ).with_columns(*url_parts(pl.col("url")))
     body_int = pl.col("_body").str.to_integer(strict=False)
     truncated = (pl.col("line_number") == last_line) & pl.lit(block.unterminated_tail)
-    reason = (
-        pl.when(pl.col("_n") < 12)
-        .then(
+    # (test that fails, message): the first failing test names the line's fault.
+    rules: list[tuple[pl.Expr, pl.Expr]] = [
+        (
+            pl.col("_n") < 12,
             pl.when(truncated)
             .then(pl.format("truncated last line: {} of 12 fields", pl.col("_n")))
-            .otherwise(pl.format("expected 12 to 15 fields, got {}", pl.col("_n")))
-        )
-        .when(pl.col("_n") > 15)
-        .then(pl.format("expected 12 to 15 fields, got {}", pl.col("_n")))
-        .when(~pl.col("cache_status").is_in(CACHE_STATUSES))
-        .then(pl.format("field 1: unknown cache status '{}'", pl.col("cache_status")))
-        .when(pl.col("_status").is_null() | ~pl.col("_status").is_between(100, 599))
-        .then(pl.format("field 2: bad status code '{}'", field(1)))
-        .when(pl.col("_ts").is_null() | ~pl.col("_ts").is_between(MIN_TS_MS, MAX_TS_MS))
-        .then(pl.format("field 3: bad timestamp '{}'", field(2)))
-        .when(pl.col("_bytes").is_null() | (pl.col("_bytes") < 0))
-        .then(pl.format("field 4: bad bytes sent '{}'", field(3)))
-        .when(pl.col("_zone").is_null())
-        .then(pl.format("field 5: bad pull zone id '{}'", field(4)))
-        .when(pl.lit(zone_id is not None) & (pl.col("_zone") != (zone_id or 0)))
-        .then(pl.format("field 5: pull zone {} is not the imported zone", pl.col("_zone")))
-        .when(pl.col("remote_ip").str.len_chars() == 0)
-        .then(pl.lit("field 6: empty remote ip"))
-        .when(pl.col("_host").is_null())
-        .then(pl.lit("field 8: not a URL"))
-        .when(~pl.col("request_id").str.contains(r"^[0-9A-Za-z_\-]{8,64}$"))
-        .then(pl.lit("field 11: bad request id"))
-        .when(~pl.col("country_code").str.contains(r"^(-|[A-Za-z]{2})$"))
-        .then(pl.format("field 12: bad country code '{}'", pl.col("country_code")))
-        .when(
+            .otherwise(pl.format("expected 12 to 15 fields, got {}", pl.col("_n"))),
+        ),
+        (pl.col("_n") > 15, pl.format("expected 12 to 15 fields, got {}", pl.col("_n"))),
+        (
+            ~pl.col("cache_status").is_in(CACHE_STATUSES),
+            pl.format("field 1: unknown cache status '{}'", pl.col("cache_status")),
+        ),
+        (
+            pl.col("_status").is_null() | ~pl.col("_status").is_between(100, 599),
+            pl.format("field 2: bad status code '{}'", field(1)),
+        ),
+        (
+            pl.col("_ts").is_null() | ~pl.col("_ts").is_between(MIN_TS_MS, MAX_TS_MS),
+            pl.format("field 3: bad timestamp '{}'", field(2)),
+        ),
+        (
+            pl.col("_bytes").is_null() | (pl.col("_bytes") < 0),
+            pl.format("field 4: bad bytes sent '{}'", field(3)),
+        ),
+        (pl.col("_zone").is_null(), pl.format("field 5: bad pull zone id '{}'", field(4))),
+        (
+            pl.lit(zone_id is not None) & (pl.col("_zone") != (zone_id or 0)),
+            pl.format("field 5: pull zone {} is not the imported zone", pl.col("_zone")),
+        ),
+        (pl.col("remote_ip").str.len_chars() == 0, pl.lit("field 6: empty remote ip")),
+        (pl.col("_host").is_null(), pl.lit("field 8: not a URL")),
+        (
+            ~pl.col("request_id").str.contains(r"^[0-9A-Za-z_\-]{8,64}$"),
+            pl.lit("field 11: bad request id"),
+        ),
+        (
+            ~pl.col("country_code").str.contains(r"^(-|[A-Za-z]{2})$"),
+            pl.format("field 12: bad country code '{}'", pl.col("country_code")),
+        ),
+        (
             (pl.col("_n") >= 13)
             & ~pl.col("_body").is_in(["-", ""])
-            & (body_int.is_null() | (body_int < 0))
-        )
-        .then(pl.format("field 13: bad body bytes '{}'", pl.col("_body")))
-        .otherwise(None)
-    )
-    frame = frame.with_columns(reason.alias("_reason"))
-    good = frame.filter(pl.col("_reason").is_null()).select(
+            & (body_int.is_null() | (body_int < 0)),
+            pl.format("field 13: bad body bytes '{}'", pl.col("_body")),
+        ),
+    ]
+    # A cheap rule number for every line; the message is formatted for rejected lines only.
+    first_failure: Any = pl
+    for number, (test, _) in enumerate(rules):
+        first_failure = first_failure.when(test).then(pl.lit(number, pl.Int8))
+    frame = frame.with_columns(first_failure.otherwise(None).alias("_rule"))
+    message: Any = pl
+    for number, (_, text) in enumerate(rules):
+        message = message.when(pl.col("_rule") == number).then(text)
+    good = frame.filter(pl.col("_rule").is_null()).select(
         pl.from_epoch(pl.col("_ts"), time_unit="ms").dt.replace_time_zone("UTC").alias("ts"),
         pl.col("request_id"),
         pl.col("cache_status"),
@@ -174,9 +227,9 @@ def parse_block(
         pl.lit(None, pl.String).alias("asn_organization"),
         pl.lit("v1").alias("source"),
     )
-    rejects = frame.filter(pl.col("_reason").is_not_null()).select(
+    rejects = frame.filter(pl.col("_rule").is_not_null()).select(
         pl.col("line_number").cast(pl.Int64),
-        pl.col("_reason").alias("reason"),
+        message.otherwise(None).alias("reason"),
         _redact_raw(pl.col("line"), pl.col("_n")).alias("raw_line"),
     )
     return good, rejects.cast(REJECT_SCHEMA), blank  # type: ignore[arg-type]
@@ -197,10 +250,24 @@ def iter_parsed(
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     first_line: int = 1,
     keep_unterminated: bool = True,
+    workers: int = 2,
 ) -> Iterator[tuple[pl.DataFrame, pl.DataFrame, ParseCounts]]:
-    """Parse a whole file block by block, yielding (rows, rejects, counts of the block)."""
-    with open_log(path) as stream:
+    """Parse a whole file block by block, yielding (rows, rejects, counts of the block).
+
+    Blocks are parsed ``workers`` at a time (polars releases the GIL) and yielded in file
+    order; at most ``workers + 1`` blocks are in memory at once.
+    """
+
+    def parse(block: Block) -> tuple[pl.DataFrame, pl.DataFrame, ParseCounts]:
+        good, rejects, blank = parse_block(block, zone_id, keep_unterminated=keep_unterminated)
+        total = good.height + rejects.height + blank
+        return good, rejects, ParseCounts(total, good.height, rejects.height, blank)
+
+    with open_log(path) as stream, ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque[Future[tuple[pl.DataFrame, pl.DataFrame, ParseCounts]]] = deque()
         for block in read_blocks(stream, block_bytes, first_line):
-            good, rejects, blank = parse_block(block, zone_id, keep_unterminated=keep_unterminated)
-            total = good.height + rejects.height + blank
-            yield good, rejects, ParseCounts(total, good.height, rejects.height, blank)
+            pending.append(pool.submit(parse, block))
+            if len(pending) > workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()

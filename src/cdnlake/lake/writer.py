@@ -14,6 +14,7 @@ import os
 import shutil
 import uuid
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -25,7 +26,8 @@ from cdnlake.lake.layout import REQUEST_SCHEMA, fsync_dir, hour_file, tmp_siblin
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SPILL_ROWS = 500_000
+DEFAULT_SPILL_ROWS = 1_000_000
+MERGE_WORKERS = 2
 Key = tuple[date, int]
 
 
@@ -34,7 +36,7 @@ def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_sibling(path)
     try:
-        frame.write_parquet(tmp, compression="zstd", compression_level=3, statistics=True)
+        frame.write_parquet(tmp, compression="zstd", compression_level=1, statistics=True)
         fd = os.open(tmp, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -136,14 +138,18 @@ class StagedMerge:
     def commit(self) -> MergeResult:
         """Merge everything added into the lake; safe to call again after a crash."""
         result = MergeResult(rows_in=self.rows_in)
-        for key in self.pending_keys():
+
+        def merge(key: Key) -> tuple[int, Path | None]:
             frames = list(self._memory.get(key, []))
             frames += [pl.read_parquet(p) for p in self._spilled.get(key, [])]
-            incoming = pl.concat(frames)
-            written = self._merge_file(key, incoming)
-            result.rows_new += written[0]
-            if written[1] is not None:
-                result.files_written.append(written[1])
+            return self._merge_file(key, pl.concat(frames))
+
+        # Each key is its own file, so files can be merged side by side.
+        with ThreadPoolExecutor(max_workers=MERGE_WORKERS) as pool:
+            for rows_new, path in pool.map(merge, self.pending_keys()):
+                result.rows_new += rows_new
+                if path is not None:
+                    result.files_written.append(path)
         self.discard()
         return result
 

@@ -1,0 +1,500 @@
+"""cdnlake benchmarks: each figure beside a reference measured in the same run.
+
+    python tests/bench/bench.py            full size (make bench; a few minutes)
+    python tests/bench/bench.py --small    tiny sizes: proves every benchmark still runs
+
+Data is generated from a seed. Benchmarks are not tests: only the smoke test runs them,
+on tiny data, and it checks that they run, not how fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import httpx
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+KEY = "bench-key"
+DAY = date(2026, 11, 20)
+
+
+@dataclass
+class Figure:
+    what: str
+    ours: float
+    reference: float | None
+    unit: str
+    target: str
+    ok: bool
+    note: str = ""
+
+    def row(self) -> list[str]:
+        ref = "" if self.reference is None else f"{self.reference:.3g} {self.unit}"
+        ratio = "" if not self.reference else f"{self.ours / self.reference:.2f}x"
+        return [
+            self.what,
+            f"{self.ours:.3g} {self.unit}",
+            ref,
+            ratio,
+            self.target,
+            "ok" if self.ok else "MISSED",
+            self.note,
+        ]
+
+
+# -- data ------------------------------------------------------------------------------
+V1_SQL = """
+COPY (
+    SELECT concat_ws('|',
+        (['HIT','HIT','HIT','HIT','HIT','MISS','MISS','EXPIRED','BYPASS','STALE','-'])[1 + (hash(i, 1) % 11)::BIGINT],
+        (['200','200','200','200','206','304','404','500','502'])[1 + (hash(i, 2) % 9)::BIGINT],
+        ($start_ms + (i * 86400000 // $n))::VARCHAR,
+        (100 + hash(i, 3) % 500000)::VARCHAR,
+        '1234',
+        ((hash(i, 4) % 223) + 1)::VARCHAR || '.' || (hash(i, 5) % 256)::VARCHAR || '.' || (hash(i, 6) % 256)::VARCHAR || '.0',
+        CASE WHEN hash(i, 7) % 3 = 0 THEN '-' ELSE 'https://www.example.com/' END,
+        'https://cdn.example.com/static/' || (hash(i, 8) % 50000)::VARCHAR || '.js?v=' || (hash(i, 9) % 9)::VARCHAR,
+        (['DE','FR','NY','LA','SG','JP'])[1 + (hash(i, 10) % 6)::BIGINT],
+        'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36',
+        md5(($seed || ':' || i)::VARCHAR),
+        (['US','DE','GB','FR','JP','-'])[1 + (hash(i, 11) % 6)::BIGINT]
+    ) AS line
+    FROM range($n) t(i)
+) TO '{path}' (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\x01')
+"""
+
+
+def make_v1_file(path: Path, lines: int, seed: int = 1) -> Path:
+    start_ms = int(datetime(DAY.year, DAY.month, DAY.day, tzinfo=UTC).timestamp() * 1000)
+    sql = V1_SQL.replace("{path}", str(path).replace("'", "''"))
+    duckdb.execute(sql, {"start_ms": start_ms, "n": lines, "seed": seed})
+    return path
+
+
+def write_config(root: Path, url: str = "http://127.0.0.1:9", **ingest: object) -> Path:
+    lines = [
+        "[api]",
+        f'base_url = "{url}"',
+        f'video_url = "{url}"',
+        f'logging_url = "{url}"',
+        "[storage]",
+        f'root = "{root / "data"}"',
+        "[ingest]",
+        *(f"{k} = {v}" for k, v in ingest.items()),
+        "[[zones]]",
+        "id = 1234",
+        'source = "v2"',
+    ]
+    path = root / "config.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def cdnlake(*args: str) -> list[str]:
+    return [sys.executable, "-m", "cdnlake", *args]
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "CDNLAKE_ACCESS_KEY": KEY}
+
+
+def timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def peak_rss_mb(cmd: list[str]) -> float:
+    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{cmd} failed: {proc.stderr.read().decode() if proc.stderr else ''}")
+    return usage.ru_maxrss / 1024
+
+
+# -- benchmarks ------------------------------------------------------------------------
+def bench_import_v1(work: Path, lines: int) -> Figure:
+    from cdnlake.config import load_config
+    from cdnlake.ingest.runner import import_v1_files
+
+    src = make_v1_file(work / "day.log", lines)
+    out = work / "ref.parquet"
+    columns = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(1, 13)) + "}"
+    reference = timed(
+        lambda: duckdb.execute(
+            f"COPY (SELECT * FROM read_csv('{src}', delim='|', header=false, quote='', escape='', "
+            f"columns={columns}, null_padding=true)) TO '{out}' (FORMAT parquet)"
+        )
+    )
+    config = load_config(write_config(work), env=env())
+    result: list[object] = []
+    ours = timed(lambda: result.append(import_v1_files(config, [src], 1234)))
+    rows = result[0].rows  # type: ignore[attr-defined]
+    assert rows == lines, f"imported {rows} of {lines}"
+    return Figure(
+        f"import-v1, {lines:,} lines (lake + warehouse)",
+        ours,
+        reference,
+        "s",
+        "<= 1.5x DuckDB COPY",
+        ours <= 1.5 * reference,
+    )
+
+
+def bench_import_memory(work: Path, small: int, large: int) -> Figure:
+    rss = []
+    for n in (small, large):
+        d = work / f"mem{n}"
+        d.mkdir()
+        src = make_v1_file(d / "day.log", n, seed=n)
+        cfg = write_config(d)
+        rss.append(
+            peak_rss_mb(cdnlake("--config", str(cfg), "import-v1", str(src), "--zone", "1234"))
+        )
+    growth = rss[1] / rss[0]
+    ok = rss[1] < 1536 and growth < 1.5
+    return Figure(
+        f"import-v1 peak memory, {large:,} lines",
+        rss[1],
+        rss[0],
+        "MB",
+        "< 1.5 GB, flat with size",
+        ok,
+        f"{small:,} lines: {rss[0]:.0f} MB",
+    )
+
+
+def bench_decode(records: int) -> Figure:
+    from cdnlake.client.logging_api import decode_v2_batch
+    from cdnlake.emulator.traffic import Traffic, ZoneSpec
+    from cdnlake.ingest.normalize import normalize_v2
+
+    import msgspec
+
+    traffic = Traffic(3, {1234: ZoneSpec(1234, extended=True)}, rpm=records / 60 + 1)
+    start = int(datetime(2026, 11, 20, 12, tzinfo=UTC).timestamp() * 1000)
+    recs = traffic.records(1234, start, start + 3_600_000)[:records]
+    body = msgspec.json.encode(
+        {
+            "data": [r.wire for r in recs],
+            "pagination": {"offset": 0, "limit": records, "returned": len(recs), "hasMore": False},
+        }
+    )
+
+    def ours() -> None:
+        good, _ = normalize_v2(decode_v2_batch(body).frame, 1234)
+        good.to_arrow()
+
+    rounds = 5
+    reference = min(timed(lambda: json.loads(body)) for _ in range(rounds))
+    mine = min(timed(ours) for _ in range(rounds))
+    rate = len(recs) / mine
+    return Figure(
+        f"decode a {len(recs):,}-record v2 page into Arrow",
+        mine,
+        reference,
+        "s",
+        ">= 2x faster than json.loads, >= 400k rec/s",
+        mine * 2 <= reference and rate >= 400_000,
+        f"{rate / 1000:.0f}k records/s",
+    )
+
+
+class EmulatorProcess:
+    """The emulator in its own process, so it does not share our GIL."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            cdnlake("emulator", "--port", "0", "--access-key", KEY, *args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env(),
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        self.url = line.strip().rsplit(" ", 1)[-1]
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=30)
+
+
+def bench_ingest_v2(work: Path, records: int) -> Figure:
+    now = datetime.now(UTC).replace(microsecond=0)
+    hours = 48
+    rpm = records / (hours * 60) / 0.78  # the traffic model's mean diurnal factor
+    emu = EmulatorProcess(
+        "--zones",
+        "1234",
+        "--rpm",
+        f"{rpm:.2f}",
+        "--rate",
+        "100000/10",
+        "--now",
+        now.isoformat(),
+        "--frozen",
+    )
+    try:
+        start, end = now - timedelta(hours=hours), now - timedelta(minutes=5)
+        page = 10_000
+
+        def bare_loop() -> int:
+            n = 0
+            with httpx.Client(headers={"AccessKey": KEY}, timeout=120) as client:
+                cursor = start
+                while cursor < end:
+                    to = min(cursor + timedelta(hours=6), end)
+                    offset = 0
+                    while True:
+                        r = client.get(
+                            f"{emu.url}/v2/pullzones/1234/logs",
+                            params={
+                                "from": cursor.isoformat(),
+                                "to": to.isoformat(),
+                                "limit": page,
+                                "offset": offset,
+                                "order": "asc",
+                            },
+                        )
+                        body = r.json()
+                        n += len(body["data"])
+                        if not body["pagination"]["hasMore"]:
+                            break
+                        offset += page
+                    cursor = to
+            return n
+
+        bare_loop()  # warm the emulator's generator cache for both runs
+        counted: list[int] = []
+        reference = timed(lambda: counted.append(bare_loop()))
+        cfg = write_config(
+            work,
+            emu.url,
+            page_size=page,
+            requests_per_window=100000,
+            max_window_seconds=21600,
+            lag_seconds=300,
+        )
+        # The first pass reads 72h; give it a watermark so both read the same window.
+        from cdnlake.ingest.state import StateStore, ZoneState
+
+        StateStore(work / "data" / "state").save(ZoneState(1234, watermark=start))
+        ours = timed(
+            lambda: subprocess.run(
+                cdnlake("--config", str(cfg), "ingest"),
+                env={**env(), "CDNLAKE_INGEST_OVERLAP_SECONDS": "0"},
+                check=True,
+                capture_output=True,
+            )
+        )
+    finally:
+        emu.stop()
+    return Figure(
+        f"ingest {counted[0]:,} v2 records from the emulator",
+        ours,
+        reference,
+        "s",
+        "<= 1.5x a bare download loop",
+        ours <= 1.5 * reference,
+    )
+
+
+def bench_backlog(work: Path, pages: int, rate: tuple[int, float]) -> Figure:
+    from cdnlake.client import ApiClient, BudgetRegistry, LoggingClient, RequestStats, V2Query
+    from cdnlake.config import ApiConfig, Secret
+
+    limit, window = rate
+    now = datetime.now(UTC).replace(microsecond=0)
+    emu = EmulatorProcess(
+        "--zones",
+        "1234",
+        "--rpm",
+        "5",
+        "--rate",
+        f"{limit}/{window:g}",
+        "--now",
+        now.isoformat(),
+        "--frozen",
+    )
+    try:
+        api = ApiConfig(logging_url=emu.url, access_key=Secret(KEY))
+        client = ApiClient(api, budgets=BudgetRegistry(limit, window))
+        logs = LoggingClient(client)
+        start, end = now - timedelta(hours=60), now - timedelta(minutes=5)
+        probe = V2Query(from_=start, to=end, limit=10_000, order="asc")
+        n = sum(len(p.data) for p in logs.iter_v2_pages(1234, probe))
+        time.sleep(window + 0.5)  # an empty budget for the measured run
+        stats = RequestStats()
+        page_size = -(-n // pages)
+        query = V2Query(from_=start, to=end, limit=page_size, order="asc")
+        count: list[int] = []
+        ours = timed(lambda: count.append(sum(1 for _ in logs.iter_v2_pages(1234, query, stats))))
+        client.close()
+    finally:
+        emu.stop()
+    bursts = -(-count[0] // limit)
+    ideal = (bursts - 1) * window
+    ok = ours <= 1.1 * ideal + 0.5 and stats.rate_limited == 0
+    return Figure(
+        f"{count[0]}-page v2 backlog at {limit}/{window:g}s",
+        ours,
+        ideal,
+        "s",
+        "<= 1.1x the minimum, zero 429s",
+        ok,
+        f"{stats.rate_limited} 429s",
+    )
+
+
+def bench_report(work: Path, rows: int) -> Figure:
+    from cdnlake.config import build_config
+    from cdnlake.reports.build import write_reports
+
+    root = work / "report"
+    part = root / "lake" / "requests" / "pull_zone_id=1234" / f"date={DAY.isoformat()}"
+    part.mkdir(parents=True)
+    per_hour = rows // 24
+    start_ms = int(datetime(DAY.year, DAY.month, DAY.day, tzinfo=UTC).timestamp() * 1000)
+    con = duckdb.connect()
+    for hour in range(24):
+        con.execute(
+            f"""
+            COPY (
+              SELECT make_timestamptz(($start + $hour * 3600000 + i * 3600000 // $n) * 1000) AS ts,
+                     md5(($hour * $n + i)::VARCHAR) AS request_id,
+                     (['HIT','HIT','HIT','MISS','EXPIRED','STALE','BYPASS','-'])[1 + (hash(i, 1) % 8)::BIGINT] AS cache_status,
+                     (['200','200','200','206','304','404','500','503'])[1 + (hash(i, 2) % 8)::BIGINT]::INTEGER AS status_code,
+                     (100 + hash(i, 3) % 500000)::BIGINT AS bytes_sent,
+                     (['DE','FR','NY','SG'])[1 + (hash(i, 4) % 4)::BIGINT] AS edge_location,
+                     'https' AS scheme, 'cdn.example.com' AS host,
+                     '/static/' || (hash(i, 5) % 20000)::VARCHAR || '.js' AS path,
+                     'https://cdn.example.com/static/' || (hash(i, 5) % 20000)::VARCHAR || '.js' AS url,
+                     (hash(i, 6) % 200000)::VARCHAR AS remote_ip,
+                     (['US','DE','GB','FR'])[1 + (hash(i, 7) % 4)::BIGINT] AS country_code,
+                     'Mozilla/5.0' AS user_agent, NULL::VARCHAR AS referer, NULL::BIGINT AS body_bytes_sent,
+                     NULL::VARCHAR AS content_range, NULL::VARCHAR AS ja4_fingerprint, NULL::INTEGER AS asn,
+                     NULL::VARCHAR AS asn_organization, 'v2' AS source
+              FROM range($n) t(i)
+            ) TO '{part / f"part-{hour:02d}.parquet"}' (FORMAT parquet)
+        """,
+            {"start": start_ms, "hour": hour, "n": per_hour},
+        )
+    config = build_config({"storage": {"root": str(root)}}, base_dir=root, env={})
+    ours = timed(lambda: write_reports(config, DAY))
+    return Figure(
+        f"report of one day, {per_hour * 24:,} requests, all formats",
+        ours,
+        None,
+        "s",
+        "< 5 s",
+        ours < 5,
+    )
+
+
+def bench_startup() -> Figure:
+    def run(cmd: list[str]) -> float:
+        return statistics.median(
+            timed(lambda: subprocess.run(cmd, capture_output=True, check=True)) for _ in range(5)
+        )
+
+    reference = run([sys.executable, "-c", "pass"])
+    ours = run(
+        [shutil.which("cdnlake") or sys.executable, "--help"]
+        if shutil.which("cdnlake")
+        else cdnlake("--help")
+    )
+    return Figure(
+        "cdnlake --help start-up",
+        ours,
+        reference,
+        "s",
+        "< 0.5 s more than python",
+        ours - reference < 0.5,
+    )
+
+
+# -- driver ----------------------------------------------------------------------------
+SIZES = {
+    "full": {
+        "import": 1_000_000,
+        "mem": (1_000_000, 10_000_000),
+        "decode": 10_000,
+        "ingest": 1_000_000,
+        "backlog": (90, (30, 10.0)),
+        "report": 10_000_000,
+    },
+    "small": {
+        "import": 2_000,
+        "mem": (2_000, 6_000),
+        "decode": 500,
+        "ingest": 5_000,
+        "backlog": (3, (30, 1.0)),
+        "report": 24_000,
+    },
+}
+
+
+def run_all(size: str, only: set[str] | None = None) -> list[Figure]:
+    s = SIZES[size]
+    figures: list[Figure] = []
+    with tempfile.TemporaryDirectory(prefix="cdnlake-bench-") as tmp:
+        work = Path(tmp)
+        plan: list[tuple[str, Callable[[], Figure]]] = [
+            ("startup", bench_startup),
+            ("decode", lambda: bench_decode(s["decode"])),
+            ("import", lambda: bench_import_v1(work / "import", s["import"])),
+            ("memory", lambda: bench_import_memory(work / "memory", *s["mem"])),
+            ("ingest", lambda: bench_ingest_v2(work / "ingest", s["ingest"])),
+            ("backlog", lambda: bench_backlog(work / "backlog", *s["backlog"])),
+            ("report", lambda: bench_report(work, s["report"])),
+        ]
+        for name, fn in plan:
+            if only and name not in only:
+                continue
+            for d in ("import", "memory", "ingest", "backlog"):
+                (work / d).mkdir(exist_ok=True)
+            figure = fn()
+            figures.append(figure)
+            print(" | ".join(figure.row()), flush=True)
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--small", action="store_true", help="tiny sizes (smoke test)")
+    parser.add_argument("--only", action="append", help="run only these benchmarks")
+    args = parser.parse_args()
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
+    print("what | ours | reference (same run) | ratio | target | verdict | note")
+    figures = run_all("small" if args.small else "full", set(args.only or []) or None)
+    missed = [f.what for f in figures if not f.ok]
+    print(
+        f"{len(figures) - len(missed)} of {len(figures)} targets met"
+        + (f"; missed: {missed}" if missed else "")
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
