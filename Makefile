@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit browser clean
+.PHONY: demo test lint typecheck unit browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,3 +38,6 @@ test: lint typecheck unit
 
 clean:
 	rm -rf $(VENV) data/lake data/state data/reports data/warehouse.duckdb data/warehouse.duckdb.wal
+
+bench: $(STAMP)
+	$(BIN)/python tests/bench/bench.py

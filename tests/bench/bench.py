@@ -181,11 +181,11 @@ def bench_import_memory(work: Path, small: int, large: int) -> Figure:
 
 
 def bench_decode(records: int) -> Figure:
+    import msgspec
+
     from cdnlake.client.logging_api import decode_v2_batch
     from cdnlake.emulator.traffic import Traffic, ZoneSpec
     from cdnlake.ingest.normalize import normalize_v2
-
-    import msgspec
 
     traffic = Traffic(3, {1234: ZoneSpec(1234, extended=True)}, rpm=records / 60 + 1)
     start = int(datetime(2026, 11, 20, 12, tzinfo=UTC).timestamp() * 1000)

@@ -11,10 +11,10 @@ text of a rejected line.
 from __future__ import annotations
 
 import gzip
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
 import zlib
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
