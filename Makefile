@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit browser bench clean
+.PHONY: demo test lint typecheck unit browser bench soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ test: lint typecheck unit
 
 clean:
 	rm -rf $(VENV) data/lake data/state data/reports data/warehouse.duckdb data/warehouse.duckdb.wal
+
+# The fault, crash and load suites at full size (20+ crash rounds, minutes of load).
+soak: $(STAMP)
+	CDNLAKE_SOAK=1 $(BIN)/pytest tests/reliability tests/ingest/test_crash_safety.py
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench/bench.py

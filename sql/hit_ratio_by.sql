@@ -1,6 +1,6 @@
 -- answers: Request and byte hit ratios per hour, edge location, country or host.
 -- param: day DATE                  UTC day, YYYY-MM-DD
--- param: dimension VARCHAR = hour  hour, edge, country or host
+-- param: dimension VARCHAR = hour {hour|edge|country|host}  what to group by
 -- param: zone BIGINT = NULL        pull zone id (NULL: all zones)
 -- param: hit_statuses VARCHAR[] = HIT,STALE,UPDATING,REVALIDATED   statuses counted as hits
 WITH keyed AS (

@@ -1,6 +1,6 @@
 -- answers: The paths with the most 4xx (or 5xx) answers, and their commonest status code.
 -- param: day DATE                  UTC day, YYYY-MM-DD
--- param: status_class VARCHAR = 5xx   4xx or 5xx
+-- param: status_class VARCHAR = 5xx {4xx|5xx}  which errors
 -- param: zone BIGINT = NULL        pull zone id (NULL: all zones)
 -- param: top_n INTEGER = 10        rows
 SELECT host,

@@ -1,6 +1,6 @@
 -- answers: The paths that miss the cache most, ranked by MISS requests or by MISS bytes.
 -- param: day DATE                  UTC day, YYYY-MM-DD
--- param: rank_by VARCHAR = requests   requests or bytes
+-- param: rank_by VARCHAR = requests {requests|bytes}  rank by MISS requests or MISS bytes
 -- param: zone BIGINT = NULL        pull zone id (NULL: all zones)
 -- param: top_n INTEGER = 10        rows
 SELECT host,

@@ -145,3 +145,16 @@ def run_cli(
 
 
 __all__ = ["NOW", "timedelta"]
+
+
+def lake_text_contains(root: Path, needle: str) -> list[str]:
+    """Every lake file and text column holding ``needle`` (files are compressed: read them)."""
+    import polars as pl
+
+    hits = []
+    for f in (root / "lake").rglob("*.parquet"):
+        frame = pl.read_parquet(f)
+        for name, dtype in frame.schema.items():
+            if dtype == pl.String and frame[name].str.contains(needle, literal=True).any():
+                hits.append(f"{f.name}:{name}")
+    return hits

@@ -48,6 +48,7 @@ class Daemon:
         self.ingestor = Ingestor(config, LoggingClient(api), clock=clock, stop=self.stop_event)
         self.clock = clock
         self.passes = 0
+        self.zone_passes: dict[int, int] = {}
         self.report_runs: list[date] = []
         self._report_writer = report_writer
         hour, minute = (int(x) for x in config.schedule.report_at.split(":"))
@@ -60,7 +61,9 @@ class Daemon:
             job_defaults={
                 "coalesce": True,
                 "max_instances": 1,
-                "misfire_grace_time": max(1, config.schedule.poll_seconds),
+                # A pass queued behind busy workers still runs, however late: with
+                # max_instances=1 a zone has at most one pass waiting, so none starves.
+                "misfire_grace_time": None,
             },
         )
         self._lock = threading.Lock()
@@ -72,6 +75,7 @@ class Daemon:
         result = self.ingestor.run_zone(zone)
         with self._lock:
             self.passes += 1
+            self.zone_passes[zone.id] = self.zone_passes.get(zone.id, 0) + 1
         return result
 
     def poll_shield_zone(self, zone: ShieldZoneConfig) -> ZoneResult | None:

@@ -81,6 +81,54 @@ def crash_rounds(rounds: int, seed: int, tmp_path: Path) -> None:
         emu.stop()
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+SOAK = os.environ.get("CDNLAKE_SOAK") == "1"
+
+
+@pytest.mark.parametrize("seed", list(range(1, 21)) if SOAK else [1, 2])
 def test_sigkill_during_ingest_then_rerun(tmp_path, seed):
-    crash_rounds(rounds=3, seed=seed, tmp_path=tmp_path)
+    crash_rounds(rounds=5 if SOAK else 3, seed=seed, tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("seed", list(range(1, 11)) if SOAK else [3])
+def test_sigkill_during_import_v1_then_rerun(tmp_path, seed):
+    import duckdb
+
+    from tests.bench.bench import make_v1_file
+
+    src = make_v1_file(tmp_path / "day.log", 300_000, seed=seed)
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[storage]\nroot = "{tmp_path / "data"}"\n[[zones]]\nid = 1234\n')
+    rng = random.Random(seed)
+    for _ in range(3):
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cdnlake",
+                "--config",
+                str(cfg),
+                "import-v1",
+                str(src),
+                "--zone",
+                "1234",
+            ],
+            env={**os.environ, "CDNLAKE_ACCESS_KEY": KEY},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(rng.uniform(0.5, 3.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert_lake_consistent(tmp_path / "data", [1234])
+    final = run_cli("--config", str(cfg), "import-v1", str(src), "--zone", "1234")
+    assert final.returncode == 0, final.stderr
+    want = {
+        r[0]
+        for r in duckdb.execute(
+            f"SELECT split_part(line, '|', 11) FROM read_csv('{src}', "
+            "columns={'line': 'VARCHAR'}, delim='\x01', quote='', escape='', header=false)"
+        ).fetchall()
+    }
+    got = lake_ids(tmp_path / "data", 1234)
+    assert len(got) == len(set(got)) and set(got) == want
+    assert not [p for p in (tmp_path / "data" / "lake").rglob(".*") if p.is_file()]

@@ -23,7 +23,8 @@ def sql(args: argparse.Namespace) -> int:
                 print(f"    {q.answers}")
             for p in q.params:
                 default = "required" if p.required else f"default {p.default}"
-                print(f"    --param {p.name}=<{p.type}>  ({default}) {p.doc}")
+                choices = f" one of {'|'.join(p.choices)};" if p.choices else ""
+                print(f"    --param {p.name}=<{p.type}>  ({default};{choices}) {p.doc}")
         return 0
     if bool(args.query) == bool(args.named):
         raise UsageError("sql: give either a QUERY or --query NAME (see --list)")

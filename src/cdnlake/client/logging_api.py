@@ -7,11 +7,12 @@ drops it, so it never reaches memory we keep.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 import httpx
 import msgspec
@@ -21,6 +22,15 @@ from cdnlake.client.core import ApiClient, RequestStats, read_body
 from cdnlake.errors import MalformedResponseError, RequestValidationError
 
 MAX_PAGE_SIZE = 10_000
+T = TypeVar("T")
+
+
+class _Paged(Protocol):
+    @property
+    def pagination(self) -> Pagination: ...
+
+
+P = TypeVar("P", bound=_Paged)
 MAX_SEARCH_TOKENS = 16
 MAX_SEARCH_TOKEN_LENGTH = 128
 
@@ -234,12 +244,17 @@ class LoggingClient:
         self.api = api
         self.base = api.api.logging_url.rstrip("/")
 
-    def query_v2(self, zone_id: int, query: V2Query, stats: RequestStats | None = None) -> V2Page:
-        def handle(response: httpx.Response) -> V2Page:
-            page = decode_v2_page(read_body(response))
-            return page
+    def _logs(
+        self,
+        zone_id: int,
+        query: V2Query,
+        stats: RequestStats | None,
+        decode: Callable[[bytes], T],
+    ) -> T:
+        def handle(response: httpx.Response) -> T:
+            return decode(read_body(response))
 
-        page: V2Page = self.api.call(
+        result: T = self.api.call(
             "GET",
             f"{self.base}/v2/pullzones/{zone_id}/logs",
             params=query.params(),
@@ -248,44 +263,9 @@ class LoggingClient:
             stats=stats,
             handle=handle,
         )
-        return page
+        return result
 
-    def query_v2_batch(
-        self, zone_id: int, query: V2Query, stats: RequestStats | None = None
-    ) -> V2Batch:
-        """One page as columns: the fast path that ingestion uses."""
-
-        def handle(response: httpx.Response) -> V2Batch:
-            return decode_v2_batch(read_body(response))
-
-        batch: V2Batch = self.api.call(
-            "GET",
-            f"{self.base}/v2/pullzones/{zone_id}/logs",
-            params=query.params(),
-            auth="logging",
-            zone=zone_id,
-            stats=stats,
-            handle=handle,
-        )
-        return batch
-
-    def iter_v2_batches(
-        self, zone_id: int, query: V2Query, stats: RequestStats | None = None
-    ) -> Iterator[V2Batch]:
-        """Every page of a query as columns, following ``hasMore`` like iter_v2_pages."""
-        offset = query.offset
-        while True:
-            batch = self.query_v2_batch(
-                zone_id, V2Query(**{**query.__dict__, "offset": offset}), stats
-            )
-            yield batch
-            if not batch.pagination.hasMore:
-                return
-            offset += query.limit
-
-    def iter_v2_pages(
-        self, zone_id: int, query: V2Query, stats: RequestStats | None = None
-    ) -> Iterator[V2Page]:
+    def _pages(self, query: V2Query, fetch: Callable[[V2Query], P]) -> Iterator[P]:
         """Every page of a query, following ``hasMore`` (never ``returned < limit``).
 
         The offset advances by ``limit``: the provider counts offsets before its late
@@ -293,15 +273,31 @@ class LoggingClient:
         """
         offset = query.offset
         while True:
-            page = self.query_v2(
-                zone_id,
-                V2Query(**{**query.__dict__, "offset": offset}),
-                stats,
-            )
+            page = fetch(dataclasses.replace(query, offset=offset))
             yield page
             if not page.pagination.hasMore:
                 return
             offset += query.limit
+
+    def query_v2(self, zone_id: int, query: V2Query, stats: RequestStats | None = None) -> V2Page:
+        """One page as typed records."""
+        return self._logs(zone_id, query, stats, decode_v2_page)
+
+    def query_v2_batch(
+        self, zone_id: int, query: V2Query, stats: RequestStats | None = None
+    ) -> V2Batch:
+        """One page as columns: the fast path that ingestion uses."""
+        return self._logs(zone_id, query, stats, decode_v2_batch)
+
+    def iter_v2_pages(
+        self, zone_id: int, query: V2Query, stats: RequestStats | None = None
+    ) -> Iterator[V2Page]:
+        return self._pages(query, lambda q: self.query_v2(zone_id, q, stats))
+
+    def iter_v2_batches(
+        self, zone_id: int, query: V2Query, stats: RequestStats | None = None
+    ) -> Iterator[V2Batch]:
+        return self._pages(query, lambda q: self.query_v2_batch(zone_id, q, stats))
 
     def download_v1(
         self,

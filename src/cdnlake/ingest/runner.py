@@ -10,11 +10,13 @@ always safe and never duplicates.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -29,6 +31,7 @@ from cdnlake.errors import CdnlakeError, StopRequested, ZoneBusyError
 from cdnlake.ingest.normalize import normalize_v2
 from cdnlake.ingest.state import LastRun, StateStore, V1Day, ZoneState
 from cdnlake.ingest.v1_parser import iter_parsed
+from cdnlake.lake.check import DamagedFile, scan_zone
 from cdnlake.lake.layout import zone_dir
 from cdnlake.lake.writer import MergeResult, StagedMerge, clean_leftovers, read_lake_file
 from cdnlake.warehouse.db import Warehouse
@@ -80,9 +83,12 @@ class ZoneResult:
     def ok(self) -> bool:
         return self.outcome == "ok"
 
+    damaged: list[DamagedFile] = field(default_factory=list)
+
     def absorb(self, merged: MergeResult) -> None:
         self.rows += merged.rows_new
         self.duplicates += merged.duplicates
+        self.damaged.extend(merged.damaged)
 
     def summary(self) -> str:
         reached = self.reached.strftime("%Y-%m-%d %H:%M:%SZ") if self.reached else "-"
@@ -132,6 +138,31 @@ class ZoneResult:
             }
             for g in self.gaps
         ]
+
+
+def classify(exc: BaseException | None) -> tuple[str, str | None]:
+    """The outcome and error text of a pass that ended with ``exc`` (None: it did not)."""
+    if exc is None:
+        return "ok", None
+    if isinstance(exc, ZoneBusyError):
+        return "busy", str(exc)
+    if isinstance(exc, StopRequested):
+        return "stopped", "stopped before the pass completed"
+    if isinstance(exc, CdnlakeError):
+        return "failed", f"{type(exc).__name__}: {exc}"
+    return "failed", f"internal error: {type(exc).__name__}: {exc}"
+
+
+@contextmanager
+def pass_outcome(result: ZoneResult, label: str) -> Iterator[None]:
+    """Turn whatever ends a zone pass into its outcome; a failing zone stops no other."""
+    try:
+        yield
+    except Exception as exc:
+        if not isinstance(exc, CdnlakeError):  # a bug must not take the other zones down
+            log.exception("%s: unexpected failure", label)
+        result.outcome, result.error = classify(exc)
+    result.finished = result.finished or utcnow()
 
 
 class Progress(Protocol):
@@ -204,37 +235,31 @@ class Ingestor:
     # -- one zone ----------------------------------------------------------------------
     def run_zone(self, zone: ZoneConfig) -> ZoneResult:
         result = ZoneResult(zone.id, zone.source)
-        try:
-            with self.state.zone_lock(zone.id):
-                clean_leftovers(self.lake, self.state.staging, zone.id)
-                state = self.state.load(zone.id, rebuild_watermark=lake_max_ts(self.lake, zone.id))
-                if state.recovered:
-                    result.notes.append(state.recovered)
-                try:
-                    if zone.source == "v1":
-                        self._pass_v1(zone, state, result)
-                    else:
-                        self._pass_v2(zone, state, result)
-                finally:
-                    result.finished = utcnow()
-                    state.last_run = LastRun(
-                        started=result.started.isoformat(),
-                        finished=result.finished.isoformat(),
-                        outcome=result.outcome,
-                        rows=result.rows,
-                        error=result.error,
-                    )
-                    self.state.save(state)
-        except ZoneBusyError as exc:
-            result.outcome, result.error = "busy", str(exc)
-        except StopRequested:
-            result.outcome, result.error = "stopped", "stopped before the pass completed"
-        except CdnlakeError as exc:
-            result.outcome, result.error = "failed", f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # a bug must not take the other zones down
-            log.exception("zone %s: unexpected failure", zone.id)
-            result.outcome, result.error = "failed", f"internal error: {type(exc).__name__}: {exc}"
-        result.finished = result.finished or utcnow()
+        with pass_outcome(result, f"zone {zone.id}"), self.state.zone_lock(zone.id):
+            clean_leftovers(self.lake, self.state.staging, zone.id)
+            found = scan_zone(self.lake, zone.id)
+            state = self.state.load(zone.id, rebuild_watermark=lake_max_ts(self.lake, zone.id))
+            if state.recovered:
+                result.notes.append(state.recovered)
+            self._rewind(state, found, result)
+            try:
+                if zone.source == "v1":
+                    self._pass_v1(zone, state, result)
+                else:
+                    self._pass_v2(zone, state, result)
+            finally:
+                # Damage met while merging: read those hours again on the next pass.
+                self._rewind(state, result.damaged, result)
+                result.finished = utcnow()
+                outcome, error = classify(sys.exc_info()[1])
+                state.last_run = LastRun(
+                    started=result.started.isoformat(),
+                    finished=result.finished.isoformat(),
+                    outcome=outcome,
+                    rows=result.rows,
+                    error=error,
+                )
+                self.state.save(state)
         self._record(result)
         level = logging.INFO if result.ok else logging.WARNING
         log.log(level, result.summary())
@@ -248,6 +273,26 @@ class Ingestor:
             )
         self.progress.finished(result)
         return result
+
+    def _rewind(self, state: ZoneState, damaged: list[DamagedFile], result: ZoneResult) -> None:
+        """Re-read damaged hours the provider still keeps; record the others as lost."""
+        oldest = self.clock() - RETENTION + RETENTION_MARGIN
+        for d in damaged:
+            note = (
+                f"lake file {d.path.name} of {d.day} was damaged ({d.reason}); kept as {d.moved_to}"
+            )
+            if d.end > oldest:
+                start = max(d.start, oldest)
+                if state.watermark is None or start < state.watermark:
+                    state.watermark = start
+                state.v1_days.pop(d.day.isoformat(), None)
+                result.notes.append(f"{note}; its hour will be read again")
+            else:
+                result.gaps.append(Gap(d.start, d.end, f"{note}; past retention, not re-readable"))
+                result.notes.append(f"{note}; past retention, recorded as a gap")
+        if damaged:
+            self.state.save(state)
+            result.damaged = []
 
     def _record(self, result: ZoneResult) -> None:
         try:

@@ -16,8 +16,7 @@ import polars as pl
 
 from cdnlake.client.shield import EventLog, ShieldApi
 from cdnlake.config import Config, ShieldZoneConfig
-from cdnlake.errors import CdnlakeError, StopRequested, ZoneBusyError
-from cdnlake.ingest.runner import Clock, ZoneResult, utcnow
+from cdnlake.ingest.runner import Clock, ZoneResult, pass_outcome, utcnow
 from cdnlake.ingest.state import LastRun, StateStore, V1Day
 from cdnlake.lake.layout import SHIELD_SCHEMA
 from cdnlake.lake.writer import StagedMerge, clean_leftovers
@@ -71,65 +70,54 @@ def ingest_shield_zone(
     store = StateStore(config.storage.state, kind="shield")
     lake = config.storage.lake
     result = ZoneResult(zone.id, "shield")
-    try:
-        with store.zone_lock(zone.id):
-            clean_leftovers(lake, store.staging, zone.id, "shield_events")
-            state = store.load(zone.id)
-            now = clock()
-            today = now.date()
-            first = today - timedelta(days=DAYS_BACK)
-            for key in [k for k in state.v1_days if date.fromisoformat(k) < first]:
-                del state.v1_days[key]
-            day = first
-            result.window_from = datetime(first.year, first.month, first.day, tzinfo=UTC)
-            result.window_to = now
-            while day <= today:
-                progress = state.v1_days.setdefault(day.isoformat(), V1Day())
-                if not progress.complete:
-                    day_end = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(1)
-                    closed = now >= day_end + CLOSE_AFTER
-                    merge = StagedMerge(
-                        lake,
-                        zone.id,
-                        store.staging,
-                        key_column="log_id",
-                        schema=SHIELD_SCHEMA,
-                        table="shield_events",
-                    )
-                    try:
-                        seen = 0
-                        for page in shield.iter_event_logs(zone.id, day):
-                            result.pages += 1
-                            seen += len(page.logs)
-                            if page.logs:
-                                merge.add(events_frame(page.logs))
-                        result.absorb(merge.commit())
-                    finally:
-                        merge.discard()
-                    progress.lines = seen
-                    progress.complete = closed
-                    store.save(state)
-                day += timedelta(days=1)
-            state.watermark = now
-            result.reached = now
-            result.finished = utcnow()
-            state.last_run = LastRun(
-                started=result.started.isoformat(),
-                finished=result.finished.isoformat(),
-                outcome="ok",
-                rows=result.rows,
-            )
-            store.save(state)
-    except ZoneBusyError as exc:
-        result.outcome, result.error = "busy", str(exc)
-    except StopRequested:
-        result.outcome, result.error = "stopped", "stopped before the pass completed"
-    except CdnlakeError as exc:
-        result.outcome, result.error = "failed", f"{type(exc).__name__}: {exc}"
-    except Exception as exc:  # a bug must not take the other zones down
-        log.exception("shield zone %s: unexpected failure", zone.id)
-        result.outcome, result.error = "failed", f"internal error: {type(exc).__name__}: {exc}"
-    result.finished = result.finished or utcnow()
+    with pass_outcome(result, f"shield zone {zone.id}"), store.zone_lock(zone.id):
+        clean_leftovers(lake, store.staging, zone.id, "shield_events")
+        state = store.load(zone.id)
+        now = clock()
+        today = now.date()
+        first = today - timedelta(days=DAYS_BACK)
+        for key in [k for k in state.v1_days if date.fromisoformat(k) < first]:
+            del state.v1_days[key]
+        day = first
+        result.window_from = datetime(first.year, first.month, first.day, tzinfo=UTC)
+        result.window_to = now
+        while day <= today:
+            progress = state.v1_days.setdefault(day.isoformat(), V1Day())
+            if not progress.complete:
+                day_end = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(1)
+                closed = now >= day_end + CLOSE_AFTER
+                merge = StagedMerge(
+                    lake,
+                    zone.id,
+                    store.staging,
+                    key_column="log_id",
+                    schema=SHIELD_SCHEMA,
+                    table="shield_events",
+                )
+                try:
+                    seen = 0
+                    for page in shield.iter_event_logs(zone.id, day):
+                        result.pages += 1
+                        seen += len(page.logs)
+                        if page.logs:
+                            merge.add(events_frame(page.logs))
+                    result.absorb(merge.commit())
+                finally:
+                    merge.discard()
+                progress.lines = seen
+                progress.complete = closed
+                store.save(state)
+            day += timedelta(days=1)
+        state.watermark = now
+        result.reached = now
+        result.finished = utcnow()
+        state.last_run = LastRun(
+            started=result.started.isoformat(),
+            finished=result.finished.isoformat(),
+            outcome="ok",
+            rows=result.rows,
+        )
+        store.save(state)
     try:
         warehouse.record_run(result.run_row(), [])
     except Exception as exc:  # bookkeeping must not undo durable rows

@@ -22,6 +22,7 @@ from pathlib import Path
 import polars as pl
 
 from cdnlake.errors import DataError
+from cdnlake.lake.check import DamagedFile, quarantine
 from cdnlake.lake.layout import REQUEST_SCHEMA, fsync_dir, hour_file, tmp_sibling, zone_dir
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ class MergeResult:
     rows_in: int = 0
     rows_new: int = 0
     files_written: list[Path] = field(default_factory=list)
+    damaged: list[DamagedFile] = field(default_factory=list)
 
     @property
     def duplicates(self) -> int:
@@ -79,6 +81,7 @@ class MergeResult:
         self.rows_in += other.rows_in
         self.rows_new += other.rows_new
         self.files_written.extend(other.files_written)
+        self.damaged.extend(other.damaged)
 
 
 class StagedMerge:
@@ -139,34 +142,44 @@ class StagedMerge:
         """Merge everything added into the lake; safe to call again after a crash."""
         result = MergeResult(rows_in=self.rows_in)
 
-        def merge(key: Key) -> tuple[int, Path | None]:
+        def merge(key: Key) -> tuple[int, Path | None, DamagedFile | None]:
             frames = list(self._memory.get(key, []))
             frames += [pl.read_parquet(p) for p in self._spilled.get(key, [])]
             return self._merge_file(key, pl.concat(frames))
 
         # Each key is its own file, so files can be merged side by side.
         with ThreadPoolExecutor(max_workers=MERGE_WORKERS) as pool:
-            for rows_new, path in pool.map(merge, self.pending_keys()):
+            for rows_new, path, damaged in pool.map(merge, self.pending_keys()):
                 result.rows_new += rows_new
                 if path is not None:
                     result.files_written.append(path)
+                if damaged is not None:
+                    result.damaged.append(damaged)
         self.discard()
         return result
 
-    def _merge_file(self, key: Key, incoming: pl.DataFrame) -> tuple[int, Path | None]:
+    def _merge_file(
+        self, key: Key, incoming: pl.DataFrame
+    ) -> tuple[int, Path | None, DamagedFile | None]:
         day, hour = key
         path = hour_file(self.lake, self.zone_id, day, hour, self.table)
         incoming = incoming.unique(subset=[self.key], keep="first", maintain_order=True)
         existing: pl.DataFrame | None = None
+        damaged = None
         if path.exists():
-            existing = conform(read_lake_file(path), self.schema)
-            incoming = incoming.filter(~pl.col(self.key).is_in(existing[self.key].implode()))
+            try:
+                existing = conform(read_lake_file(path), self.schema)
+            except DataError as exc:
+                # Set the damaged file aside; the caller re-reads its hour if it still can.
+                damaged = quarantine(self.lake, path, str(exc))
+            else:
+                incoming = incoming.filter(~pl.col(self.key).is_in(existing[self.key].implode()))
         if incoming.height == 0:
-            return 0, None
+            return 0, None, damaged
         merged = incoming if existing is None else pl.concat([existing, incoming])
         merged = merged.sort(["ts", self.key])
         write_parquet_atomic(merged, path)
-        return incoming.height, path
+        return incoming.height, path, damaged
 
     def discard(self) -> None:
         self._memory.clear()

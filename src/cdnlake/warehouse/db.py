@@ -94,18 +94,37 @@ class Warehouse:
         while True:
             try:
                 return duckdb.connect(str(self.path), read_only=read_only)
-            except duckdb.IOException as exc:
+            except duckdb.Error as exc:
                 if not _is_lock_error(exc):
-                    raise DataError(f"warehouse {self.path} cannot be opened: {exc}") from None
+                    if read_only:
+                        raise DataError(f"warehouse {self.path} cannot be opened: {exc}") from None
+                    self._set_aside("damaged", str(exc).splitlines()[0])
+                    continue
                 if time.monotonic() >= deadline:
                     raise WarehouseBusyError(
                         f"warehouse {self.path} stayed locked by another process for "
                         f"{self.busy_timeout:.0f}s"
                     ) from None
-            except duckdb.Error as exc:
-                raise DataError(f"warehouse {self.path} cannot be opened: {exc}") from None
             time.sleep(delay * (0.5 + random.random()))
             delay = min(delay * 2, 0.5)
+
+    def _set_aside(self, why: str, detail: str) -> Path:
+        """Move the warehouse file (and its WAL) aside; it is never deleted."""
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        aside = self.path.with_name(f"{self.path.name}.{why}-{stamp}")
+        self.path.replace(aside)
+        wal = self.path.with_name(self.path.name + ".wal")
+        if wal.exists():
+            wal.replace(aside.with_name(aside.name + ".wal"))
+        log.error(
+            "warehouse %s is %s (%s); kept as %s, a new one is built (requests is a view "
+            "over the lake, so nothing of the lake is lost)",
+            self.path,
+            why,
+            detail,
+            aside.name,
+        )
+        return aside
 
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -119,7 +138,7 @@ class Warehouse:
             try:
                 con.execute("SET TimeZone = 'UTC'")
                 if not read_only:
-                    self._ensure_schema(con)
+                    con = self._ensure_schema(con)
                 for view, table, key, schema in LAKE_VIEWS:
                     # Temp views track the lake as it is now; persisted ones serve other tools.
                     con.execute(view_sql(view, self.lake, table, key, schema, temp=True))
@@ -127,20 +146,69 @@ class Warehouse:
             finally:
                 con.close()
 
-    def _ensure_schema(self, con: duckdb.DuckDBPyConnection) -> None:
-        con.execute(internal_sql("schema"))
+    def _version(self, con: duckdb.DuckDBPyConnection) -> str | None:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        if not tables:
+            return None  # a new, empty file
+        if "cdnlake_meta" not in tables:
+            return "0"  # bookkeeping tables from before versioning
         row = con.execute("SELECT value FROM cdnlake_meta WHERE key = 'schema_version'").fetchone()
-        if row is None:
-            con.execute(
-                "INSERT INTO cdnlake_meta VALUES ('schema_version', $v)", {"v": SCHEMA_VERSION}
-            )
-        elif row[0] != SCHEMA_VERSION:
-            raise DataError(
-                f"warehouse {self.path} has schema version {row[0]}, this cdnlake expects "
-                f"{SCHEMA_VERSION}; move it aside and run `cdnlake ingest` to rebuild it"
-            )
+        return str(row[0]) if row else "0"
+
+    def _ensure_schema(self, con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+        version = self._version(con)
+        if version not in (None, SCHEMA_VERSION):
+            con.close()
+            aside = self._set_aside(f"schema-v{version}", f"schema version {version}")
+            con = duckdb.connect(str(self.path))
+            con.execute("SET TimeZone = 'UTC'")
+            self._create(con)
+            self._migrate(con, aside)
+        elif version is None:
+            self._create(con)
         for view, table, key, schema in LAKE_VIEWS:
             con.execute(view_sql(view, self.lake, table, key, schema, temp=False))
+        return con
+
+    def _create(self, con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(internal_sql("schema"))
+        con.execute(
+            "INSERT OR REPLACE INTO cdnlake_meta VALUES ('schema_version', $v)",
+            {"v": SCHEMA_VERSION},
+        )
+
+    def _migrate(self, con: duckdb.DuckDBPyConnection, old: Path) -> None:
+        """Copy the bookkeeping rows whose columns still exist, by name."""
+        con.execute(f"ATTACH {sql_literal(str(old))} AS old (READ_ONLY)")
+        try:
+            for table in ("ingest_runs", "ingest_gaps", "rejected_lines"):
+                old_cols = {
+                    r[0]
+                    for r in con.execute(
+                        "SELECT column_name FROM duckdb_columns() "
+                        "WHERE database_name = 'old' AND table_name = $t",
+                        {"t": table},
+                    ).fetchall()
+                }
+                new_cols = [
+                    r[0]
+                    for r in con.execute(
+                        "SELECT column_name FROM duckdb_columns() "
+                        "WHERE database_name = current_database() AND table_name = $t "
+                        "ORDER BY column_index",
+                        {"t": table},
+                    ).fetchall()
+                ]
+                common = [c for c in new_cols if c in old_cols]
+                if common:
+                    names = ", ".join(f'"{c}"' for c in common)
+                    verb = "INSERT OR IGNORE" if table == "rejected_lines" else "INSERT"
+                    con.execute(
+                        f"{verb} INTO main.{table} ({names}) SELECT {names} FROM old.{table}"
+                    )
+                    log.info("warehouse migration: copied %s (%s)", table, names)
+        finally:
+            con.execute("DETACH old")
 
     # -- bookkeeping -------------------------------------------------------------------
     def record_run(self, run: dict[str, Any], gaps: list[dict[str, Any]]) -> None:

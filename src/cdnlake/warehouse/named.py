@@ -6,6 +6,7 @@ Header format (comment lines at the top of the file)::
     -- param: zone BIGINT = NULL      pull zone id (NULL: all zones)
     -- param: day DATE                UTC day (required)
     -- param: hit_statuses VARCHAR[] = ['HIT','STALE','UPDATING','REVALIDATED']
+    -- param: dimension VARCHAR = hour {hour|edge|country|host}   allowed values in braces
 
 The body uses ``$name`` placeholders; values are always bound, never spliced in.
 """
@@ -23,7 +24,7 @@ from cdnlake.sqlfiles import sql_dir
 
 _PARAM = re.compile(
     r"^--\s*param:\s*(?P<name>[a-z_][a-z0-9_]*)\s+(?P<type>[A-Z]+(?:\[\])?)"
-    r"(?:\s*=\s*(?P<default>\S+))?\s*(?P<doc>.*)$"
+    r"(?:\s*=\s*(?P<default>[^\s{]+))?\s*(?:\{(?P<choices>[^}]*)\})?\s*(?P<doc>.*)$"
 )
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -34,6 +35,7 @@ class Param:
     type: str
     default: str | None
     doc: str
+    choices: tuple[str, ...] = ()
 
     @property
     def required(self) -> bool:
@@ -46,6 +48,10 @@ class Param:
             raise UsageError(f"--param {self.name}: required ({self.type}) - {self.doc}")
         if raw.upper() == "NULL":
             return None
+        if self.choices and raw not in self.choices:
+            raise UsageError(
+                f"--param {self.name}: must be one of {', '.join(self.choices)}, got {raw!r}"
+            )
         try:
             if self.type == "BIGINT" or self.type == "INTEGER":
                 return int(raw)
@@ -99,8 +105,9 @@ def parse_named(path: Path) -> NamedQuery:
             break
         match = _PARAM.match(line)
         if match:
+            choices = tuple(c.strip() for c in (match["choices"] or "").split("|") if c.strip())
             params.append(
-                Param(match["name"], match["type"], match["default"], match["doc"].strip())
+                Param(match["name"], match["type"], match["default"], match["doc"].strip(), choices)
             )
         elif line.lower().startswith("-- answers:"):
             answers.append(line.split(":", 1)[1].strip())

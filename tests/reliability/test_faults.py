@@ -1,0 +1,64 @@
+"""The fault suite: every zone ends complete and without duplicates, faults counted."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from cdnlake.emulator import Faults
+from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN, Ingestor
+from cdnlake.warehouse.db import Warehouse
+from tests.conftest import (
+    NOW,
+    lake_ids,
+    lake_text_contains,
+    load_test_config,
+    logging_client,
+    start_emulator,
+    truth_ids,
+    write_config,
+)
+
+
+def test_everything_at_once(tmp_path):
+    faults = Faults(
+        seed=5,
+        spurious_429_rate=0.33,
+        retry_after="mixed",
+        error_rate=0.1,
+        drop_rate=0.05,
+        truncate_rate=0.05,
+        malformed_rate=0.05,
+        slow_rate=0.03,
+        slow_seconds=1.5,
+    )
+    emu = start_emulator("1234:extended,1235,1236", faults=faults)
+    try:
+        path = write_config(
+            tmp_path, emu, zones=[(1234, "v2"), (1235, "v1"), (1236, "v2")], page_size=1000
+        )
+        text = path.read_text().replace("timeout_seconds = 10", "timeout_seconds = 1")
+        path.write_text(text.replace("retry_attempts = 8", "retry_attempts = 12"))
+        config = load_test_config(path)
+        started = time.monotonic()
+        results = Ingestor(config, logging_client(config), clock=emu.clock.now).run(config.zones)
+        assert time.monotonic() - started < 120
+        assert all(r.ok for r in results), [r.error for r in results]
+        start = NOW - RETENTION + RETENTION_MARGIN
+        for zone in (1234, 1236):
+            ids = lake_ids(config.storage.root, zone)
+            assert len(ids) == len(set(ids))
+            assert set(ids) == truth_ids(emu, zone, start, NOW - timedelta(seconds=300))
+        v1 = lake_ids(config.storage.root, 1235)
+        assert len(v1) == len(set(v1))
+        assert set(v1) == truth_ids(emu, 1235, NOW - RETENTION, NOW + timedelta(seconds=1))
+        with Warehouse(config.storage).connect(read_only=True) as con:
+            totals = con.execute(
+                "SELECT sum(rate_limited), sum(retries), sum(server_errors), sum(transport_errors)"
+                " FROM ingest_runs"
+            ).fetchone()
+        assert all(t > 0 for t in totals), totals
+        # The lake never holds the end user's credential, whatever the faults did.
+        assert lake_text_contains(config.storage.root, "Bearer eyJ") == []
+    finally:
+        emu.stop()
