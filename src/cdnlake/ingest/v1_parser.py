@@ -23,7 +23,7 @@ import polars as pl
 
 from cdnlake.ingest.normalize import REJECT_SCHEMA, dash_to_null, url_parts
 
-DEFAULT_BLOCK_BYTES = 32 << 20
+DEFAULT_BLOCK_BYTES = 16 << 20
 CACHE_STATUSES = ["HIT", "MISS", "BYPASS", "REVALIDATED", "STALE", "UPDATING", "EXPIRED", "-"]
 REDACTED = "[redacted]"
 MIN_TS_MS = 946_684_800_000  # 2000-01-01

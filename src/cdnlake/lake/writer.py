@@ -27,8 +27,9 @@ from cdnlake.lake.layout import REQUEST_SCHEMA, fsync_dir, hour_file, tmp_siblin
 
 log = logging.getLogger(__name__)
 
-DEFAULT_SPILL_ROWS = 1_000_000
+DEFAULT_SPILL_ROWS = 250_000
 MERGE_WORKERS = 2
+LARGE_MERGE_ROWS = 150_000  # hours bigger than this are merged one at a time (memory)
 Key = tuple[date, int]
 
 
@@ -147,9 +148,12 @@ class StagedMerge:
             frames += [pl.read_parquet(p) for p in self._spilled.get(key, [])]
             return self._merge_file(key, pl.concat(frames))
 
-        # Each key is its own file, so files can be merged side by side.
-        with ThreadPoolExecutor(max_workers=MERGE_WORKERS) as pool:
-            for rows_new, path, damaged in pool.map(merge, self.pending_keys()):
+        # Each key is its own file, so files can be merged side by side, unless the hours
+        # are large: then one at a time keeps peak memory to one hour's rows.
+        keys = self.pending_keys()
+        workers = 1 if self.rows_in / max(1, len(keys)) > LARGE_MERGE_ROWS else MERGE_WORKERS
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for rows_new, path, damaged in pool.map(merge, keys):
                 result.rows_new += rows_new
                 if path is not None:
                     result.files_written.append(path)
