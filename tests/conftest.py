@@ -131,6 +131,26 @@ def lake_ids(root: Path, zone: int) -> list[str]:
     ].to_list()
 
 
+def spawn_cli(
+    *args: str, stdout: Any = subprocess.DEVNULL, stderr: Any = subprocess.DEVNULL
+) -> subprocess.Popen[str]:
+    """`cdnlake ARGS` in the background, with the test access key."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "cdnlake", *args],
+        env={**os.environ, "CDNLAKE_ACCESS_KEY": KEY},
+        stdout=stdout,
+        stderr=stderr,
+        text=True,
+    )
+
+
+def ingest_all(config: Config, emu: Emulator) -> list[Any]:
+    """One ingestion pass over every configured zone, on the emulator's clock."""
+    from cdnlake.ingest.runner import Ingestor
+
+    return Ingestor(config, logging_client(config), clock=emu.clock.now).run(config.zones)
+
+
 def run_cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +20,7 @@ from tests.conftest import (
     load_test_config,
     make_client,
     run_cli,
+    spawn_cli,
     start_emulator,
     truth_ids,
     write_config,
@@ -31,13 +30,8 @@ from tests.ingest.test_crash_safety import assert_lake_consistent
 
 def spawn_daemon(config: Path) -> subprocess.Popen[str]:
     log = config.parent / "daemon.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cdnlake", "--config", str(config), "daemon"],
-        env={**os.environ, "CDNLAKE_ACCESS_KEY": KEY},
-        stdout=subprocess.DEVNULL,
-        stderr=open(log, "w"),  # a file: an unread pipe would fill up and block the daemon
-        text=True,
-    )
+    # stderr to a file: an unread pipe would fill up and block the daemon.
+    proc = spawn_cli("--config", str(config), "daemon", stderr=open(log, "w"))
     proc.log = log  # type: ignore[attr-defined]
     return proc
 

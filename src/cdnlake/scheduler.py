@@ -106,23 +106,18 @@ class Daemon:
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
         now = datetime.now(UTC)
-        for i, zone in enumerate(self.config.zones):
+        polls: list[tuple[Callable[[Any], Any], Any, str]] = [
+            (self.poll_zone, zone, f"zone-{zone.id}") for zone in self.config.zones
+        ]
+        polls += [(self.poll_shield_zone, z, f"shield-{z.id}") for z in self.config.shield_zones]
+        for i, (poll, zone, job_id) in enumerate(polls):
             self.scheduler.add_job(
-                self.poll_zone,
+                poll,
                 IntervalTrigger(seconds=self.config.schedule.poll_seconds, timezone=UTC),
                 args=[zone],
-                id=f"zone-{zone.id}",
-                name=f"ingest zone {zone.id}",
-                next_run_time=now + timedelta(milliseconds=50 * i),
-            )
-        for shield_zone in self.config.shield_zones:
-            self.scheduler.add_job(
-                self.poll_shield_zone,
-                IntervalTrigger(seconds=self.config.schedule.poll_seconds, timezone=UTC),
-                args=[shield_zone],
-                id=f"shield-{shield_zone.id}",
-                name=f"shield events {shield_zone.id}",
-                next_run_time=now,
+                id=job_id,
+                name=f"poll {job_id}",
+                next_run_time=now + timedelta(milliseconds=50 * i),  # staggered first passes
             )
         self.scheduler.add_job(self.write_report, self._report_trigger, id="daily-report")
         self.scheduler.start()

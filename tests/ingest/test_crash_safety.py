@@ -6,7 +6,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,16 +15,11 @@ import pytest
 
 from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
 from cdnlake.ingest.state import StateStore
-from tests.conftest import KEY, lake_ids, run_cli, start_emulator, truth_ids, write_config
+from tests.conftest import lake_ids, run_cli, spawn_cli, start_emulator, truth_ids, write_config
 
 
-def spawn_ingest(config: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "cdnlake", "--config", str(config), "ingest"],
-        env={**os.environ, "CDNLAKE_ACCESS_KEY": KEY},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+def spawn_ingest(config: Path) -> subprocess.Popen[str]:
+    return spawn_cli("--config", str(config), "ingest")
 
 
 def assert_lake_consistent(root: Path, zones: list[int]) -> None:
@@ -100,22 +94,7 @@ def test_sigkill_during_import_v1_then_rerun(tmp_path, seed):
     cfg.write_text(f'[storage]\nroot = "{tmp_path / "data"}"\n[[zones]]\nid = 1234\n')
     rng = random.Random(seed)
     for _ in range(3):
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "cdnlake",
-                "--config",
-                str(cfg),
-                "import-v1",
-                str(src),
-                "--zone",
-                "1234",
-            ],
-            env={**os.environ, "CDNLAKE_ACCESS_KEY": KEY},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        proc = spawn_cli("--config", str(cfg), "import-v1", str(src), "--zone", "1234")
         time.sleep(rng.uniform(0.5, 3.0))
         proc.send_signal(signal.SIGKILL)
         proc.wait()

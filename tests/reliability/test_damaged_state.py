@@ -7,22 +7,20 @@ from datetime import timedelta
 import duckdb
 import polars as pl
 
-from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN, Ingestor
+from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
     NOW,
+    ingest_all,
     lake_ids,
     load_test_config,
-    logging_client,
     run_cli,
     start_emulator,
     truth_ids,
     write_config,
 )
 
-
-def ingest(config, emu):
-    return Ingestor(config, logging_client(config), clock=emu.clock.now).run(config.zones)
+ingest = ingest_all
 
 
 def test_truncated_lake_file_is_quarantined_and_its_hour_read_again(tmp_path):

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 
-from tests.conftest import KEY, run_cli, start_emulator, write_config
+from tests.conftest import run_cli, spawn_cli, start_emulator, write_config
 
 
 def test_sql_while_ingesting(tmp_path):
@@ -21,12 +19,8 @@ def test_sql_while_ingesting(tmp_path):
             max_window_seconds=1800,
         )
         assert run_cli("--config", str(path), "sql", "select 1").returncode == 0
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "cdnlake", "--config", str(path), "ingest"],
-            env={**os.environ, "CDNLAKE_ACCESS_KEY": KEY},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        proc = spawn_cli(
+            "--config", str(path), "ingest", stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
         counts = []
         deadline = time.monotonic() + 60

@@ -82,6 +82,24 @@ def container_error(status: int, title: str, detail: str, errors: list[dict[str,
     )
 
 
+# The 401/403 answer of each endpoint, in its own error shape.
+def _problem_auth(status: int) -> Response:
+    return problem(status, "Unauthorized" if status == 401 else "Forbidden", "credentials")
+
+
+def _field_auth(status: int) -> Response:
+    return field_error(status, "unauthorized", "AccessKey", "invalid or missing")
+
+
+def _generic_auth(status: int) -> Response:
+    return generic(status, "unauthorized", "invalid or missing AccessKey")
+
+
+def _container_auth(status: int) -> Response:
+    title = "Unauthorized" if status == 401 else "Forbidden"
+    return container_error(status, title, "a valid personal API key is required", [])
+
+
 def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -124,7 +142,7 @@ class ManagementApi:
                 "PATCH",
                 re.compile(r"^/shield/shield-zone/(\d+)/api-guardian/spec$"),
                 self.spec,
-                lambda s: problem(s, "Unauthorized" if s == 401 else "Forbidden", "credentials"),
+                _problem_auth,
             ),
             (
                 "GET",
@@ -136,51 +154,51 @@ class ManagementApi:
                 "GET",
                 re.compile(r"^/shield/event-logs/(\d+)/([^/]+)/([^/]+)$"),
                 self.event_logs,
-                lambda s: problem(s, "Unauthorized" if s == 401 else "Forbidden", "credentials"),
+                _problem_auth,
             ),
             ("GET", re.compile(r"^/shield/waf/enums$"), self.enums, status_only),
             (
                 "POST",
                 re.compile(r"^/compute/script/(\d+)/secrets$"),
                 self.add_secret,
-                lambda s: field_error(s, "unauthorized", "AccessKey", "invalid or missing"),
+                _field_auth,
             ),
             (
                 "POST",
                 re.compile(r"^/compute/script/(\d+)/secrets/(\d+)$"),
                 self.update_secret,
-                lambda s: field_error(s, "unauthorized", "AccessKey", "invalid or missing"),
+                _field_auth,
             ),
             (
                 "POST",
                 re.compile(r"^/pullzone/(\d+)/addHostname$"),
                 self.add_hostname,
-                lambda s: field_error(s, "unauthorized", "AccessKey", "invalid or missing"),
+                _field_auth,
             ),
             (
                 "GET",
                 re.compile(r"^/library/(\d+)/videos$"),
                 self.videos,
-                lambda s: generic(s, "unauthorized", "invalid or missing AccessKey"),
+                _generic_auth,
             ),
             (
                 "GET",
                 re.compile(r"^/library/(\d+)/collections$"),
                 self.collections,
-                lambda s: generic(s, "unauthorized", "invalid or missing AccessKey"),
+                _generic_auth,
             ),
             (
                 "GET",
                 re.compile(r"^/library/(\d+)/videos/([^/]+)/resolutions$"),
                 self.resolutions,
-                lambda s: generic(s, "unauthorized", "invalid or missing AccessKey"),
+                _generic_auth,
             ),
-            ("GET", re.compile(r"^/OEmbed$"), self.oembed, lambda s: status_only(s)),
+            ("GET", re.compile(r"^/OEmbed$"), self.oembed, status_only),
             (
                 "GET",
                 re.compile(r"^/dnszone/(\d+)/records$"),
                 self.dns_records,
-                lambda s: field_error(s, "unauthorized", "AccessKey", "invalid or missing"),
+                _field_auth,
             ),
             (
                 "GET",
