@@ -41,11 +41,13 @@ def test_fifty_zones_one_daemon(tmp_path):
         daemon = Daemon(config, make_client(config), clock=emu.clock.now)
         daemon.start()
         rss = []
+        fds = []
         try:
             assert wait_for(lambda: len(daemon.zone_passes) == ZONES, 120), daemon.zone_passes
             deadline = time.monotonic() + (300 if SOAK else 8)
             while time.monotonic() < deadline:
                 rss.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+                fds.append(len(os.listdir("/proc/self/fd")))
                 time.sleep(1)
         finally:
             assert daemon.stop()
@@ -57,5 +59,6 @@ def test_fifty_zones_one_daemon(tmp_path):
             assert set(got) == truth_ids(emu, zone, start, NOW - timedelta(seconds=300))
         if len(rss) > 4:
             assert rss[-1] <= rss[len(rss) // 2] * 1.2  # flat after warm-up
+            assert fds[-1] <= fds[len(fds) // 2] + 8  # no open-file leak across passes
     finally:
         emu.stop()
