@@ -7,6 +7,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from cdnlake.cli.common import is_tty, load, open_api
 from cdnlake.errors import UsageError
 from cdnlake.ingest.runner import Ingestor, ZoneResult, import_v1_files
@@ -25,7 +27,9 @@ class RichProgress:
             TimeElapsedColumn(),
         )
         self._tasks = {
-            z.id: self._progress.add_task(f"zone {z.label} [{z.source}]", total=None, info="")
+            z.id: self._progress.add_task(
+                escape(f"zone {z.label} [{z.source}]"), total=None, info=""
+            )
             for z in zones
         }
         self._lock = threading.Lock()
@@ -48,7 +52,10 @@ class RichProgress:
         if task is None:
             return  # shield zones print their own line
         with self._lock:
-            self._progress.update(task, info=result.summary(), completed=1, total=1)
+            info = f"{result.outcome}: {result.rows:,} rows, {result.pages} pages"
+            if result.error:
+                info += f" - {result.error}"
+            self._progress.update(task, info=escape(info), completed=1, total=1)
 
 
 class LineProgress:
