@@ -166,3 +166,35 @@ def test_html_renders_in_headless_chromium(written, tmp_path):
     miss_orange = np.array([0xEF, 0x6C, 0x00]) / 255
     for colour in (hit_green, miss_orange):  # the stacked charts were drawn
         assert (np.abs(image - colour).sum(axis=2) < 0.05).sum() > 200
+
+
+def test_every_text_field_hostile_at_once(tmp_path):
+    """One day whose every text field is an attack: all exports stay inert and well-formed."""
+    import polars as pl
+
+    from cdnlake.lake.layout import REQUEST_SCHEMA
+    from cdnlake.lake.writer import StagedMerge
+    from tests.fixture_lake import fixture_config
+
+    evil = '<script>alert(1)</script>=HYPERLINK("x")|`|\n\r'
+    config = fixture_config(tmp_path, zones=(7,))
+    row = {name: evil for name, dtype in REQUEST_SCHEMA.items() if dtype == pl.String()}
+    row.update(ts=None, status_code=500, bytes_sent=10, body_bytes_sent=None, asn=None)
+    frame = pl.DataFrame([row]).with_columns(
+        pl.lit("2026-11-20T01:00:00").str.to_datetime(time_unit="ms", time_zone="UTC").alias("ts")
+    )
+    merge = StagedMerge(config.storage.lake, 7, config.storage.state / "staging")
+    merge.add(frame.select(list(REQUEST_SCHEMA)))
+    merge.commit()
+    paths = write_reports(config, DAY)
+    html = next(p for p in paths if p.suffix == ".html").read_text()
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "No traffic was recorded" not in html
+    for f in (p for p in paths if p.suffix == ".csv"):
+        for line in csv.reader(open(f)):
+            assert not any(c.startswith(("=", "@", "+", "-")) and len(c) > 1 for c in line)
+    md = next(p for p in paths if p.suffix == ".md").read_text()
+    assert "<script>" not in md
+    doc = json.loads(next(p for p in paths if p.suffix == ".json").read_text())
+    mix = doc["sections"]["cache_status_mix"]["rows"]
+    assert mix[0]["cache_status"] == evil  # stored and exported unchanged, as data
