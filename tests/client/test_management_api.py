@@ -279,5 +279,6 @@ def test_node_ips(emu):
     with pytest.raises(ForbiddenError) as info:
         cdn(emu, "wrong").containers.list_node_ips()
     assert isinstance(info.value.details, ContainerNodeError)
+    assert info.value.details.title == "Forbidden"
     with pytest.raises(UnauthorizedError):
         cdn(emu, None).containers.list_node_ips()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -184,6 +184,17 @@ def pages_needed(total: int, per_page: int) -> int:
     return max(1, -(-total // per_page))
 
 
+def _walk(fetch: Callable[[int], VideoPage | CollectionPage]) -> Iterator[Any]:
+    """Items of page 1, 2, ... until the envelope's ``totalItems`` are covered."""
+    page = 1
+    while True:
+        result = fetch(page)
+        yield from result.items
+        if page >= pages_needed(result.totalItems, result.itemsPerPage) or not result.items:
+            return
+        page += 1
+
+
 class VideoApi(Area):
     base_attr = "video_url"
 
@@ -217,24 +228,13 @@ class VideoApi(Area):
         self, library_id: int, items_per_page: int = DEFAULT_ITEMS_PER_PAGE
     ) -> Iterator[Video]:
         """Every video, walking pages until ``totalItems`` are seen."""
-        page = 1
-        while True:
-            result = self.list_videos(library_id, page, items_per_page)
-            yield from result.items
-            if page >= pages_needed(result.totalItems, result.itemsPerPage) or not result.items:
-                return
-            page += 1
+        return _walk(lambda page: self.list_videos(library_id, page, items_per_page))
 
     def iter_collections(
         self, library_id: int, items_per_page: int = DEFAULT_ITEMS_PER_PAGE
     ) -> Iterator[Collection]:
-        page = 1
-        while True:
-            result = self.list_collections(library_id, page, items_per_page)
-            yield from result.items
-            if page >= pages_needed(result.totalItems, result.itemsPerPage) or not result.items:
-                return
-            page += 1
+        """Every collection, walking pages until ``totalItems`` are seen."""
+        return _walk(lambda page: self.list_collections(library_id, page, items_per_page))
 
     def video_resolutions(self, library_id: int, video_id: str) -> VideoResolutions:
         check_id("libraryId", library_id)

@@ -204,7 +204,7 @@ class ManagementApi:
                 "GET",
                 re.compile(r"^/mc/nodes/plain$"),
                 self.node_ips,
-                lambda s: container_error(s, "Unauthorized", "a personal API key is required", []),
+                _container_auth,
             ),
         ]
 

@@ -302,14 +302,12 @@ class Ingestor:
             result.notes.append(note)
             log.error("zone %s: %s", result.zone_id, note)
 
-    def _start(
-        self, state: ZoneState, now: datetime, result: ZoneResult
-    ) -> tuple[datetime, datetime]:
+    def _start(self, state: ZoneState, now: datetime, result: ZoneResult) -> datetime:
         """The instant to read from, recording a gap when the watermark is past retention."""
         oldest = floor_ms(now - RETENTION + RETENTION_MARGIN)
         wm = state.watermark
         if wm is None:
-            return oldest, oldest
+            return oldest
         if wm < oldest:
             result.gaps.append(
                 Gap(
@@ -319,9 +317,9 @@ class Ingestor:
                     f"ingested instant was {wm.isoformat()}",
                 )
             )
-            return oldest, oldest
+            return oldest
         overlap = timedelta(seconds=self.config.ingest.overlap_seconds)
-        return max(wm - overlap, oldest), oldest
+        return max(wm - overlap, oldest)
 
     def _rejects(
         self, frame: pl.DataFrame, zone_id: int, source: str, file: str, result: ZoneResult
@@ -345,7 +343,7 @@ class Ingestor:
         cfg = self.config.ingest
         now = self.clock()
         end = floor_ms(now - timedelta(seconds=cfg.lag_seconds))
-        start, _ = self._start(state, now, result)
+        start = self._start(state, now, result)
         result.window_from = start
         result.window_to = end
         result.reached = state.watermark
@@ -378,7 +376,7 @@ class Ingestor:
         cfg = self.config.ingest
         now = self.clock()
         end = floor_ms(now - timedelta(seconds=cfg.lag_seconds))
-        self._start(state, now, result)
+        self._start(state, now, result)  # records a gap past retention
         first_day = (now - RETENTION).date()
         result.window_from = datetime(first_day.year, first_day.month, first_day.day, tzinfo=UTC)
         result.window_to = end
