@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import msgspec
 import polars as pl
 
-from cdnlake.client.logging_api import decode_v2_batch, decode_v2_page
+from cdnlake.client.logging_api import decode_v2_batch, decode_v2_page, split_page
 from cdnlake.emulator.traffic import Traffic, ZoneSpec
-from cdnlake.ingest.normalize import normalize_v2, records_frame
+from cdnlake.ingest.normalize import normalize_v2, parse_timestamps, records_frame
 
 
 def page_body(n: int = 500) -> bytes:
@@ -67,3 +67,65 @@ def test_empty_page_and_bad_records():
         "record of pull zone 9",
     ]
     assert all(isinstance(pl.Series([r]).str.json_decode(), pl.Series) for r in rejects["raw_line"])
+
+
+def _typed_frame(body: bytes) -> pl.DataFrame:
+    return records_frame(decode_v2_page(body).data)
+
+
+def test_a_large_page_read_in_pieces_equals_the_whole():
+    body = page_body(500)
+    pieces = split_page(body, 4)
+    assert len(pieces) == 4 and all(p.startswith(b'{"data":[') for p in pieces)
+    batch = decode_v2_batch(body, threads=4, piece_bytes=1)
+    assert batch.frame.equals(_typed_frame(body))
+    assert batch.pagination == decode_v2_page(body).pagination
+
+
+def test_a_cut_inside_a_string_is_refused_and_the_page_read_whole():
+    # Every user agent ends in '},{', so raw '},{"' occurs inside strings all over the page.
+    page = msgspec.json.decode(page_body(200))
+    for record in page["data"]:
+        record["userAgent"] = 'curl/8 },{"timestamp":"x"},{'
+        record["referer"] = "},{"
+    body = msgspec.json.encode(page)
+    pieces = split_page(body, 8)
+    bad = 0
+    for piece in pieces:
+        try:
+            msgspec.json.decode(piece)
+        except msgspec.DecodeError:
+            bad += 1
+    assert bad, "the test must cut inside a string at least once"
+    batch = decode_v2_batch(body, threads=8, piece_bytes=1)
+    assert batch.frame.equals(_typed_frame(body))
+    assert set(batch.frame["userAgent"]) == {'curl/8 },{"timestamp":"x"},{'}
+
+
+def test_pieces_that_disagree_with_the_count_fall_back():
+    page = msgspec.json.decode(page_body(50))
+    page["pagination"]["returned"] = 49
+    body = msgspec.json.encode(page)
+    batch = decode_v2_batch(body, threads=2, piece_bytes=1)
+    assert batch.frame.height == 50 and batch.pagination.returned == 49
+
+
+def test_only_the_compact_shape_is_cut():
+    assert split_page(b'{ "data": [{"a": 1}, {"a": 2}]}', 2) == [b'{ "data": [{"a": 1}, {"a": 2}]}']
+    assert split_page(b'{"data":[{"a":1}]}', 4) == [b'{"data":[{"a":1}]}']
+
+
+def test_timestamps_fast_path_and_fallback_agree():
+    fast = ["2026-11-20T10:15:02.417Z", "2026-11-20T10:15:02Z", None, "2026-11-20T11:15:02+01:00"]
+    assert parse_timestamps(pl.Series(fast)).to_list() == [
+        datetime(2026, 11, 20, 10, 15, 2, 417000, tzinfo=UTC),
+        datetime(2026, 11, 20, 10, 15, 2, tzinfo=UTC),
+        None,
+        datetime(2026, 11, 20, 10, 15, 2, tzinfo=UTC),
+    ]
+    # One value Arrow refuses sends the column to polars, value by value.
+    mixed = [*fast, "2026-11-20T10:15:02.123456Z", "junk"]
+    parsed = parse_timestamps(pl.Series(mixed))
+    assert parsed.dtype == pl.Datetime("ms", "UTC")
+    assert parsed.to_list()[:4] == parse_timestamps(pl.Series(fast)).to_list()
+    assert parsed.to_list()[4:] == [datetime(2026, 11, 20, 10, 15, 2, 123000, tzinfo=UTC), None]

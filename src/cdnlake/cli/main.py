@@ -15,6 +15,7 @@ from typing import Any
 
 from cdnlake import __version__
 from cdnlake.errors import CdnlakeError, ConfigError, RequestValidationError, UsageError
+from cdnlake.malloc import keep_freed_memory
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -174,6 +175,7 @@ def setup_logging(level: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    keep_freed_memory()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 import msgspec
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from cdnlake.client.logging_api import V2Record
 
@@ -63,6 +65,30 @@ V2_SCHEMA: dict[str, pl.DataType] = {
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S%.fZ"  # milliseconds optional
 
 
+def parse_timestamps(text: pl.Series) -> pl.Series:
+    """ISO-8601 text as UTC milliseconds (``ts``), NULL where it is not a timestamp.
+
+    Arrow's ISO-8601 cast is about ten times faster than a strptime format, but refuses
+    the whole column at the first value it cannot take (microseconds, no offset, junk);
+    then polars parses value by value.
+    """
+    try:
+        parsed = pc.cast(text.to_arrow(), pa.timestamp("ms", "UTC"))
+        return pl.Series("ts", parsed)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        pass
+    stamp = pl.col("timestamp")
+    frame = text.alias("timestamp").to_frame()
+    ts = frame.select(
+        stamp.str.to_datetime(TIMESTAMP_FORMAT, time_unit="ms", time_zone="UTC", strict=False)
+    ).to_series()
+    if ts.null_count() > text.null_count():
+        # Offsets other than Z are valid ISO-8601 too: parse those the slower way.
+        fallback = stamp.str.to_datetime(time_unit="ms", time_zone="UTC", strict=False)
+        ts = frame.select(pl.coalesce(ts, fallback)).to_series()
+    return ts.alias("ts")
+
+
 def records_frame(records: Sequence[V2Record]) -> pl.DataFrame:
     """Decoded records as a frame with the wire's column names."""
     # Transpose in C: one tuple per record, then one tuple per field.
@@ -77,36 +103,8 @@ def v2_frame(records: Sequence[V2Record], zone_id: int) -> tuple[pl.DataFrame, p
     return normalize_v2(records_frame(records), zone_id)
 
 
-def normalize_v2(wire: pl.DataFrame, zone_id: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Rows for the lake and rejected records (with a reason) from a frame of v2 records."""
-    raw = wire.select(list(V2_SCHEMA)).with_row_index("_row")
-    stamp = pl.col("timestamp")
-    frame = raw.with_columns(
-        stamp.str.to_datetime(
-            TIMESTAMP_FORMAT, time_unit="ms", time_zone="UTC", strict=False
-        ).alias("ts")
-    )
-    if frame["ts"].null_count() > frame["timestamp"].null_count():
-        # Offsets other than Z are valid ISO-8601 too: parse those the slower way.
-        fallback = stamp.str.to_datetime(time_unit="ms", time_zone="UTC", strict=False)
-        frame = frame.with_columns(pl.coalesce(pl.col("ts"), fallback).alias("ts"))
-    if raw.select(pl.any_horizontal(pl.col("scheme", "host", "path").is_null().any())).item():
-        frame = frame.with_columns(*url_parts(pl.col("url")))
-    else:
-        frame = frame.with_columns(
-            pl.lit(None, pl.String).alias(c) for c in ("_scheme", "_host", "_path")
-        )
-    reason = (
-        pl.when(pl.col("requestId").is_null() | (pl.col("requestId") == ""))
-        .then(pl.lit("missing requestId"))
-        .when(pl.col("ts").is_null())
-        .then(pl.format("bad timestamp {}", pl.col("timestamp").fill_null("null")))
-        .when(pl.col("pullZoneId").is_not_null() & (pl.col("pullZoneId") != zone_id))
-        .then(pl.format("record of pull zone {}", pl.col("pullZoneId")))
-        .otherwise(None)
-    )
-    frame = frame.with_columns(reason.alias("_reason"))
-    good = frame.filter(pl.col("_reason").is_null()).select(
+def _v2_lake_columns() -> list[pl.Expr]:
+    return [
         pl.col("ts"),
         pl.col("requestId").alias("request_id"),
         pl.col("cacheStatus").alias("cache_status"),
@@ -127,7 +125,35 @@ def normalize_v2(wire: pl.DataFrame, zone_id: int) -> tuple[pl.DataFrame, pl.Dat
         pl.col("asn"),
         pl.col("asnOrganization").alias("asn_organization"),
         pl.lit("v2").alias("source"),
+    ]
+
+
+def normalize_v2(wire: pl.DataFrame, zone_id: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Rows for the lake and rejected records (with a reason) from a frame of v2 records."""
+    raw = wire.select(list(V2_SCHEMA))
+    if raw.select(pl.any_horizontal(pl.col("scheme", "host", "path").is_null().any())).item():
+        url = url_parts(pl.col("url"))
+    else:
+        url = [pl.lit(None, pl.String).alias(c) for c in ("_scheme", "_host", "_path")]
+    reason = (
+        pl.when(pl.col("requestId").is_null() | (pl.col("requestId") == ""))
+        .then(pl.lit("missing requestId"))
+        .when(pl.col("ts").is_null())
+        .then(pl.format("bad timestamp {}", pl.col("timestamp").fill_null("null")))
+        .when(pl.col("pullZoneId").is_not_null() & (pl.col("pullZoneId") != zone_id))
+        .then(pl.format("record of pull zone {}", pl.col("pullZoneId")))
+        .otherwise(None)
     )
+    frame = (
+        raw.lazy()
+        .with_columns(parse_timestamps(raw["timestamp"]), *url)
+        .with_columns(reason.alias("_reason"))
+        .collect()
+    )
+    if frame["_reason"].null_count() == frame.height:  # the usual page: nothing to reject
+        return frame.select(_v2_lake_columns()), pl.DataFrame(schema=REJECT_SCHEMA)
+    frame = frame.with_row_index("_row")
+    good = frame.filter(pl.col("_reason").is_null()).select(_v2_lake_columns())
     rejects = frame.filter(pl.col("_reason").is_not_null()).select(
         pl.col("_row").cast(pl.Int64).alias("line_number"),
         pl.col("_reason").alias("reason"),
