@@ -121,13 +121,17 @@ def parse_block(
     if block.unterminated_tail and not keep_unterminated:
         frame = frame.head(frame.height - 1)
     last_line = block.first_line + frame.height - 1
-    is_blank = pl.col("line").is_null() | ~pl.col("line").str.contains(r"\S")
-    blank = frame.filter(is_blank).height
-    frame = frame.filter(~is_blank)
     frame = frame.with_columns(
-        pl.col("line").str.split_exact("|", 15).alias("_f"),
-        (pl.col("line").str.count_matches("|", literal=True) + 1).alias("_n"),
+        (pl.col("line").str.count_matches("|", literal=True) + 1).alias("_n")
     )
+    # Only a line without a separator can be blank: look for text in those few alone.
+    blanks = frame.filter(pl.col("_n").fill_null(1) == 1).filter(
+        pl.col("line").is_null() | ~pl.col("line").str.contains(r"\S")
+    )
+    blank = blanks.height
+    if blank:
+        frame = frame.filter(~pl.col("line_number").is_in(blanks["line_number"].implode()))
+    frame = frame.with_columns(pl.col("line").str.split_exact("|", 15).alias("_f"))
 
     def field(i: int) -> pl.Expr:
         return pl.col("_f").struct.field(f"field_{i}")
