@@ -5,7 +5,8 @@ cut into pieces) to the kernel at once, so the next buffer of that size is fault
 again, page by page. Where page faults are dear (about 1 ms per MB on the virtual
 machines we measured) that costs more than parsing: a 6 MB v2 page took 20 ms to decode
 instead of 12. Raising glibc's mmap and trim thresholds keeps up to
-``DEFAULT_TRIM_BYTES`` of freed memory for reuse; peak memory does not change.
+``DEFAULT_TRIM_BYTES`` of freed memory for reuse. Peak memory went down, not up: fewer
+large buffers are mapped afresh while the old ones are still being unmapped.
 
 Only glibc has ``mallopt``; anywhere else (musl, macOS) this does nothing.
 """
@@ -15,8 +16,8 @@ from __future__ import annotations
 import ctypes
 import sys
 
-DEFAULT_MMAP_BYTES = 64 << 20  # buffers below this come from the heap, not mmap
-DEFAULT_TRIM_BYTES = 128 << 20  # free heap kept for reuse before it is given back
+DEFAULT_MMAP_BYTES = 32 << 20  # buffers below this come from the heap, not mmap
+DEFAULT_TRIM_BYTES = 64 << 20  # free heap kept for reuse before it is given back
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
