@@ -169,30 +169,30 @@ class V2Batch:
     pagination: Pagination
 
 
-_WIRE_STRUCT = pl.Struct(
-    {
-        "timestamp": pl.String,
-        "pullZoneId": pl.Int64,
-        "requestId": pl.String,
-        "cacheStatus": pl.String,
-        "statusCode": pl.Int32,
-        "bytesSent": pl.Int64,
-        "edgeLocation": pl.String,
-        "scheme": pl.String,
-        "host": pl.String,
-        "path": pl.String,
-        "url": pl.String,
-        "remoteIp": pl.String,
-        "countryCode": pl.String,
-        "userAgent": pl.String,
-        "referer": pl.String,
-        "bodyBytesSent": pl.Int64,
-        "contentRange": pl.String,
-        "ja4Fingerprint": pl.String,
-        "asn": pl.Int32,
-        "asnOrganization": pl.String,
-    }
-)
+# The record columns as the wire names them; decoders and the normaliser share it.
+V2_WIRE_SCHEMA: dict[str, pl.DataType] = {
+    "timestamp": pl.String(),
+    "pullZoneId": pl.Int64(),
+    "requestId": pl.String(),
+    "cacheStatus": pl.String(),
+    "statusCode": pl.Int32(),
+    "bytesSent": pl.Int64(),
+    "edgeLocation": pl.String(),
+    "scheme": pl.String(),
+    "host": pl.String(),
+    "path": pl.String(),
+    "url": pl.String(),
+    "remoteIp": pl.String(),
+    "countryCode": pl.String(),
+    "userAgent": pl.String(),
+    "referer": pl.String(),
+    "bodyBytesSent": pl.Int64(),
+    "contentRange": pl.String(),
+    "ja4Fingerprint": pl.String(),
+    "asn": pl.Int32(),
+    "asnOrganization": pl.String(),
+}
+_WIRE_STRUCT = pl.Struct(V2_WIRE_SCHEMA)
 _PAGE_SCHEMA = {
     "data": pl.List(_WIRE_STRUCT),
     "pagination": pl.Struct(

@@ -14,6 +14,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cdnlake.client.logging_api import V2_WIRE_SCHEMA as V2_SCHEMA
 from cdnlake.client.logging_api import V2Record
 
 # Path is empty or starts with "/": written so, the pattern is one-pass (no choice between
@@ -43,28 +44,6 @@ def url_parts(url: pl.Expr) -> list[pl.Expr]:
     ]
 
 
-V2_SCHEMA: dict[str, pl.DataType] = {
-    "timestamp": pl.String(),
-    "pullZoneId": pl.Int64(),
-    "requestId": pl.String(),
-    "cacheStatus": pl.String(),
-    "statusCode": pl.Int32(),
-    "bytesSent": pl.Int64(),
-    "edgeLocation": pl.String(),
-    "scheme": pl.String(),
-    "host": pl.String(),
-    "path": pl.String(),
-    "url": pl.String(),
-    "remoteIp": pl.String(),
-    "countryCode": pl.String(),
-    "userAgent": pl.String(),
-    "referer": pl.String(),
-    "bodyBytesSent": pl.Int64(),
-    "contentRange": pl.String(),
-    "ja4Fingerprint": pl.String(),
-    "asn": pl.Int32(),
-    "asnOrganization": pl.String(),
-}
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S%.fZ"  # milliseconds optional
 
 
