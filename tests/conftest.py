@@ -19,6 +19,10 @@ from cdnlake.emulator import Emulator, EmulatorConfig, Faults, parse_zones
 NOW = datetime(2026, 11, 20, 12, 0, 0, tzinfo=UTC)
 KEY = "test-key"
 FAST_RETRY = RetryPolicy(max_attempts=8, base_delay=0.01, max_delay=0.05, max_total_seconds=20)
+# Under fault injection about half of all attempts fail, so 8 attempts leave a ~0.4% chance
+# that one of a run's hundreds of requests gives up: a flaky test. 40 attempts make that
+# ~1e-12 per request while a test that wants a give-up still narrows the policy itself.
+FAULT_RETRY = RetryPolicy(max_attempts=40, base_delay=0.01, max_delay=0.05, max_total_seconds=60)
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -102,8 +106,8 @@ def make_client(config: Config, **kwargs: Any) -> ApiClient:
     return ApiClient(config.api, retry=kwargs.pop("retry", FAST_RETRY), budgets=budgets, **kwargs)
 
 
-def logging_client(config: Config) -> LoggingClient:
-    return LoggingClient(make_client(config))
+def logging_client(config: Config, retry: RetryPolicy = FAST_RETRY) -> LoggingClient:
+    return LoggingClient(make_client(config, retry=retry))
 
 
 def truth_ids(

@@ -10,12 +10,12 @@ import pytest
 from cdnlake.client import ApiClient, BudgetRegistry, LoggingClient, RequestStats, V2Query
 from cdnlake.config import ApiConfig, Secret
 from cdnlake.emulator import Faults
-from tests.conftest import FAST_RETRY, KEY, start_emulator
+from tests.conftest import FAULT_RETRY, KEY, start_emulator
 
 
 def make(url: str, limit: int = 30, window: float = 10.0) -> LoggingClient:
     api = ApiConfig(logging_url=url, access_key=Secret(KEY), timeout_seconds=5)
-    return LoggingClient(ApiClient(api, retry=FAST_RETRY, budgets=BudgetRegistry(limit, window)))
+    return LoggingClient(ApiClient(api, retry=FAULT_RETRY, budgets=BudgetRegistry(limit, window)))
 
 
 def query(emu):

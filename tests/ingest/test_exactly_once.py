@@ -12,6 +12,8 @@ from cdnlake.emulator import Faults
 from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN, Ingestor
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
+    FAST_RETRY,
+    FAULT_RETRY,
     NOW,
     lake_ids,
     load_test_config,
@@ -22,8 +24,8 @@ from tests.conftest import (
 )
 
 
-def ingestor(config, emu, **kwargs):
-    return Ingestor(config, logging_client(config), clock=emu.clock.now, **kwargs)
+def ingestor(config, emu, retry=FAST_RETRY, **kwargs):
+    return Ingestor(config, logging_client(config, retry), clock=emu.clock.now, **kwargs)
 
 
 def test_first_run_reads_all_of_retention_then_reruns_add_nothing(tmp_path, emulator):
@@ -83,7 +85,7 @@ def test_pages_repeated_by_retries_and_small_pages_stay_unique(tmp_path):
     emu = start_emulator("1234", faults=faults)
     try:
         config = load_test_config(write_config(tmp_path, emu, zones=[(1234, "v2")], page_size=500))
-        result = ingestor(config, emu).run(config.zones)[0]
+        result = ingestor(config, emu, retry=FAULT_RETRY).run(config.zones)[0]
         assert result.ok, result.error
         assert result.stats.retries > 0 and result.stats.rate_limited > 0
         ids = lake_ids(config.storage.root, 1234)

@@ -9,6 +9,7 @@ from cdnlake.emulator import Faults
 from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN, Ingestor
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
+    FAULT_RETRY,
     NOW,
     lake_ids,
     lake_text_contains,
@@ -37,11 +38,11 @@ def test_everything_at_once(tmp_path):
         path = write_config(
             tmp_path, emu, zones=[(1234, "v2"), (1235, "v1"), (1236, "v2")], page_size=1000
         )
-        text = path.read_text().replace("timeout_seconds = 10", "timeout_seconds = 1")
-        path.write_text(text.replace("retry_attempts = 8", "retry_attempts = 12"))
+        path.write_text(path.read_text().replace("timeout_seconds = 10", "timeout_seconds = 1"))
         config = load_test_config(path)
         started = time.monotonic()
-        results = Ingestor(config, logging_client(config), clock=emu.clock.now).run(config.zones)
+        client = logging_client(config, retry=FAULT_RETRY)
+        results = Ingestor(config, client, clock=emu.clock.now).run(config.zones)
         assert time.monotonic() - started < 120
         assert all(r.ok for r in results), [r.error for r in results]
         start = NOW - RETENTION + RETENTION_MARGIN
