@@ -17,9 +17,10 @@ import pyarrow.compute as pc
 from cdnlake.client.logging_api import V2_WIRE_SCHEMA as V2_SCHEMA
 from cdnlake.client.logging_api import V2Record
 
-# Path is empty or starts with "/": written so, the pattern is one-pass (no choice between
-# growing the host and starting the path), which lets the regex engine capture ~2x faster.
-URL_PATTERN = r"^([A-Za-z][A-Za-z0-9+.\-]*)://([^/?#]*)(/[^?#]*)?"
+URL_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]*://"
+# What with_url_parts computes, as one pattern: scheme, host, and path (empty or from "/").
+URL_PATTERN = r"^([A-Za-z][A-Za-z0-9+.\-]*)://([^/?#]*)([^?#]*)"
+ORIGIN_SAMPLE = 1000  # rows looked at to find a frame's most common scheme://host
 REJECT_SCHEMA: dict[str, pl.DataType] = {
     "line_number": pl.Int64(),
     "reason": pl.String(),
@@ -33,15 +34,45 @@ def dash_to_null(column: str) -> pl.Expr:
     return pl.when(pl.col(column).is_in(["-", ""])).then(None).otherwise(pl.col(column))
 
 
-def url_parts(url: pl.Expr) -> list[pl.Expr]:
-    """Scheme, host and path of a URL in one regex pass."""
-    parts = url.str.extract_groups(URL_PATTERN)
-    scheme = parts.struct.field("1")
-    return [
-        scheme.str.to_lowercase().alias("_scheme"),
-        parts.struct.field("2").alias("_host"),
-        pl.when(scheme.is_not_null()).then(parts.struct.field("3").fill_null("")).alias("_path"),
-    ]
+def with_url_parts(frame: pl.DataFrame, url: str = "url") -> pl.DataFrame:
+    """Add scheme (lower case), host and path of column ``url`` as ``_scheme/_host/_path``.
+
+    Means exactly ``URL_PATTERN``'s three groups, computed the cheap way: a pull zone's
+    URLs nearly all share one ``scheme://host``, so rows that start with the most common
+    one (and a "/") only need their path cut at "?" or "#". Other rows take two
+    whole-match extractions cut apart by length (about half the cost of capture groups).
+    """
+    column = pl.col(url)
+    sample = frame.get_column(url).head(ORIGIN_SAMPLE)
+    origins = sample.str.extract(URL_SCHEME + "[^/?#]*", 0).drop_nulls()
+    if origins.len() == 0:
+        return _with_any_url_parts(frame, column)
+    origin = str(origins.mode().sort()[0])
+    scheme, host = origin.split("://", 1)
+    common = column.str.starts_with(origin + "/")
+    # Python counts code points, as str.slice does, so a non-ASCII host cuts right.
+    common_path = pl.when(common).then(column).str.slice(len(origin)).str.extract("^[^?#]*", 0)
+    staged = _with_any_url_parts(frame, pl.when(~common).then(column))
+    return staged.with_columns(
+        pl.when(common).then(pl.lit(scheme.lower())).otherwise(pl.col("_scheme")).alias("_scheme"),
+        pl.when(common).then(pl.lit(host)).otherwise(pl.col("_host")).alias("_host"),
+        pl.coalesce(common_path, pl.col("_path")).alias("_path"),
+    )
+
+
+def _with_any_url_parts(frame: pl.DataFrame, url: pl.Expr) -> pl.DataFrame:
+    """``URL_PATTERN``'s groups for any URL (NULL rows cost next to nothing)."""
+    staged = frame.with_columns(
+        url.str.extract(URL_SCHEME + "[^/?#]*", 0).alias("_origin"),
+        url.str.extract(URL_SCHEME + "[^?#]*", 0).alias("_before_query"),
+    )
+    origin = pl.col("_origin")
+    cut = origin.str.find("://", literal=True)  # before it all is ASCII: bytes = chars
+    return staged.with_columns(
+        origin.str.slice(0, cut).str.to_lowercase().alias("_scheme"),
+        origin.str.slice(cut + 3).alias("_host"),
+        pl.col("_before_query").str.slice(origin.str.len_chars()).alias("_path"),
+    ).drop("_origin", "_before_query")
 
 
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S%.fZ"  # milliseconds optional
@@ -114,9 +145,12 @@ def normalize_v2(wire: pl.DataFrame, zone_id: int) -> tuple[pl.DataFrame, pl.Dat
     """Rows for the lake and rejected records (with a reason) from a frame of v2 records."""
     raw = wire.select(list(V2_SCHEMA))
     if raw.select(pl.any_horizontal(pl.col("scheme", "host", "path").is_null().any())).item():
-        url = url_parts(pl.col("url"))
+        plan = with_url_parts(raw).lazy()
     else:
-        url = [pl.lit(None, pl.String).alias(c) for c in ("_scheme", "_host", "_path")]
+        plan = raw.lazy().with_columns(
+            pl.lit(None, pl.String).alias(c) for c in ("_scheme", "_host", "_path")
+        )
+    plan = plan.with_columns(parse_timestamps(raw["timestamp"]))
     reason = (
         pl.when(pl.col("requestId").is_null() | (pl.col("requestId") == ""))
         .then(pl.lit("missing requestId"))
@@ -126,12 +160,7 @@ def normalize_v2(wire: pl.DataFrame, zone_id: int) -> tuple[pl.DataFrame, pl.Dat
         .then(pl.format("record of pull zone {}", pl.col("pullZoneId")))
         .otherwise(None)
     )
-    frame = (
-        raw.lazy()
-        .with_columns(parse_timestamps(raw["timestamp"]), *url)
-        .with_columns(reason.alias("_reason"))
-        .collect()
-    )
+    frame = plan.with_columns(reason.alias("_reason")).collect()
     if frame["_reason"].null_count() == frame.height:  # the usual page: nothing to reject
         return frame.select(_v2_lake_columns()), pl.DataFrame(schema=REJECT_SCHEMA)
     frame = frame.with_row_index("_row")

@@ -364,7 +364,7 @@ class Ingestor:
                     self.progress.update(result)
                 result.absorb(merge.commit())
             finally:
-                merge.discard()
+                result.absorb(merge.discard())  # rows sealed hours wrote before a failure
             if state.watermark is None or window_to > state.watermark:
                 state.watermark = window_to
             self.state.save(state)
@@ -424,7 +424,7 @@ class Ingestor:
                     self._rejects(rejects, zone.id, "v1", name, result)
                 result.absorb(merge.commit())
             finally:
-                merge.discard()
+                result.absorb(merge.discard())  # rows sealed hours wrote before a failure
         finally:
             dest.unlink(missing_ok=True)
         progress.lines = max(progress.lines, start + taken)
@@ -494,7 +494,7 @@ def import_v1_files(
             except CdnlakeError as exc:
                 result.outcome, result.error = "failed", str(exc)
             finally:
-                merge.discard()
+                result.absorb(merge.discard())  # rows sealed hours wrote before a failure
             result.finished = utcnow()
             result.reached = result.window_to
             try:

@@ -103,7 +103,7 @@ def ingest_shield_zone(
                             merge.add(events_frame(page.logs))
                     result.absorb(merge.commit())
                 finally:
-                    merge.discard()
+                    result.absorb(merge.discard())  # rows sealed hours wrote before a failure
                 progress.lines = seen
                 progress.complete = closed
                 store.save(state)

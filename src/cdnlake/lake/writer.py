@@ -1,10 +1,18 @@
 """Merging new rows into the lake, exactly once and crash-safe.
 
 Rows are first collected per target hour file (spilled to a staging folder when large,
-so memory stays bounded whatever the input size). ``commit`` then rewrites each touched
-hour file as old rows plus the new ``request_id``s, sorted, into a temporary sibling that
+so memory stays bounded whatever the input size). Each touched hour file is then
+rewritten as old rows plus the new ``request_id``s, sorted, into a temporary sibling that
 is fsynced and renamed over the old file. A reader, or a process killed at any instant,
 sees either the old file or the new one, never both and never half of one.
+
+Input comes in time order (log files, ascending pages), so an hour is usually complete
+once rows of a later hour arrive: such a *sealed* hour is merged at once, on a background
+thread, while the caller goes on parsing. That keeps one hour in memory instead of
+spilling, and overlaps writing with parsing. Merging early is safe at any time: a row
+that arrives later for a sealed hour is merged into the file again, deduplicated by key,
+and a run that fails after some hours were written is made whole by re-reading, which
+the key makes idempotent.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import shutil
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -89,6 +97,18 @@ def hour_parts(frame: pl.DataFrame) -> Iterator[tuple[Key, pl.DataFrame]]:
         yield (day, int(hour)), part.drop("_day", "_hour")  # type: ignore[misc,arg-type]
 
 
+def is_ordered(frame: pl.DataFrame, key: str) -> bool:
+    """Whether ``frame`` is already sorted by (``ts``, ``key``), so the sort can be skipped."""
+    if frame.height < 2:
+        return True
+    if frame["ts"].null_count() or not frame["ts"].is_sorted():
+        return False
+    # ts is sorted: only rows that tie with the previous one must be in key order.
+    ts, ids = pl.col("ts"), pl.col(key)
+    in_order = ((ts != ts.shift()) | (ids >= ids.shift())).fill_null(True)
+    return bool(frame.select(in_order.all()).item())
+
+
 @dataclass
 class MergeResult:
     rows_in: int = 0
@@ -131,19 +151,70 @@ class StagedMerge:
         self._memory: dict[Key, list[pl.DataFrame]] = defaultdict(list)
         self._spilled: dict[Key, list[Path]] = defaultdict(list)
         self._memory_rows = 0
+        self._key_rows: dict[Key, int] = defaultdict(int)  # rows not yet merged, per hour
         self._spills = 0
         self.rows_in = 0
+        self._sealed: list[tuple[Future[MergeResult], int]] = []  # (merge, its rows)
+        self._background: ThreadPoolExecutor | None = None
+        self._done = MergeResult()  # sealed hours already merged into the lake
 
     def add(self, frame: pl.DataFrame) -> None:
         if frame.height == 0:
             return
         frame = conform(frame, self.schema)
         self.rows_in += frame.height
+        keys = []
         for key, part in hour_parts(frame):
             self._memory[key].append(part)
+            self._key_rows[key] += part.height
+            keys.append(key)
         self._memory_rows += frame.height
+        self._merge_sealed(before=min(keys))
         if self._memory_rows >= self.spill_rows:
             self._spill()
+
+    def _merge_sealed(self, before: Key) -> None:
+        """Hand every hour older than ``before`` to the background merge."""
+        sealed = [k for k in self.pending_keys() if k < before]
+        if not sealed:
+            return
+        if self._background is None:
+            # One thread: merges of the same hour file must never run side by side.
+            self._background = ThreadPoolExecutor(1, thread_name_prefix="lake-merge")
+        for key in sealed:
+            frames = self._memory.pop(key, [])
+            self._memory_rows -= sum(f.height for f in frames)
+            spilled = self._spilled.pop(key, [])
+            merge = self._background.submit(self._merge_key, key, frames, spilled)
+            self._sealed.append((merge, self._key_rows.pop(key, 0)))
+        # Rows handed over still count against memory: past the spill size, wait.
+        while self._sealed and sum(n for _, n in self._sealed) > self.spill_rows:
+            self._done.add(self._sealed.pop(0)[0].result())
+
+    def _merge_key(self, key: Key, frames: list[pl.DataFrame], spilled: list[Path]) -> MergeResult:
+        incoming = pl.concat(frames + [pl.read_parquet(p) for p in spilled])
+        rows_new, path, damaged = self._merge_file(key, incoming)
+        return MergeResult(
+            rows_in=incoming.height,
+            rows_new=rows_new,
+            files_written=[path] if path is not None else [],
+            damaged=[damaged] if damaged is not None else [],
+        )
+
+    def _wait_sealed(self) -> None:
+        """Wait for every background merge; the first failure is raised after all end."""
+        failure: BaseException | None = None
+        for future, _ in self._sealed:
+            try:
+                self._done.add(future.result())
+            except BaseException as exc:  # re-raised below, once all have ended
+                failure = failure or exc
+        self._sealed.clear()
+        if self._background is not None:
+            self._background.shutdown()
+            self._background = None
+        if failure is not None:
+            raise failure
 
     def _spill(self) -> None:
         self.staging.mkdir(parents=True, exist_ok=True)
@@ -160,24 +231,20 @@ class StagedMerge:
 
     def commit(self) -> MergeResult:
         """Merge everything added into the lake; safe to call again after a crash."""
-        result = MergeResult(rows_in=self.rows_in)
+        self._wait_sealed()
+        result, self._done = self._done, MergeResult()
 
-        def merge(key: Key) -> tuple[int, Path | None, DamagedFile | None]:
-            frames = list(self._memory.get(key, []))
-            frames += [pl.read_parquet(p) for p in self._spilled.get(key, [])]
-            return self._merge_file(key, pl.concat(frames))
+        def merge(key: Key) -> MergeResult:
+            return self._merge_key(key, self._memory.get(key, []), self._spilled.get(key, []))
 
         # Each key is its own file, so files can be merged side by side, unless the hours
         # are large: then one at a time keeps peak memory to one hour's rows.
         keys = self.pending_keys()
-        workers = 1 if self.rows_in / max(1, len(keys)) > LARGE_MERGE_ROWS else MERGE_WORKERS
+        pending = sum(self._key_rows.values())
+        workers = 1 if pending / max(1, len(keys)) > LARGE_MERGE_ROWS else MERGE_WORKERS
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            for rows_new, path, damaged in pool.map(merge, keys):
-                result.rows_new += rows_new
-                if path is not None:
-                    result.files_written.append(path)
-                if damaged is not None:
-                    result.damaged.append(damaged)
+            for merged in pool.map(merge, keys):
+                result.add(merged)
         self.discard()
         return result
 
@@ -186,7 +253,8 @@ class StagedMerge:
     ) -> tuple[int, Path | None, DamagedFile | None]:
         day, hour = key
         path = hour_file(self.lake, self.zone_id, day, hour, self.table)
-        incoming = incoming.unique(subset=[self.key], keep="first", maintain_order=True)
+        if incoming[self.key].n_unique() < incoming.height:
+            incoming = incoming.unique(subset=[self.key], keep="first", maintain_order=True)
         existing: pl.DataFrame | None = None
         damaged = None
         if path.exists():
@@ -200,16 +268,28 @@ class StagedMerge:
         if incoming.height == 0:
             return 0, None, damaged
         merged = incoming if existing is None else pl.concat([existing, incoming])
-        merged = merged.sort(["ts", self.key])
+        if not is_ordered(merged, self.key):
+            merged = merged.sort(["ts", self.key])
         write_parquet_atomic(merged, path)
         return incoming.height, path, damaged
 
-    def discard(self) -> None:
+    def discard(self) -> MergeResult:
+        """Drop what was not merged; return what sealed hours already wrote to the lake.
+
+        After a failure the caller still learns which rows reached the lake.
+        """
+        try:
+            self._wait_sealed()
+        except Exception as exc:  # the caller is already failing; keep its error
+            log.warning("a background lake merge failed too: %s", exc)
+        written, self._done = self._done, MergeResult()
         self._memory.clear()
         self._spilled.clear()
         self._memory_rows = 0
+        self._key_rows.clear()
         self.rows_in = 0
         shutil.rmtree(self.staging, ignore_errors=True)
+        return written
 
 
 def clean_leftovers(lake: Path, staging_root: Path, zone_id: int, table: str = "requests") -> int:
