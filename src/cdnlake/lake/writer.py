@@ -42,12 +42,18 @@ LARGE_MERGE_ROWS = 150_000  # hours bigger than this are merged one at a time (m
 Key = tuple[date, int]
 
 
-def write_parquet_atomic(frame: pl.DataFrame, path: Path) -> None:
-    """Write ``frame`` to ``path`` via a temporary sibling, fsync, and rename."""
+def write_parquet_atomic(frame: pl.DataFrame | pl.LazyFrame, path: Path) -> None:
+    """Write ``frame`` to ``path`` via a temporary sibling, fsync, and rename.
+
+    A lazy frame is streamed (sunk) batch by batch instead of being collected first.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_sibling(path)
     try:
-        frame.write_parquet(tmp, compression="zstd", compression_level=1, statistics=True)
+        if isinstance(frame, pl.LazyFrame):
+            frame.sink_parquet(tmp, compression="zstd", compression_level=1, statistics=True)
+        else:
+            frame.write_parquet(tmp, compression="zstd", compression_level=1, statistics=True)
         fd = os.open(tmp, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -192,7 +198,12 @@ class StagedMerge:
             self._done.add(self._sealed.pop(0)[0].result())
 
     def _merge_key(self, key: Key, frames: list[pl.DataFrame], spilled: list[Path]) -> MergeResult:
-        incoming = pl.concat(frames + [pl.read_parquet(p) for p in spilled])
+        if spilled:
+            streamed = self._stream_new_hour(key, frames, spilled)
+            if streamed is not None:
+                return streamed
+        # Spilled rows came first: in this order, time-ordered input stays ordered.
+        incoming = pl.concat([pl.read_parquet(p) for p in spilled] + frames)
         rows_new, path, damaged = self._merge_file(key, incoming)
         return MergeResult(
             rows_in=incoming.height,
@@ -200,6 +211,26 @@ class StagedMerge:
             files_written=[path] if path is not None else [],
             damaged=[damaged] if damaged is not None else [],
         )
+
+    def _stream_new_hour(
+        self, key: Key, frames: list[pl.DataFrame], spilled: list[Path]
+    ) -> MergeResult | None:
+        """Stream a spilled (large) hour straight to a new lake file; None if it cannot be.
+
+        Only the two key columns are held to check that ids are unique and rows ordered;
+        the rows go from staging to the file a batch at a time, so memory does not grow
+        with the size of the hour. An hour that needs deduplication, sorting or merging
+        with an existing file takes the in-memory route.
+        """
+        path = hour_file(self.lake, self.zone_id, key[0], key[1], self.table)
+        if path.exists():
+            return None
+        plan = pl.concat([pl.scan_parquet(p) for p in spilled] + [f.lazy() for f in frames])
+        keys = plan.select("ts", self.key).collect()
+        if keys[self.key].n_unique() < keys.height or not is_ordered(keys, self.key):
+            return None
+        write_parquet_atomic(plan, path)
+        return MergeResult(rows_in=keys.height, rows_new=keys.height, files_written=[path])
 
     def _wait_sealed(self) -> None:
         """Wait for every background merge; the first failure is raised after all end."""

@@ -1,0 +1,34 @@
+"""make bench cannot rot: every benchmark runs end to end on tiny data.
+
+Only that they run and report a figure beside its reference is checked; how fast is for
+``make bench`` on full sizes, never for a test.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+BENCHMARKS = ["start-up", "decode", "import-v1,", "peak memory", "ingest", "backlog", "report"]
+
+
+def test_every_benchmark_runs_on_tiny_data():
+    proc = subprocess.run(
+        [sys.executable, "tests/bench/bench.py", "--small"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split(" | ") for line in proc.stdout.splitlines() if line.count(" | ") == 6]
+    figures = rows[1:]  # the first row is the header
+    assert len(figures) == len(BENCHMARKS), proc.stdout
+    for name, figure in zip(BENCHMARKS, figures, strict=True):
+        what, ours = figure[0], figure[1]
+        assert name in what, (name, what)
+        assert float(ours.split()[0]) > 0, figure
+        assert figure[5] in ("ok", "MISSED"), figure
+    assert f"of {len(BENCHMARKS)} targets met" in proc.stdout
