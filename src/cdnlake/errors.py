@@ -23,7 +23,8 @@ will fail the same way until something is changed by a person.
         │   └── NotFoundError          404
         │       └── LoggingDisabledError   404 logging_disabled
         ├── ZoneBusyError              another cdnlake process holds the zone
-        └── DataError                  damaged lake, state or warehouse file
+        ├── DataError                  damaged lake, state or warehouse file
+        └── StorageError               the lake or its staging area cannot be written
 
 Every error that came from an HTTP answer carries ``status``, ``code`` (the provider's
 error code when the body had one), ``message``, ``request_line`` (method and URL, never a
@@ -155,3 +156,7 @@ class ZoneBusyError(TerminalError):
 
 class DataError(TerminalError):
     pass
+
+
+class StorageError(TerminalError):
+    """Disk full, a permission, a file where a folder should be: nothing was half written."""

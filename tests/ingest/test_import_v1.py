@@ -127,3 +127,20 @@ def test_cli_import_v1_summary_and_exit_code(tmp_path, emulator):
     assert missing.returncode == 2 and "nope.log" in missing.stderr
     unknown = run_cli("--config", str(path), "import-v1", str(src), "--zone", "999")
     assert unknown.returncode == 2 and "999" in unknown.stderr
+
+
+def test_a_lake_that_cannot_be_written_is_one_line_and_exit_code_1(tmp_path, emulator):
+    path = write_config(tmp_path, emulator, zones=[(1234, "v2")])
+    src = write_day_file(emulator, tmp_path / "day.log", 1234)
+    day = (NOW - timedelta(days=1)).date().isoformat()
+    blocker = tmp_path / "data" / "lake" / "requests" / "pull_zone_id=1234" / f"date={day}"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("a file where the day's folder should be")
+    result = run_cli("--config", str(path), "import-v1", str(src), "--zone", "1234")
+    assert result.returncode == 1, result.stderr
+    output = result.stdout + result.stderr
+    assert "cannot write lake file" in output and f"date={day}" in output
+    assert "Traceback" not in output
+    with Warehouse(load_test_config(path).storage).connect(read_only=True) as con:
+        outcome = con.execute("SELECT outcome, error FROM ingest_runs").fetchall()
+    assert outcome and outcome[0][0] == "failed" and "StorageError" not in outcome[0][1]

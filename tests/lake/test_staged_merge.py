@@ -8,6 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from cdnlake.errors import StorageError
 from cdnlake.lake.layout import hour_file
 from cdnlake.lake.writer import StagedMerge, is_ordered, read_lake_file
 
@@ -77,7 +78,7 @@ def test_a_background_merge_that_fails_fails_the_commit(tmp_path):
     merge = new_merge(tmp_path)
     merge.add(rows(0, range(0, 10)))
     merge.add(rows(1, range(10, 20)))  # hour 0 fails in the background
-    with pytest.raises(OSError):
+    with pytest.raises(StorageError, match=r"cannot write lake file .*part-00\.parquet"):
         merge.commit()
     assert merge.discard().rows_new == 0
 

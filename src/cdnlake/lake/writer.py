@@ -17,6 +17,7 @@ the key makes idempotent.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import polars as pl
 
-from cdnlake.errors import DataError
+from cdnlake.errors import DataError, StorageError
 from cdnlake.lake.check import DamagedFile, quarantine
 from cdnlake.lake.layout import REQUEST_SCHEMA, fsync_dir, hour_file, tmp_sibling, zone_dir
 
@@ -47,9 +48,9 @@ def write_parquet_atomic(frame: pl.DataFrame | pl.LazyFrame, path: Path) -> None
 
     A lazy frame is streamed (sunk) batch by batch instead of being collected first.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = tmp_sibling(path)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(frame, pl.LazyFrame):
             frame.sink_parquet(tmp, compression="zstd", compression_level=1, statistics=True)
         else:
@@ -60,10 +61,22 @@ def write_parquet_atomic(frame: pl.DataFrame | pl.LazyFrame, path: Path) -> None
         finally:
             os.close(fd)
         os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        _remove(tmp)
+        raise StorageError(f"cannot write lake file {path}: {_reason(exc)}") from exc
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _remove(tmp)
         raise
-    fsync_dir(path.parent)
+
+
+def _remove(tmp: Path) -> None:
+    with contextlib.suppress(OSError):  # not there, or its folder never was
+        tmp.unlink()
+
+
+def _reason(exc: BaseException) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc).splitlines()[0]
 
 
 def read_lake_file(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
@@ -248,11 +261,14 @@ class StagedMerge:
             raise failure
 
     def _spill(self) -> None:
-        self.staging.mkdir(parents=True, exist_ok=True)
         self._spills += 1
         for key, frames in self._memory.items():
             path = self.staging / f"{key[0].isoformat()}-{key[1]:02d}-{self._spills}.parquet"
-            pl.concat(frames).write_parquet(path, compression="lz4")
+            try:
+                self.staging.mkdir(parents=True, exist_ok=True)
+                pl.concat(frames).write_parquet(path, compression="lz4")
+            except (OSError, pl.exceptions.PolarsError) as exc:
+                raise StorageError(f"cannot stage rows in {path}: {_reason(exc)}") from exc
             self._spilled[key].append(path)
         self._memory.clear()
         self._memory_rows = 0
