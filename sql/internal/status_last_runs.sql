@@ -1,3 +1,7 @@
-SELECT pull_zone_id, outcome, error, finished, rate_limited
+-- The newest run of each zone. Pull zone and shield zone ids are separate numberings,
+-- so the two kinds are ranked apart.
+SELECT pull_zone_id, source = 'shield' AS shield, outcome, error, finished, rate_limited
 FROM ingest_runs
-QUALIFY row_number() OVER (PARTITION BY pull_zone_id ORDER BY finished DESC) = 1;
+QUALIFY row_number() OVER (
+    PARTITION BY pull_zone_id, source = 'shield' ORDER BY finished DESC
+) = 1;

@@ -1,4 +1,7 @@
-"""Health of each zone: watermark, freshness, last run, today's rows, recent gaps."""
+"""Health of each zone: watermark, freshness, last run, today's rows, recent gaps.
+
+Pull zones first, then shield zones (source "shield"), whose rows are WAF events.
+"""
 
 from __future__ import annotations
 
@@ -39,24 +42,31 @@ def zone_statuses(
 ) -> list[ZoneStatus]:
     now = now or datetime.now(UTC)
     max_lag = config.status.max_lag_seconds if max_lag_seconds is None else max_lag_seconds
-    store = StateStore(config.storage.state)
     with Warehouse(config.storage).connect(read_only=True) as con:
-        today = dict(
-            con.execute(internal_sql("status_rows_today"), {"today": now.date()}).fetchall()
-        )
+        today: dict[str, dict[int, int]] = {}
+        for kind, sql in (("zones", "status_rows_today"), ("shield", "status_shield_rows_today")):
+            today[kind] = dict(con.execute(internal_sql(sql), {"today": now.date()}).fetchall())
         gaps = {
             z: (n, s or 0.0)
             for z, n, s in con.execute(
                 internal_sql("status_gaps"), {"since": now - GAP_LOOKBACK}
             ).fetchall()
         }
-        runs = {row[0]: row[1:] for row in con.execute(internal_sql("status_last_runs")).fetchall()}
+        runs = {
+            (row[0], bool(row[1])): row[2:]
+            for row in con.execute(internal_sql("status_last_runs")).fetchall()
+        }
+    pull = StateStore(config.storage.state)
+    shield = StateStore(config.storage.state, kind="shield")
+    zones = [(z.id, z.name, z.source, pull) for z in config.zones]
+    zones += [(z.id, z.name, "shield", shield) for z in config.shield_zones]
     out = []
-    for zone in config.zones:
-        state = store.load(zone.id) if store.path(zone.id).exists() else None
+    for zone_id, name, source, store in zones:
+        is_shield = source == "shield"
+        state = store.load(zone_id) if store.path(zone_id).exists() else None
         watermark = state.watermark if state else None
         lag = (now - watermark).total_seconds() if watermark else None
-        outcome, error, finished, _ = runs.get(zone.id, (None, None, None, None))
+        outcome, error, finished, _ = runs.get((zone_id, is_shield), (None, None, None, None))
         problem = None
         if outcome is None:
             problem = "never ingested"
@@ -64,18 +74,18 @@ def zone_statuses(
             problem = f"last run {outcome}: {error or ''}".strip()
         elif lag is not None and lag > max_lag:
             problem = f"behind by {lag:.0f}s (more than {max_lag}s)"
-        n_gaps, lost = gaps.get(zone.id, (0, 0.0))
+        n_gaps, lost = (0, 0.0) if is_shield else gaps.get(zone_id, (0, 0.0))
         out.append(
             ZoneStatus(
-                zone_id=zone.id,
-                name=zone.name,
-                source=zone.source,
+                zone_id=zone_id,
+                name=name,
+                source=source,
                 watermark=watermark,
                 lag_seconds=lag,
                 last_finished=finished,
                 last_outcome=outcome,
                 last_error=error,
-                rows_today=int(today.get(zone.id, 0)),
+                rows_today=int(today["shield" if is_shield else "zones"].get(zone_id, 0)),
                 gaps_7d=int(n_gaps),
                 lost_seconds_7d=float(lost),
                 healthy=problem is None,

@@ -29,3 +29,26 @@ def test_status_exit_codes(tmp_path):
         assert "PROBLEM: last run failed" in failing.stdout and "logging_disabled" in failing.stdout
     finally:
         emu.stop()
+
+
+def test_status_lists_shield_zones_apart_from_a_pull_zone_with_the_same_id(tmp_path):
+    """Shield and pull zone ids are separate numberings: 5001 can be both, and healthy once."""
+    emu = start_emulator("1234,5001:disabled", rpm=5, now=None, frozen=False)
+    try:
+        path = write_config(tmp_path, emu, zones=[(1234, "v2"), (5001, "v2")])
+        with open(path, "a") as f:
+            f.write('[[shield_zones]]\nid = 5001\nname = "www-shield"\n')
+        assert run_cli("--config", str(path), "ingest").returncode == 1  # pull zone 5001 fails
+        result = run_cli("--config", str(path), "status", "--format", "json")
+        assert result.returncode == 1
+        rows = {(z["zone_id"], z["source"]): z for z in json.loads(result.stdout)}
+        assert set(rows) == {(1234, "v2"), (5001, "v2"), (5001, "shield")}
+        assert rows[(1234, "v2")]["healthy"]
+        assert "logging_disabled" in rows[(5001, "v2")]["problem"]
+        shield = rows[(5001, "shield")]
+        assert shield["healthy"] and shield["last_outcome"] == "ok", shield
+        assert shield["name"] == "www-shield" and shield["lag_seconds"] < 120
+        table = run_cli("--config", str(path), "status")
+        assert "5001 www-shield" in table.stdout and "shield" in table.stdout
+    finally:
+        emu.stop()
