@@ -7,6 +7,8 @@ import resource
 import time
 from datetime import timedelta
 
+import pytest
+
 from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
 from cdnlake.scheduler import Daemon, wait_for
 from tests.conftest import (
@@ -23,6 +25,7 @@ ZONES = 50
 SOAK = os.environ.get("CDNLAKE_SOAK") == "1"
 
 
+@pytest.mark.timeout(600 if SOAK else 300)  # the soak watches 300 s of passes after warm-up
 def test_fifty_zones_one_daemon(tmp_path):
     ids = list(range(2001, 2001 + ZONES))
     emu = start_emulator(",".join(str(i) for i in ids), rpm=0.5, rate=(30, 2.0))
