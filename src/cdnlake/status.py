@@ -43,9 +43,11 @@ def zone_statuses(
     now = now or datetime.now(UTC)
     max_lag = config.status.max_lag_seconds if max_lag_seconds is None else max_lag_seconds
     with Warehouse(config.storage).connect(read_only=True) as con:
-        today: dict[str, dict[int, int]] = {}
-        for kind, sql in (("zones", "status_rows_today"), ("shield", "status_shield_rows_today")):
-            today[kind] = dict(con.execute(internal_sql(sql), {"today": now.date()}).fetchall())
+
+        def counts(sql: str) -> dict[int, int]:
+            return dict(con.execute(internal_sql(sql), {"today": now.date()}).fetchall())
+
+        rows_today, events_today = counts("status_rows_today"), counts("status_shield_rows_today")
         gaps = {
             z: (n, s or 0.0)
             for z, n, s in con.execute(
@@ -58,15 +60,15 @@ def zone_statuses(
         }
     pull = StateStore(config.storage.state)
     shield = StateStore(config.storage.state, kind="shield")
-    zones = [(z.id, z.name, z.source, pull) for z in config.zones]
-    zones += [(z.id, z.name, "shield", shield) for z in config.shield_zones]
+    # (id, name, source, its state, its rows today, its gaps): shield zones record no gaps.
+    zones = [(z.id, z.name, z.source, pull, rows_today, gaps) for z in config.zones]
+    zones += [(z.id, z.name, "shield", shield, events_today, {}) for z in config.shield_zones]
     out = []
-    for zone_id, name, source, store in zones:
-        is_shield = source == "shield"
+    for zone_id, name, source, store, today, zone_gaps in zones:
         state = store.load(zone_id) if store.path(zone_id).exists() else None
         watermark = state.watermark if state else None
         lag = (now - watermark).total_seconds() if watermark else None
-        outcome, error, finished, _ = runs.get((zone_id, is_shield), (None, None, None, None))
+        outcome, error, finished, _ = runs.get((zone_id, source == "shield"), (None,) * 4)
         problem = None
         if outcome is None:
             problem = "never ingested"
@@ -74,7 +76,7 @@ def zone_statuses(
             problem = f"last run {outcome}: {error or ''}".strip()
         elif lag is not None and lag > max_lag:
             problem = f"behind by {lag:.0f}s (more than {max_lag}s)"
-        n_gaps, lost = (0, 0.0) if is_shield else gaps.get(zone_id, (0, 0.0))
+        n_gaps, lost = zone_gaps.get(zone_id, (0, 0.0))
         out.append(
             ZoneStatus(
                 zone_id=zone_id,
@@ -85,7 +87,7 @@ def zone_statuses(
                 last_finished=finished,
                 last_outcome=outcome,
                 last_error=error,
-                rows_today=int(today["shield" if is_shield else "zones"].get(zone_id, 0)),
+                rows_today=int(today.get(zone_id, 0)),
                 gaps_7d=int(n_gaps),
                 lost_seconds_7d=float(lost),
                 healthy=problem is None,
