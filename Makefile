@@ -41,7 +41,7 @@ clean:
 
 # The fault, crash and load suites at full size (20+ crash rounds, minutes of load).
 soak: $(STAMP)
-	CDNLAKE_SOAK=1 $(BIN)/pytest tests/reliability tests/ingest/test_crash_safety.py
+	SOAK=1 $(BIN)/pytest tests/reliability tests/ingest/test_crash_safety.py
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench/bench.py

@@ -180,10 +180,29 @@ class Config:
         known = ", ".join(str(z.id) for z in self.zones) or "none"
         raise ConfigError(f"zones: pull zone {zone_id} is not configured (configured: {known})")
 
-    def select_zones(self, ids: list[int] | None) -> tuple[ZoneConfig, ...]:
+    def select_all_zones(
+        self, ids: list[int] | None
+    ) -> tuple[tuple[ZoneConfig, ...], tuple[ShieldZoneConfig, ...]]:
+        """The pull and shield zones with these ids (all of both without ids).
+
+        The two are numbered apart, so one id may name a zone of each kind: both are taken.
+        """
         if not ids:
-            return self.zones
-        return tuple(self.zone(i) for i in ids)
+            return self.zones, self.shield_zones
+        wanted = set(ids)
+        known = {z.id for z in self.zones} | {z.id for z in self.shield_zones}
+        for zone_id in ids:
+            if zone_id not in known:
+                pull = ", ".join(str(z.id) for z in self.zones) or "none"
+                shield = ", ".join(str(z.id) for z in self.shield_zones) or "none"
+                raise ConfigError(
+                    f"zones: zone {zone_id} is not configured (pull zones: {pull}; "
+                    f"shield zones: {shield})"
+                )
+        return (
+            tuple(z for z in self.zones if z.id in wanted),
+            tuple(z for z in self.shield_zones if z.id in wanted),
+        )
 
 
 SECTIONS: dict[str, type] = {
@@ -257,8 +276,30 @@ def build_config(
         bearer_token=Secret(bearer) if bearer else None,
     )
     config = Config(**sections, path=path)
+    _check_environment(config, env)
     _validate(config)
     return config
+
+
+# CDNLAKE_* variables that are not overrides of a config key.
+OTHER_VARIABLES = {"CDNLAKE_CONFIG", "CDNLAKE_SQL_DIR"}
+
+
+def _check_environment(config: Config, env: dict[str, str]) -> None:
+    """A CDNLAKE_* variable that overrides nothing is a mistake, as an unknown key is."""
+    known = OTHER_VARIABLES | {config.api.access_key_env, config.api.bearer_token_env}
+    for section, cls in SECTIONS.items():
+        known |= {
+            f"CDNLAKE_{section.upper()}_{f.name.upper()}"
+            for f in dataclasses.fields(cls)
+            if f.name not in _RESOLVED_FIELDS
+        }
+    for name in sorted(env):
+        if name.startswith("CDNLAKE_") and name not in known:
+            raise ConfigError(
+                f"{name}: unknown environment variable (overrides are "
+                "CDNLAKE_<SECTION>_<KEY> for a key of config.toml, e.g. CDNLAKE_STORAGE_ROOT)"
+            )
 
 
 def _build_section(name: str, cls: type, values: Any, env: dict[str, str]) -> Any:
@@ -393,6 +434,8 @@ def _validate(config: Config) -> None:
     bad = set(config.report.formats) - REPORT_FORMATS
     if bad:
         raise ConfigError(f"report.formats: unknown format {sorted(bad)[0]!r}")
+    if config.report.top_n < 1:
+        raise ConfigError(f"report.top_n: must be at least 1, got {config.report.top_n}")
     if not config.report.hit_statuses:
         raise ConfigError("report.hit_statuses: must name at least one cache status")
     seen: set[int] = set()

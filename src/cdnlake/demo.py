@@ -51,10 +51,7 @@ def run_demo(config: Config, progress: Progress | None = None, seed: int = 1) ->
             results = Ingestor(cfg, LoggingClient(api), progress=progress).run(cfg.zones)
             shield = ShieldApi(api)
             for shield_zone in cfg.shield_zones:
-                result = ingest_shield_zone(cfg, shield, shield_zone)
-                if progress is not None:
-                    progress.finished(result)
-                results.append(result)
+                results.append(ingest_shield_zone(cfg, shield, shield_zone, progress=progress))
     finally:
         emulator.stop()
     day = (datetime.now(UTC) - timedelta(days=1)).date()

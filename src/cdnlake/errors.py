@@ -7,6 +7,7 @@ will fail the same way until something is changed by a person.
     CdnlakeError
     ├── TransientError                 retry with backoff, or on the next pass
     │   ├── TransportError             connect / read timeout, dropped connection, cut body
+    │   │   └── UnreachableError       nothing listens at the address (connection refused)
     │   ├── MalformedResponseError     a 2xx body that does not decode
     │   ├── RateLimitedError           429 rate_limited
     │   ├── ServerError                5xx internal_error
@@ -24,6 +25,8 @@ will fail the same way until something is changed by a person.
         │       └── LoggingDisabledError   404 logging_disabled
         ├── ZoneBusyError              another cdnlake process holds the zone
         ├── DataError                  damaged lake, state or warehouse file
+        │   ├── DamagedInputError      an input file or body that ends early or is corrupt
+        │   └── RejectedInputError     input of which not one line or record could be taken
         └── StorageError               the lake or its staging area cannot be written
 
 Every error that came from an HTTP answer carries ``status``, ``code`` (the provider's
@@ -87,6 +90,10 @@ class HttpError(CdnlakeError):
 
 class TransportError(HttpError, TransientError):
     pass
+
+
+class UnreachableError(TransportError):
+    """Connection refused: retried only briefly, since waiting rarely brings a server up."""
 
 
 class MalformedResponseError(HttpError, TransientError):
@@ -156,6 +163,18 @@ class ZoneBusyError(TerminalError):
 
 class DataError(TerminalError):
     pass
+
+
+class DamagedInputError(DataError):
+    """A log file or body that ends early or is corrupt; the lines before it were read."""
+
+    def __init__(self, message: str, *, last_line: int) -> None:
+        super().__init__(message)
+        self.last_line = last_line  # the last whole line the input still held
+
+
+class RejectedInputError(DataError):
+    """Lines or records arrived, and every one of them was rejected."""
 
 
 class StorageError(TerminalError):

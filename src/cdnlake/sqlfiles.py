@@ -1,20 +1,28 @@
-"""Locating and reading the SQL in ``sql/`` (named queries) and ``sql/internal/``."""
+"""The SQL that ships inside the package: named queries in ``cdnlake/sql/`` and the
+statements cdnlake runs itself in ``cdnlake/sql/internal/``.
+
+They are package data, read through :mod:`importlib.resources`, so an installed wheel
+has them as a checkout does. ``$CDNLAKE_SQL_DIR`` points at another folder of named
+queries (with its own ``internal/``), for trying out changes without reinstalling.
+"""
 
 from __future__ import annotations
 
 import functools
 import os
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from cdnlake.errors import ConfigError
 
 
-def sql_dir() -> Path:
-    """``$CDNLAKE_SQL_DIR``, else the ``sql/`` folder of the checkout cdnlake runs from."""
+def sql_dir() -> Traversable:
+    """``$CDNLAKE_SQL_DIR``, else the ``sql`` folder inside the installed package."""
     override = os.environ.get("CDNLAKE_SQL_DIR")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parents[2] / "sql"
+    return files("cdnlake") / "sql"
 
 
 @functools.cache

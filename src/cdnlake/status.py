@@ -27,6 +27,7 @@ class ZoneStatus:
     last_finished: datetime | None
     last_outcome: str | None
     last_error: str | None
+    last_rejected: int  # lines or records the last run rejected
     rows_today: int
     gaps_7d: int
     lost_seconds_7d: float
@@ -68,7 +69,7 @@ def zone_statuses(
         state = store.load(zone_id) if store.path(zone_id).exists() else None
         watermark = state.watermark if state else None
         lag = (now - watermark).total_seconds() if watermark else None
-        outcome, error, finished, _ = runs.get((zone_id, source == "shield"), (None,) * 4)
+        outcome, error, finished, rejected = runs.get((zone_id, source == "shield"), (None,) * 4)
         problem = None
         if outcome is None:
             problem = "never ingested"
@@ -87,6 +88,7 @@ def zone_statuses(
                 last_finished=finished,
                 last_outcome=outcome,
                 last_error=error,
+                last_rejected=int(rejected or 0),
                 rows_today=int(today.get(zone_id, 0)),
                 gaps_7d=int(n_gaps),
                 lost_seconds_7d=float(lost),

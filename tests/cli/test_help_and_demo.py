@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -43,3 +47,43 @@ def test_demo_end_to_end(tmp_path):
     html = sorted(report.glob("report-all-*.html"))
     assert len(html) == 1 and f"Report: {html[0]}" in r.stdout
     assert "hit ratio (req)" in r.stdout
+
+
+def test_the_newcomer_path_of_the_readme(tmp_path):
+    """After `make demo`: the emulator in a second terminal, the demo key, then ingest and api.
+
+    The README's commands, on a free port instead of 8765 (set through the documented
+    overrides), from a copy of the committed config.toml.
+    """
+    config = tmp_path / "config.toml"
+    config.write_text((REPO / "config.toml").read_text())
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CDNLAKE_")}
+    emulator = subprocess.Popen(
+        [sys.executable, "-m", "cdnlake", "emulator", "--port", "0"],
+        env=clean,  # a second terminal: no key set, so the emulator's default demo-key
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        line = emulator.stdout.readline()  # "cdnlake emulator listening on http://..."
+        assert "listening on" in line, line
+        url = line.split("listening on ", 1)[1].strip()
+        env = {
+            "CDNLAKE_ACCESS_KEY": "demo-key",  # the emulator's default key, as the README says
+            "CDNLAKE_API_BASE_URL": url,
+            "CDNLAKE_API_VIDEO_URL": url,
+            "CDNLAKE_API_LOGGING_URL": url,
+        }
+        ingest = run_cli("--config", str(config), "ingest", env=env, timeout=300)
+        assert ingest.returncode == 0, ingest.stdout + ingest.stderr
+        assert "zone 1234 [v2] ok" in ingest.stdout and "shield zone 5001" in ingest.stdout
+        records = run_cli(
+            "--config", str(config), "api", "dns", "list-records", "--zone", "9001", env=env
+        )
+        assert records.returncode == 0 and json.loads(records.stdout)["Items"], records.stderr
+        status = run_cli("--config", str(config), "status", env=env)
+        assert status.returncode == 0, status.stdout
+    finally:
+        emulator.terminate()
+        emulator.wait(timeout=30)

@@ -6,8 +6,14 @@ from datetime import UTC, datetime
 
 import msgspec
 import polars as pl
+import pytest
 
-from cdnlake.client.logging_api import decode_v2_batch, decode_v2_page, split_page
+from cdnlake.client.logging_api import (
+    decode_v2_batch,
+    decode_v2_fast,
+    decode_v2_page,
+    split_page,
+)
 from cdnlake.emulator.traffic import Traffic, ZoneSpec
 from cdnlake.ingest.normalize import normalize_v2, parse_timestamps, records_frame
 
@@ -34,6 +40,22 @@ def test_fast_and_typed_routes_agree():
     assert "authorizationHeader" not in fast.frame.columns
     good, rejects = normalize_v2(fast.frame, 1)
     assert good.height == 500 and rejects.height == 0
+
+
+@pytest.mark.parametrize("piece_bytes", [1 << 30, 4096])  # whole, and cut into pieces
+def test_the_fast_route_itself_reads_the_providers_pages(piece_bytes):
+    """The fallback must not hide a broken fast route: call it alone."""
+    body = page_body()
+    fast = decode_v2_fast(body, threads=4, piece_bytes=piece_bytes)
+    typed = decode_v2_page(body)
+    assert fast.frame.equals(records_frame(typed.data))
+    assert fast.pagination == typed.pagination
+    assert fast.frame.schema["timestamp"] == pl.String and fast.frame.height == 500
+
+
+def test_the_fast_route_refuses_what_it_cannot_read():
+    with pytest.raises(Exception):  # noqa: B017 - any refusal sends the page the careful way
+        decode_v2_fast(b'{"data": [{"statusCode": "200"}], "pagination": {}}')
 
 
 def test_unexpected_types_and_extra_fields_take_the_lenient_route():

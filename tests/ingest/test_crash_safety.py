@@ -75,7 +75,7 @@ def crash_rounds(rounds: int, seed: int, tmp_path: Path) -> None:
         emu.stop()
 
 
-SOAK = os.environ.get("CDNLAKE_SOAK") == "1"
+SOAK = os.environ.get("SOAK") == "1"
 
 
 @pytest.mark.parametrize("seed", list(range(1, 21)) if SOAK else [1, 2])

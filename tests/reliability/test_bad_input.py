@@ -18,7 +18,7 @@ def cfg(tmp_path_factory):
 
 
 CASES = [
-    (["ingest", "--zone", "999"], "pull zone 999 is not configured"),
+    (["ingest", "--zone", "999"], "zone 999 is not configured (pull zones: 1234"),
     (["ingest", "--zone", "-3"], "positive pull zone id"),
     (["ingest", "--zone", "1.5"], "positive pull zone id"),
     (["import-v1", "/nonexistent.log", "--zone", "1234"], "not a readable file"),

@@ -22,7 +22,7 @@ from tests.conftest import (
 )
 
 ZONES = 50
-SOAK = os.environ.get("CDNLAKE_SOAK") == "1"
+SOAK = os.environ.get("SOAK") == "1"
 
 
 @pytest.mark.timeout(600 if SOAK else 300)  # the soak watches 300 s of passes after warm-up

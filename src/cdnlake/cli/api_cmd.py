@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a = _action(acts, "event-logs", "Shield event logs of one day (MM-dd-yyyy).")
     a.add_argument("--zone", type=int, required=True, help="shield zone id")
     a.add_argument("--date", required=True, help="day of the logs, MM-dd-yyyy")
-    a.add_argument("--token", default="0", help="continuation token (default: first page)")
+    a.add_argument("--token", default=None, help="continuation token (default: the first page)")
     a.add_argument("--all", action="store_true", help="follow continuation tokens to the end")
     _action(acts, "waf-enums", "WAF enum mappings.")
 
@@ -183,7 +183,7 @@ def run(cdn: Any, args: argparse.Namespace) -> Any:
                 return [
                     log
                     for page in cdn.shield.iter_event_logs(args.zone, args.date)
-                    for log in page.logs
+                    for log in page.logs or []
                 ]
             return cdn.shield.event_logs(args.zone, args.date, args.token)
         if action == "waf-enums":

@@ -30,11 +30,39 @@ def _share(text: str) -> float:
     return value
 
 
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port 0..65535, got {text!r}")
+    return int(text)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from cdnlake.emulator.server import DEMO_ZONES
 
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8765, help="port, 0 for any free one (default 8765)")
+    p.add_argument(
+        "--port", type=_port, default=8765, help="port, 0 for any free one (default 8765)"
+    )
     p.add_argument("--seed", type=int, default=1, help="traffic seed (default 1)")
     p.add_argument(
         "--access-key",
@@ -53,7 +81,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="shield zone ids served by the shield endpoints (default 5001,5002)",
     )
     p.add_argument("--rate", type=_rate, default=(30, 10.0), help="per-zone limit (default 30/10)")
-    p.add_argument("--rpm", type=float, default=20.0, help="mean requests per minute per zone")
+    p.add_argument("--rpm", type=_positive, default=20.0, help="mean requests per minute per zone")
     p.add_argument("--now", help="start the clock at this ISO-8601 instant")
     p.add_argument("--frozen", action="store_true", help="freeze the clock (with --now)")
     faults = p.add_argument_group("fault switches (shares of logging requests, 0..1)")
@@ -66,10 +94,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="Retry-After of spurious 429s",
     )
     faults.add_argument("--slow-rate", type=_share, default=0.0, help="slow answers")
-    faults.add_argument("--slow-seconds", type=float, default=2.0, help="delay of slow answers")
+    faults.add_argument("--slow-seconds", type=_seconds, default=2.0, help="delay of slow answers")
     faults.add_argument("--drop-rate", type=_share, default=0.0, help="dropped connections")
     faults.add_argument("--truncate-rate", type=_share, default=0.0, help="bodies cut in half")
     faults.add_argument("--malformed-rate", type=_share, default=0.0, help="v2 bodies not JSON")
+    faults.add_argument(
+        "--bad-record-rate",
+        type=_share,
+        default=0.0,
+        help="v2 records served with a timestamp that is no time (always the same ones)",
+    )
     faults.add_argument("--fault-seed", type=int, default=0, help="seed of the fault dice")
 
 
@@ -98,6 +132,7 @@ def build_config(args: argparse.Namespace) -> Any:
         drop_rate=args.drop_rate,
         truncate_rate=args.truncate_rate,
         malformed_rate=args.malformed_rate,
+        bad_record_rate=args.bad_record_rate,
         seed=args.fault_seed,
     )
     key = args.access_key or os.environ.get("CDNLAKE_ACCESS_KEY") or "demo-key"

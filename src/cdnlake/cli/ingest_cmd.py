@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from cdnlake.cli.common import is_tty, load, open_api
 from cdnlake.errors import UsageError
-from cdnlake.ingest.runner import Ingestor, ZoneResult, import_v1_files
+from cdnlake.ingest.runner import Ingestor, ZoneResult, breakdown, import_v1_files
 
 
 class RichProgress:
@@ -25,6 +25,7 @@ class RichProgress:
             TextColumn("{task.description}"),
             TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(),
+            transient=True,  # the summaries printed after it say how each zone ended
         )
         self._tasks = {
             z.id: self._progress.add_task(
@@ -74,11 +75,8 @@ class LineProgress:
         pass
 
     def finished(self, result: ZoneResult) -> None:
-        text = result.summary()
-        if result.source == "shield":
-            text = text.replace("zone ", "shield zone ", 1)
         with self._lock:
-            print(text, flush=True)
+            print(result.summary(), flush=True)
 
 
 def print_notes(results: list[ZoneResult]) -> None:
@@ -101,8 +99,8 @@ def ingest(args: argparse.Namespace) -> int:
     from cdnlake.ingest.shield import ingest_shield_zone
 
     config = load(args, default_level="WARNING")
-    zones = list(config.select_zones(args.zone))
-    shield_zones = [] if args.zone else list(config.shield_zones)
+    pull, shield_zones = config.select_all_zones(args.zone)
+    zones = list(pull)
     if not zones and not shield_zones:
         raise UsageError("ingest: no zones configured ([[zones]] in the config file)")
     progress = RichProgress(zones) if is_tty() else LineProgress()
@@ -115,9 +113,7 @@ def ingest(args: argparse.Namespace) -> int:
                 print(r.summary())
         shield = ShieldApi(api)
         for shield_zone in shield_zones:
-            result = ingest_shield_zone(config, shield, shield_zone)
-            print(result.summary().replace("zone ", "shield zone ", 1), flush=True)
-            results.append(result)
+            results.append(ingest_shield_zone(config, shield, shield_zone, progress=LineProgress()))
     print_notes(results)
     return 0 if all(r.ok for r in results) else 1
 
@@ -134,14 +130,18 @@ def import_v1(args: argparse.Namespace) -> int:
         status = "ok" if result.ok else f"FAILED: {result.error}"
         print(
             f"{path}: {lines} lines, {result.rows} new rows, {result.duplicates} duplicates "
-            f"dropped, {result.rejected} rejected - {status}",
+            f"dropped, {result.rejected_text()} - {status}",
             flush=True,
         )
 
     total = import_v1_files(config, paths, args.zone, on_file=on_file)
+    failed = [r for r in total.results if not r.ok]
+    detail = f" ({breakdown(total.reasons)})" if total.reasons else ""
     print(
         f"imported {total.files} file(s) into zone {args.zone}: {total.lines} lines, "
         f"{total.rows} new rows, {total.duplicates} duplicates dropped, "
-        f"{total.rejected} rejected (see rejected_lines), {total.blank} blank"
+        f"{total.rejected} rejected{detail} (see rejected_lines), {total.blank} blank"
+        + (f"; {len(failed)} file(s) FAILED" if failed else "")
     )
-    return 0 if all(r.ok for r in total.results) else 1
+    print_notes(failed)
+    return 1 if failed else 0

@@ -18,6 +18,7 @@ from cdnlake.errors import CdnlakeError, ConfigError, RequestValidationError, Us
 from cdnlake.malloc import keep_freed_memory
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+DEFAULT_TABLE_ROWS = 1000  # a terminal table is for reading; csv and json write every row
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,6 +37,12 @@ def _command(sub: Any, name: str, help_text: str, func: str) -> argparse.Argumen
 def zone_id(text: str) -> int:
     if not text.isdigit() or int(text) <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive pull zone id, got {text!r}")
+    return int(text)
+
+
+def non_negative(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number of seconds >= 0, got {text!r}")
     return int(text)
 
 
@@ -64,7 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
         "One ingestion pass: every configured zone (or those named) up to now - lag.",
         "cdnlake.cli.ingest_cmd:ingest",
     )
-    p.add_argument("--zone", type=zone_id, action="append", metavar="ID", help="only this zone")
+    p.add_argument(
+        "--zone",
+        type=zone_id,
+        action="append",
+        metavar="ID",
+        help="only this zone, pull or shield (repeat for more)",
+    )
 
     p = _command(
         sub,
@@ -88,7 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
         "cdnlake.cli.status_cmd:status",
     )
     p.add_argument("--format", choices=["table", "json"], default="table")
-    p.add_argument("--max-lag", type=int, metavar="SECONDS", help="override status.max_lag_seconds")
+    p.add_argument(
+        "--max-lag",
+        type=non_negative,
+        metavar="SECONDS",
+        help="override status.max_lag_seconds",
+    )
 
     p = _command(
         sub,
@@ -104,6 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--list", action="store_true", help="list the named queries and parameters")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument(
+        "--limit",
+        type=non_negative,
+        default=None,
+        metavar="N",
+        help=f"rows a table shows (default {DEFAULT_TABLE_ROWS}; 0: all); csv and json write all",
+    )
 
     p = _command(
         sub,

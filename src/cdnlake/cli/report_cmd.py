@@ -27,9 +27,15 @@ def report(args: argparse.Namespace) -> int:
     if day > datetime.now(UTC).date():
         raise UsageError(f"report --date: {day} is in the future")
     if args.zone is not None:
+        if args.zone in {z.id for z in config.shield_zones} - {z.id for z in config.zones}:
+            raise UsageError(
+                f"report --zone: {args.zone} is a shield zone; the daily report covers pull "
+                "zones' requests, and its WAF events are in the shield_events relation "
+                f'(cdnlake sql "SELECT * FROM shield_events WHERE shield_zone_id = {args.zone}")'
+            )
         config.zone(args.zone)
     formats = None
-    if args.format:
+    if args.format is not None:
         formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
     paths = write_reports(
         config, day, zone=args.zone, formats=formats, out=Path(args.out) if args.out else None

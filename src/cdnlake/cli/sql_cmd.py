@@ -9,25 +9,39 @@ from cdnlake.cli.common import load
 from cdnlake.errors import UsageError
 
 
+def describe_named() -> str:
+    """Every named query with its parameters, as ``sql --list`` prints them."""
+    from cdnlake.warehouse.named import list_named
+
+    lines = []
+    for q in list_named():
+        lines.append(f"{q.name}  {q.signature()}")
+        if q.answers:
+            lines.append(f"    {q.answers}")
+        for p in q.params:
+            notes = ["required" if p.required else f"default {p.default}"]
+            if p.choices:
+                notes.append(f"one of {'|'.join(p.choices)}")
+            doc = f" {p.doc}" if p.doc else ""
+            lines.append(f"    --param {p.name}=<{p.type}>  ({'; '.join(notes)}){doc}")
+    return "\n".join(lines) + "\n"
+
+
 def sql(args: argparse.Namespace) -> int:
     import duckdb
 
+    from cdnlake.cli.main import DEFAULT_TABLE_ROWS
     from cdnlake.warehouse.db import Warehouse
-    from cdnlake.warehouse.named import get_named, list_named, parse_params
+    from cdnlake.warehouse.named import get_named, parse_params
     from cdnlake.warehouse.output import render
 
     if args.list:
-        for q in list_named():
-            print(f"{q.name}  {q.signature()}")
-            if q.answers:
-                print(f"    {q.answers}")
-            for p in q.params:
-                default = "required" if p.required else f"default {p.default}"
-                choices = f" one of {'|'.join(p.choices)};" if p.choices else ""
-                print(f"    --param {p.name}=<{p.type}>  ({default};{choices}) {p.doc}")
+        sys.stdout.write(describe_named())
         return 0
     if bool(args.query) == bool(args.named):
         raise UsageError("sql: give either a QUERY or --query NAME (see --list)")
+    if args.limit is not None and args.format != "table":
+        raise UsageError("sql --limit: goes with --format table (csv and json write every row)")
     config = load(args, default_level="WARNING")
     params: dict[str, object] | None = None
     if args.named:
@@ -38,13 +52,27 @@ def sql(args: argparse.Namespace) -> int:
         if args.param:
             raise UsageError("sql: --param goes with --query NAME")
         text = args.query
+    limit = (DEFAULT_TABLE_ROWS if args.limit is None else args.limit) or None
+    if args.format != "table":
+        limit = None
     with Warehouse(config.storage).connect(read_only=True) as con:
         try:
             cursor = con.execute(text, params) if params is not None else con.execute(text)
             columns = [d[0] for d in cursor.description or []]
-            rows = cursor.fetchall() if columns else []
+            if not columns:
+                rows = []
+            elif limit is None:
+                rows = cursor.fetchall()
+            else:
+                rows = cursor.fetchmany(limit + 1)  # one more tells that there are more
         except duckdb.Error as exc:
             first = str(exc).strip().splitlines()[0]
             raise UsageError(f"sql: {first}") from None
-    sys.stdout.write(render(args.format, columns, rows))
+    more = limit is not None and len(rows) > limit
+    sys.stdout.write(render(args.format, columns, rows[:limit] if more else rows))
+    if more:
+        sys.stdout.write(
+            f"(only the first {limit:,} rows are shown: --limit 0 shows every row, "
+            "--format csv or json writes them all)\n"
+        )
     return 0

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from datetime import UTC, datetime
+from typing import Any, ClassVar, TypeVar
 
 import httpx
 import msgspec
@@ -12,6 +13,36 @@ from cdnlake.errors import MalformedResponseError, RequestValidationError
 
 T = TypeVar("T")
 INT32_MAX = 2_147_483_647
+
+
+class Model(msgspec.Struct):
+    """Base of the typed response models: a time the provider sends without an offset is
+    UTC (its documents give times in UTC), so no model ever holds a naive datetime."""
+
+    _time_fields: ClassVar[tuple[str, ...] | None] = None
+
+    def __post_init__(self) -> None:
+        cls = type(self)
+        if cls._time_fields is None:
+            cls._time_fields = tuple(
+                f.name for f in msgspec.structs.fields(cls) if "datetime" in str(f.type)
+            )
+        for name in cls._time_fields:
+            value = getattr(self, name)
+            if isinstance(value, datetime) and value.tzinfo is None:
+                setattr(self, name, value.replace(tzinfo=UTC))
+
+
+def decode_model(response: httpx.Response, content: bytes, model: type[T]) -> T:
+    """A 2xx body as its typed model; one that does not fit is a malformed answer."""
+    try:
+        return msgspec.json.decode(content, type=model, strict=False)
+    except msgspec.DecodeError as exc:
+        raise MalformedResponseError(
+            f"unexpected response body: {exc}",
+            status=response.status_code,
+            request_line=f"{response.request.method} {response.request.url}",
+        ) from None
 
 
 def check_range(field: str, value: int, lo: int, hi: int) -> int:
@@ -46,16 +77,7 @@ class Area:
     ) -> T:
         def handle(response: httpx.Response) -> Any:
             content = read_body(response)
-            if model is None:
-                return None
-            try:
-                return msgspec.json.decode(content, type=model, strict=False)
-            except msgspec.DecodeError as exc:
-                raise MalformedResponseError(
-                    f"unexpected response body: {exc}",
-                    status=response.status_code,
-                    request_line=f"{method} {response.request.url}",
-                ) from None
+            return None if model is None else decode_model(response, content, model)
 
         result: T = self.api.call(
             method,

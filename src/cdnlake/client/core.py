@@ -38,11 +38,15 @@ from cdnlake.errors import (
     StopRequested,
     TransportError,
     UnauthorizedError,
+    UnreachableError,
 )
 
 Auth = Literal["key", "logging", "none"]
 USER_AGENT = f"cdnlake/{__version__}"
 MAX_REQUEST_LINE = 300
+# A refused connection is tried once more, not through the whole backoff: nobody listens
+# there, and a daemon's next pass tries again anyway.
+REFUSED_ATTEMPTS = 2
 
 
 @dataclass(frozen=True)
@@ -266,7 +270,7 @@ class ApiClient:
             except httpx.TimeoutException as exc:
                 error = TransportError(f"timed out: {type(exc).__name__}", request_line=line)
             except httpx.ConnectError as exc:
-                error = TransportError(f"cannot connect: {exc}", request_line=line)
+                error = connect_error(exc, request, line)
             except (httpx.HTTPError, OSError) as exc:
                 sent = True
                 error = TransportError(
@@ -280,7 +284,10 @@ class ApiClient:
             retry_ok = error.transient and (
                 idempotent or not sent or isinstance(error, RateLimitedError)
             )
-            if not retry_ok or attempt >= self.retry.max_attempts:
+            attempts = self.retry.max_attempts
+            if isinstance(error, UnreachableError):
+                attempts = min(attempts, REFUSED_ATTEMPTS)
+            if not retry_ok or attempt >= attempts:
                 raise error
             delay = self.retry.delay(attempt, getattr(error, "retry_after", None))
             if time.monotonic() - started + delay > self.retry.max_total_seconds:
@@ -310,7 +317,9 @@ class ApiClient:
         """Stream a body to ``dest`` (via a temporary sibling); return its size in bytes.
 
         A connection that breaks mid-body raises a transient error, so the whole download
-        is retried from the start: a partial file never takes ``dest``'s name.
+        is retried from the start: a partial file never takes ``dest``'s name. A gzip
+        ``Content-Encoding`` is kept as it came (the file is then a .gz): decoding on the
+        fly would hide a stream that ends early, which the file's reader detects.
         """
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -318,8 +327,11 @@ class ApiClient:
         def handle(response: httpx.Response) -> int:
             size = 0
             try:
+                encoding = response.headers.get("Content-Encoding", "identity").lower()
+                keep_raw = encoding in ("gzip", "identity")
+                chunks = response.iter_raw if keep_raw else response.iter_bytes
                 with open(tmp, "wb") as out:
-                    for chunk in response.iter_bytes(1 << 20):
+                    for chunk in chunks(1 << 20):
                         out.write(chunk)
                         size += len(chunk)
                         if self.abort.is_set():
@@ -340,6 +352,18 @@ class ApiClient:
             "GET", url, params=params, auth=auth, zone=zone, stats=stats, handle=handle
         )
         return result
+
+
+def connect_error(exc: httpx.ConnectError, request: httpx.Request, line: str) -> TransportError:
+    """A refused connection says where nobody listened; other connect failures retry."""
+    origin = f"{request.url.scheme}://{request.url.netloc.decode()}"
+    if "refused" in str(exc).lower():
+        return UnreachableError(
+            f"cannot connect to {origin}: connection refused (is the address right and the "
+            "service running?)",
+            request_line=line,
+        )
+    return TransportError(f"cannot connect to {origin}: {exc}", request_line=line)
 
 
 def json_body(response: httpx.Response) -> Any:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from enum import IntEnum
 
-import msgspec
-
-from cdnlake.client.area import INT32_MAX, Area, check_id, check_range
+from cdnlake.client.area import INT32_MAX, Area, Model, check_id, check_range
 from cdnlake.client.error_bodies import field_error
 
 MIN_PAGE_SIZE, MAX_PAGE_SIZE = 5, 1000
-# The seed does not name the three query parameters; these are the names we send.
+# The seed does not name the three query parameters. The provider's OpenAPI document
+# (core.json) pages its DNS zone list, GET /dnszone, with ``page`` and ``perPage``: we send
+# the same names here. It names no record type filter anywhere; ``type`` is our guess.
 PAGE_PARAM, PAGE_SIZE_PARAM, TYPE_PARAM = "page", "perPage", "type"
 
 
@@ -34,7 +34,7 @@ class DnsRecordType(IntEnum):
     TLSA = 15
 
 
-class IPGeoLocationInfo(msgspec.Struct):
+class IPGeoLocationInfo(Model):
     CountryCode: str | None = None
     Country: str | None = None
     OrganizationName: str | None = None
@@ -42,21 +42,23 @@ class IPGeoLocationInfo(msgspec.Struct):
     ASN: int | None = None
 
 
-class GeolocationInfo(msgspec.Struct):
+class GeolocationInfo(Model):
     Country: str | None = None
     City: str | None = None
     Latitude: float | None = None
     Longitude: float | None = None
 
 
-class EnvironmentalVariable(msgspec.Struct):
+class EnvironmentalVariable(Model):
     Name: str | None = None
     Value: str | None = None
 
 
-class DnsRecord(msgspec.Struct):
+class DnsRecord(Model):
     Id: int
-    Type: DnsRecordType
+    # An integer, not the enum: the provider adds types (16 = SOA in its scan results)
+    # before we know them, and one unknown value must not lose a page. See ``type_name``.
+    Type: int
     Ttl: int | None = None
     Value: str | None = None
     Name: str | None = None
@@ -74,7 +76,7 @@ class DnsRecord(msgspec.Struct):
     MonitorType: int | None = None
     GeolocationLatitude: float | None = None
     GeolocationLongitude: float | None = None
-    EnviromentalVariables: list[EnvironmentalVariable] = []  # sic: the API's spelling
+    EnviromentalVariables: list[EnvironmentalVariable] | None = None  # sic: the API's spelling
     LatencyZone: str | None = None
     SmartRoutingType: int | None = None
     Disabled: bool | None = None
@@ -82,9 +84,17 @@ class DnsRecord(msgspec.Struct):
     AutoSslIssuance: bool | None = None
     AccelerationStatus: int | None = None
 
+    @property
+    def type_name(self) -> str:
+        """``MX`` for a known type, the number as text for one we do not know yet."""
+        try:
+            return DnsRecordType(self.Type).name
+        except ValueError:
+            return str(self.Type)
 
-class DnsRecordPage(msgspec.Struct):
-    Items: list[DnsRecord] = []
+
+class DnsRecordPage(Model):
+    Items: list[DnsRecord] | None = None
     CurrentPage: int = 1
     TotalItems: int = 0
     HasMoreItems: bool = False
@@ -116,7 +126,7 @@ class DnsApi(Area):
         page = 1
         while True:
             result = self.list_records(zone_id, page, per_page, record_type)
-            yield from result.Items
+            yield from result.Items or []
             if not result.HasMoreItems:
                 return
             page += 1

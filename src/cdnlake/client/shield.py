@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from cdnlake.client.area import Area, check_id
+from cdnlake.client.area import Area, Model, check_id
 from cdnlake.client.error_bodies import (
     GenericRequestResponse,
     problem_details,
@@ -19,7 +19,6 @@ from cdnlake.client.error_bodies import (
 from cdnlake.errors import ApiError, RequestValidationError
 
 EVENT_LOG_DATE = re.compile(r"^(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])-\d{4}$")
-FIRST_PAGE_TOKEN = "0"
 
 
 class ReviewActionType(IntEnum):
@@ -28,17 +27,17 @@ class ReviewActionType(IntEnum):
     DisableRule = 2
 
 
-class UpdateReviewTriggeredRuleRequest(msgspec.Struct, forbid_unknown_fields=True):
+class UpdateReviewTriggeredRuleRequest(Model, forbid_unknown_fields=True):
     ruleId: str | None
     action: ReviewActionType
 
 
-class UpdateReviewTriggeredRuleResponse(msgspec.Struct):
+class UpdateReviewTriggeredRuleResponse(Model):
     errorResponse: GenericRequestResponse | None = None
     success: bool = False
 
 
-class AuthScheme(msgspec.Struct):
+class AuthScheme(Model):
     schemeName: str | None = None
     schemeType: str | None = None
     location: str | None = None
@@ -46,14 +45,14 @@ class AuthScheme(msgspec.Struct):
     httpScheme: str | None = None
 
 
-class ParameterSets(msgspec.Struct):
+class ParameterSets(Model):
     Path: list[str] = []
     Query: list[str] = []
     Header: list[str] = []
     Cookie: list[str] = []
 
 
-class ValidationConfiguration(msgspec.Struct):
+class ValidationConfiguration(Model):
     shieldZoneId: int | None = None
     isEnabled: bool | None = None
     executionMode: int | None = None
@@ -70,7 +69,7 @@ class ValidationConfiguration(msgspec.Struct):
     updatedAt: datetime | None = None
 
 
-class ValidationEndpoint(msgspec.Struct):
+class ValidationEndpoint(Model):
     apiGuardianEndpointId: int | None = None
     shieldZoneId: int | None = None
     requestMethod: str | None = None
@@ -94,29 +93,29 @@ class ValidationEndpoint(msgspec.Struct):
     updatedAt: datetime | None = None
 
 
-class ValidationSpecData(msgspec.Struct):
+class ValidationSpecData(Model):
     configuration: ValidationConfiguration | None = None
     endpoints: list[ValidationEndpoint] = []
 
 
-class ApiValidationSpecResponse(msgspec.Struct):
+class ApiValidationSpecResponse(Model):
     error: GenericRequestResponse | None = None
     data: ValidationSpecData | None = None
 
 
-class UploadScanningData(msgspec.Struct):
+class UploadScanningData(Model):
     overviewPastTwentyEightDays: dict[str, Any] | None = None
     totalLoggedRequests: int | None = None
     totalBlockedRequests: int | None = None
     totalFilesScanned: int | None = None
 
 
-class UploadScanningMetrics(msgspec.Struct):
+class UploadScanningMetrics(Model):
     error: GenericRequestResponse | None = None
     data: UploadScanningData | None = None
 
 
-class EventLabels(msgspec.Struct):
+class EventLabels(Model):
     asn: str | None = None
     country: str | None = None
     ruleId: str | None = None
@@ -127,32 +126,32 @@ class EventLabels(msgspec.Struct):
     serverZone: str | None = None
 
 
-class EventLog(msgspec.Struct):
+class EventLog(Model):
     logId: str
     timestamp: int
     log: str | None = None
     labels: dict[str, Any] = {}
 
 
-class ShieldEventLogPage(msgspec.Struct):
-    logs: list[EventLog] = []
+class ShieldEventLogPage(Model):
+    logs: list[EventLog] | None = None
     hasMoreData: bool = False
     continuationToken: str | None = None
     startToken: str | None = None
     errorResponse: GenericRequestResponse | None = None
 
 
-class SupportedValues(msgspec.Struct):
+class SupportedValues(Model):
     values: list[str] = []
     editable: bool | None = None
 
 
-class RecommendedOperator(msgspec.Struct):
+class RecommendedOperator(Model):
     operator: int | None = None
     values: list[str] = []
 
 
-class WafEnumValue(msgspec.Struct):
+class WafEnumValue(Model):
     optionalInput: bool | None = None
     isPremium: bool | None = None
     name: str | None = None
@@ -161,12 +160,12 @@ class WafEnumValue(msgspec.Struct):
     recommendedOperator: RecommendedOperator | None = None
 
 
-class WafEnum(msgspec.Struct):
+class WafEnum(Model):
     enumName: str
     enumValues: list[WafEnumValue] = []
 
 
-class WafEnumMappings(msgspec.Struct):
+class WafEnumMappings(Model):
     data: list[WafEnum] = []
 
 
@@ -256,21 +255,22 @@ class ShieldApi(Area):
         )
 
     def event_logs(
-        self, shield_zone_id: int, day: date | str, continuation_token: str = FIRST_PAGE_TOKEN
+        self, shield_zone_id: int, day: date | str, continuation_token: str | None = None
     ) -> ShieldEventLogPage:
+        """One page: the first is asked for without a token, later ones with the token of
+        the page before (as the provider's own clients do)."""
         check_id("shieldZoneId", shield_zone_id)
-        if not continuation_token or "/" in continuation_token:
-            raise RequestValidationError("continuationToken", "must be a non-empty token")
-        return self._call(
-            "GET",
-            f"/shield/event-logs/{shield_zone_id}/{event_log_date(day)}/{continuation_token}",
-            ShieldEventLogPage,
-            parser=problem_details,
-        )
+        path = f"/shield/event-logs/{shield_zone_id}/{event_log_date(day)}"
+        if continuation_token is not None:
+            if not continuation_token or "/" in continuation_token:
+                raise RequestValidationError("continuationToken", "must be a non-empty token")
+            path += f"/{continuation_token}"
+        return self._call("GET", path, ShieldEventLogPage, parser=problem_details)
 
     def iter_event_logs(self, shield_zone_id: int, day: date | str) -> Iterator[ShieldEventLogPage]:
-        """Every page of a day, following ``continuationToken`` while ``hasMoreData``."""
-        token = FIRST_PAGE_TOKEN
+        """Every page of a day, following ``continuationToken`` while ``hasMoreData``; an
+        empty or missing token means there is no further page."""
+        token: str | None = None
         seen: set[str] = set()
         while True:
             page = self.event_logs(shield_zone_id, day, token)

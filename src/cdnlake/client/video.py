@@ -6,9 +6,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-import msgspec
-
-from cdnlake.client.area import INT32_MAX, Area, check_id, check_range
+from cdnlake.client.area import INT32_MAX, Area, Model, check_id, check_range
 from cdnlake.client.error_bodies import generic_result
 from cdnlake.errors import RequestValidationError
 
@@ -16,29 +14,29 @@ DEFAULT_ITEMS_PER_PAGE = 100
 MAX_ITEMS_PER_PAGE = 1000
 
 
-class Caption(msgspec.Struct):
+class Caption(Model):
     srclang: str | None = None
     label: str | None = None
     version: int | None = None
 
 
-class Chapter(msgspec.Struct):
+class Chapter(Model):
     title: str | None = None
     start: int | None = None
     end: int | None = None
 
 
-class Moment(msgspec.Struct):
+class Moment(Model):
     label: str | None = None
     timestamp: int | None = None
 
 
-class MetaTag(msgspec.Struct):
+class MetaTag(Model):
     property: str | None = None
     value: str | None = None
 
 
-class TranscodingMessage(msgspec.Struct):
+class TranscodingMessage(Model):
     timeStamp: datetime | None = None
     level: int | None = None
     issueCode: int | None = None
@@ -46,14 +44,14 @@ class TranscodingMessage(msgspec.Struct):
     value: str | None = None
 
 
-class SmartGenerateFeaturesStatus(msgspec.Struct):
+class SmartGenerateFeaturesStatus(Model):
     title: int | None = None
     description: int | None = None
     chapters: int | None = None
     moments: int | None = None
 
 
-class Video(msgspec.Struct):
+class Video(Model):
     videoLibraryId: int | None = None
     guid: str | None = None
     title: str | None = None
@@ -75,16 +73,16 @@ class Video(msgspec.Struct):
     description: str | None = None
     rotation: int | None = None
     availableResolutions: str | None = None
-    captions: list[Caption] = []
+    captions: list[Caption] | None = None
     collectionId: str | None = None
     thumbnailFileName: str | None = None
     thumbnailUrl: str | None = None
     thumbnailBlurhash: str | None = None
     category: str | None = None
-    chapters: list[Chapter] = []
-    moments: list[Moment] = []
-    metaTags: list[MetaTag] = []
-    transcodingMessages: list[TranscodingMessage] = []
+    chapters: list[Chapter] | None = None
+    moments: list[Moment] | None = None
+    metaTags: list[MetaTag] | None = None
+    transcodingMessages: list[TranscodingMessage] | None = None
     jitEncodingEnabled: bool | None = None
     smartGenerateStatus: int | None = None
     smartGenerateFeaturesStatus: SmartGenerateFeaturesStatus | None = None
@@ -93,36 +91,36 @@ class Video(msgspec.Struct):
     hasHighQualityPreview: bool | None = None
 
 
-class Collection(msgspec.Struct):
+class Collection(Model):
     videoLibraryId: int | None = None
     guid: str | None = None
     name: str | None = None
     videoCount: int | None = None
     totalSize: int | None = None
     previewVideoIds: str | None = None
-    previewImageUrls: list[str] = []
+    previewImageUrls: list[str] | None = None
 
 
-class VideoPage(msgspec.Struct):
+class VideoPage(Model):
     totalItems: int = 0
     currentPage: int = 1
     itemsPerPage: int = DEFAULT_ITEMS_PER_PAGE
-    items: list[Video] = []
+    items: list[Video] | None = None
 
 
-class CollectionPage(msgspec.Struct):
+class CollectionPage(Model):
     totalItems: int = 0
     currentPage: int = 1
     itemsPerPage: int = DEFAULT_ITEMS_PER_PAGE
-    items: list[Collection] = []
+    items: list[Collection] | None = None
 
 
-class ResolutionPath(msgspec.Struct):
+class ResolutionPath(Model):
     resolution: str | None = None
     path: str | None = None
 
 
-class StorageObject(msgspec.Struct):
+class StorageObject(Model):
     guid: str | None = None
     storageZoneName: str | None = None
     path: str | None = None
@@ -139,28 +137,28 @@ class StorageObject(msgspec.Struct):
     replicatedZones: str | None = None
 
 
-class ResolutionsData(msgspec.Struct):
+class ResolutionsData(Model):
     videoId: str | None = None
     videoLibraryId: int | None = None
-    availableResolutions: list[str] = []
-    configuredResolutions: list[str] = []
-    playlistResolutions: list[ResolutionPath] = []
-    storageResolutions: list[ResolutionPath] = []
-    mp4Resolutions: list[ResolutionPath] = []
-    storageObjects: list[StorageObject] = []
-    oldResolutions: list[StorageObject] = []
+    availableResolutions: list[str] | None = None
+    configuredResolutions: list[str] | None = None
+    playlistResolutions: list[ResolutionPath] | None = None
+    storageResolutions: list[ResolutionPath] | None = None
+    mp4Resolutions: list[ResolutionPath] | None = None
+    storageObjects: list[StorageObject] | None = None
+    oldResolutions: list[StorageObject] | None = None
     hasBothOldAndNewResolutionFormat: bool | None = None
     hasOriginal: bool | None = None
 
 
-class VideoResolutions(msgspec.Struct):
+class VideoResolutions(Model):
     success: bool = False
     message: str | None = None
     statusCode: int | None = None
     data: ResolutionsData | None = None
 
 
-class Oembed(msgspec.Struct):
+class Oembed(Model):
     version: str | None = None
     title: str | None = None
     type: str | None = None
@@ -189,8 +187,9 @@ def _walk(fetch: Callable[[int], VideoPage | CollectionPage]) -> Iterator[Any]:
     page = 1
     while True:
         result = fetch(page)
-        yield from result.items
-        if page >= pages_needed(result.totalItems, result.itemsPerPage) or not result.items:
+        items = result.items or []
+        yield from items
+        if page >= pages_needed(result.totalItems, result.itemsPerPage) or not items:
             return
         page += 1
 

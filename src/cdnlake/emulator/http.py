@@ -43,6 +43,9 @@ class Response:
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
     gzip_ok: bool = False  # the route allows Content-Encoding: gzip
+    # A fault: the (gzipped) body is cut in half and sent with the cut length, so that
+    # HTTP sees a whole body and only the gzip stream shows that it ends early.
+    cut_short: bool = False
 
 
 def json_response(status: int, payload: Any, **kwargs: Any) -> Response:

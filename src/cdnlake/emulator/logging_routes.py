@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Callable
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from cdnlake.emulator.http import HttpProblem, Request, Response, json_response, logging_error
 from cdnlake.emulator.traffic import HOUR_MS, Record
@@ -132,6 +135,13 @@ def handle_v2(emu: Emulator, req: Request, zone_id: int) -> Response:
     # empty, with hasMore still true.
     late = _late_filters(req, tokens)
     data = [r.wire for r in window if late is None or late(r)]
+    if emu.faults.bad_record_rate:
+        data = [
+            msgspec.structs.replace(w, timestamp="not-a-time")
+            if is_bad_record(w.requestId, emu.faults.bad_record_rate)
+            else w
+            for w in data
+        ]
     body = {
         "data": data,
         "pagination": {
@@ -148,6 +158,11 @@ def handle_v2(emu: Emulator, req: Request, zone_id: int) -> Response:
         },
     }
     return json_response(200, body, gzip_ok=True)
+
+
+def is_bad_record(request_id: str, rate: float) -> bool:
+    """Whether the bad-record fault spoils this record (the same answer every time)."""
+    return zlib.crc32(request_id.encode()) % 10_000 < rate * 10_000
 
 
 def _late_filters(req: Request, tokens: list[str]) -> Callable[[Record], bool] | None:
@@ -191,7 +206,12 @@ def handle_v1(emu: Emulator, req: Request, zone_id: int, day: date) -> Response:
     day_start = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
     lo = max(day_start, _retention_start(emu, now_ms))
     hi = min(day_start + DAY_MS, now_ms + 1)
-    order = req.arg("order") or "desc"
+    # The provider's OpenAPI document calls the parameter ``sort``, its prose ``order``:
+    # either is honoured, and both together must agree.
+    given = {v for v in (req.arg("order"), req.arg("sort")) if v is not None}
+    if len(given) > 1:
+        raise _bad("order and sort disagree")
+    order = given.pop() if given else "desc"
     if order not in ("asc", "desc"):
         raise _bad(f"order must be asc or desc, got {order!r}")
     status_ok = None

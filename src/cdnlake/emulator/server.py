@@ -104,7 +104,8 @@ class Emulator:
         self._counter_lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
-        from cdnlake.emulator.management import ManagementApi, ManagementFixtures
+        from cdnlake.emulator.area import ManagementFixtures
+        from cdnlake.emulator.management import ManagementApi
 
         self.management = ManagementApi(
             self, ManagementFixtures(shield_zones=self.config.shield_zones)
@@ -208,14 +209,16 @@ class Emulator:
             )
         self.count(zone_id, "requests")
         fault = self._fault(zone_id, is_v2)
-        if fault is not None:
+        if fault is not None and not (fault == "truncate" and not is_v2):
             return fault
         try:
             if is_v2:
                 return logging_routes.handle_v2(self, req, zone_id)
-            return logging_routes.handle_v1(self, req, zone_id, logging_routes.parse_v1_day(v1))
+            answer = logging_routes.handle_v1(self, req, zone_id, logging_routes.parse_v1_day(v1))
         except HttpProblem as problem_:
             return problem_.response
+        answer.cut_short = fault == "truncate"  # a v1 file that ends early
+        return answer
 
     def _fault(self, zone_id: int, is_v2: bool) -> Response | str | None:
         f = self.faults
@@ -327,6 +330,10 @@ class _Handler(BaseHTTPRequestHandler):
         if response.gzip_ok and "gzip" in accepts and len(payload) > 512:
             payload = gzip.compress(payload, compresslevel=1)
             headers["Content-Encoding"] = "gzip"
+            if response.cut_short:
+                payload = payload[: len(payload) // 2]
+        elif response.cut_short:
+            truncate = True  # plain text: cut the connection instead
         self.send_response(response.status)
         self.send_header("Content-Type", response.content_type)
         self.send_header("Content-Length", str(len(payload)))

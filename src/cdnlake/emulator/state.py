@@ -59,6 +59,9 @@ class Faults:
     drop_rate: float = 0.0  # connection closed without an answer
     truncate_rate: float = 0.0  # body cut off half way
     malformed_rate: float = 0.0  # 200 with a body that is not JSON (v2)
+    # v2 records served with a timestamp that is no time: always the same records (chosen by
+    # request id), as a provider bug would be, so a reject can be counted once.
+    bad_record_rate: float = 0.0
     seed: int = 0
     _rng: random.Random = field(default_factory=random.Random, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

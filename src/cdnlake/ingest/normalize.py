@@ -21,10 +21,15 @@ URL_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]*://"
 # What with_url_parts computes, as one pattern: scheme, host, and path (empty or from "/").
 URL_PATTERN = r"^([A-Za-z][A-Za-z0-9+.\-]*)://([^/?#]*)([^?#]*)"
 ORIGIN_SAMPLE = 1000  # rows looked at to find a frame's most common scheme://host
+# A rejected line or record: where it was (line number, or offset in the v2 query), why,
+# the raw text (Authorization redacted), the kind of fault summaries count it by, and its
+# request id where it has one.
 REJECT_SCHEMA: dict[str, pl.DataType] = {
     "line_number": pl.Int64(),
     "reason": pl.String(),
     "raw_line": pl.String(),
+    "kind": pl.String(),
+    "request_id": pl.String(),
 }
 
 _V2_FIELDS = [f for f in V2Record.__struct_fields__]
@@ -111,9 +116,11 @@ def records_frame(records: Sequence[V2Record]) -> pl.DataFrame:
     return pl.DataFrame(dict(zip(_V2_FIELDS, columns, strict=True)), schema=V2_SCHEMA)
 
 
-def v2_frame(records: Sequence[V2Record], zone_id: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+def v2_frame(
+    records: Sequence[V2Record], zone_id: int, offset: int = 0
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Rows for the lake and rejected records (with a reason) from decoded v2 records."""
-    return normalize_v2(records_frame(records), zone_id)
+    return normalize_v2(records_frame(records), zone_id, offset)
 
 
 def _v2_lake_columns() -> list[pl.Expr]:
@@ -141,8 +148,14 @@ def _v2_lake_columns() -> list[pl.Expr]:
     ]
 
 
-def normalize_v2(wire: pl.DataFrame, zone_id: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Rows for the lake and rejected records (with a reason) from a frame of v2 records."""
+def normalize_v2(
+    wire: pl.DataFrame, zone_id: int, offset: int = 0
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Rows for the lake and rejected records (with a reason) from a frame of v2 records.
+
+    A rejected record's ``line_number`` is its offset in the query (``offset`` is the
+    page's), so that the query that returned it finds it again.
+    """
     raw = wire.select(list(V2_SCHEMA))
     if raw.select(pl.any_horizontal(pl.col("scheme", "host", "path").is_null().any())).item():
         plan = with_url_parts(raw).lazy()
@@ -151,23 +164,36 @@ def normalize_v2(wire: pl.DataFrame, zone_id: int) -> tuple[pl.DataFrame, pl.Dat
             pl.lit(None, pl.String).alias(c) for c in ("_scheme", "_host", "_path")
         )
     plan = plan.with_columns(parse_timestamps(raw["timestamp"]))
+    no_id = pl.col("requestId").is_null() | (pl.col("requestId") == "")
+    bad_ts = pl.col("ts").is_null()
+    other_zone = pl.col("pullZoneId").is_not_null() & (pl.col("pullZoneId") != zone_id)
     reason = (
-        pl.when(pl.col("requestId").is_null() | (pl.col("requestId") == ""))
+        pl.when(no_id)
         .then(pl.lit("missing requestId"))
-        .when(pl.col("ts").is_null())
+        .when(bad_ts)
         .then(pl.format("bad timestamp {}", pl.col("timestamp").fill_null("null")))
-        .when(pl.col("pullZoneId").is_not_null() & (pl.col("pullZoneId") != zone_id))
+        .when(other_zone)
         .then(pl.format("record of pull zone {}", pl.col("pullZoneId")))
         .otherwise(None)
     )
-    frame = plan.with_columns(reason.alias("_reason")).collect()
+    kind = (
+        pl.when(no_id)
+        .then(pl.lit("missing request id"))
+        .when(bad_ts)
+        .then(pl.lit("bad timestamp"))
+        .when(other_zone)
+        .then(pl.lit("other pull zone"))
+    )
+    frame = plan.with_columns(reason.alias("_reason"), kind.alias("_kind")).collect()
     if frame["_reason"].null_count() == frame.height:  # the usual page: nothing to reject
         return frame.select(_v2_lake_columns()), pl.DataFrame(schema=REJECT_SCHEMA)
     frame = frame.with_row_index("_row")
     good = frame.filter(pl.col("_reason").is_null()).select(_v2_lake_columns())
     rejects = frame.filter(pl.col("_reason").is_not_null()).select(
-        pl.col("_row").cast(pl.Int64).alias("line_number"),
+        (pl.col("_row").cast(pl.Int64) + offset).alias("line_number"),
         pl.col("_reason").alias("reason"),
         pl.struct(list(V2_SCHEMA)).struct.json_encode().alias("raw_line"),
+        pl.col("_kind").alias("kind"),
+        pl.when(no_id).then(None).otherwise(pl.col("requestId")).alias("request_id"),
     )
     return good, rejects

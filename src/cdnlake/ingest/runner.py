@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -25,10 +26,18 @@ from typing import Any, Protocol
 import polars as pl
 
 from cdnlake.client.core import RequestStats
-from cdnlake.client.logging_api import LoggingClient, V2Query
+from cdnlake.client.logging_api import LoggingClient, V2Query, iso_utc
 from cdnlake.config import RETENTION_SECONDS, Config, ZoneConfig
-from cdnlake.errors import CdnlakeError, StopRequested, ZoneBusyError
-from cdnlake.ingest.normalize import normalize_v2
+from cdnlake.errors import (
+    CdnlakeError,
+    DamagedInputError,
+    DataError,
+    RejectedInputError,
+    StopRequested,
+    TransportError,
+    ZoneBusyError,
+)
+from cdnlake.ingest.normalize import REJECT_SCHEMA, normalize_v2
 from cdnlake.ingest.state import LastRun, StateStore, V1Day, ZoneState
 from cdnlake.ingest.v1_parser import iter_parsed
 from cdnlake.lake.check import DamagedFile, scan_zone
@@ -73,6 +82,8 @@ class ZoneResult:
     rows: int = 0
     duplicates: int = 0
     rejected: int = 0
+    parsed: int = 0  # rows that parsed, new or duplicate
+    reasons: Counter[str] = field(default_factory=Counter)  # rejects by kind
     outcome: str = "ok"
     error: str | None = None
     gaps: list[Gap] = field(default_factory=list)
@@ -90,13 +101,31 @@ class ZoneResult:
         self.duplicates += merged.duplicates
         self.damaged.extend(merged.damaged)
 
+    def add_rejects(self, frame: pl.DataFrame) -> None:
+        self.rejected += frame.height
+        self.reasons.update(frame["kind"].to_list())
+
+    def rejected_text(self) -> str:
+        """``3 rejected (2 bad timestamp, 1 wrong field count)``."""
+        return f"{self.rejected} rejected" + (
+            f" ({breakdown(self.reasons)})" if self.reasons else ""
+        )
+
+    def check_input(self, noun: str) -> None:
+        """Fail a pass that was given input but could take nothing from it."""
+        if self.rejected and not self.parsed:
+            raise RejectedInputError(
+                f"all {self.rejected} {noun} rejected: {breakdown(self.reasons)}"
+            )
+
     def summary(self) -> str:
         reached = self.reached.strftime("%Y-%m-%d %H:%M:%SZ") if self.reached else "-"
         seconds = ((self.finished or utcnow()) - self.started).total_seconds()
+        kind = "shield zone" if self.source == "shield" else "zone"
         text = (
-            f"zone {self.zone_id} [{self.source}] {self.outcome}: reached {reached}, "
+            f"{kind} {self.zone_id} [{self.source}] {self.outcome}: reached {reached}, "
             f"{self.pages} pages, {self.rows} rows, {self.duplicates} duplicates dropped, "
-            f"{self.rejected} rejected, {self.stats.rate_limited} 429s, {seconds:.1f}s"
+            f"{self.rejected_text()}, {self.stats.rate_limited} 429s, {seconds:.1f}s"
         )
         if self.gaps:
             text += f", {len(self.gaps)} gap(s)"
@@ -140,6 +169,11 @@ class ZoneResult:
         ]
 
 
+def breakdown(reasons: Counter[str]) -> str:
+    """``149 bad timestamp, 1 wrong field count``: most common first."""
+    return ", ".join(f"{n} {kind}" for kind, n in reasons.most_common())
+
+
 def classify(exc: BaseException | None) -> tuple[str, str | None]:
     """The outcome and error text of a pass that ended with ``exc`` (None: it did not)."""
     if exc is None:
@@ -148,6 +182,8 @@ def classify(exc: BaseException | None) -> tuple[str, str | None]:
         return "busy", str(exc)
     if isinstance(exc, StopRequested):
         return "stopped", "stopped before the pass completed"
+    if isinstance(exc, DataError):  # its message names the file and the fault
+        return "failed", str(exc)
     if isinstance(exc, CdnlakeError):
         return "failed", f"{type(exc).__name__}: {exc}"
     return "failed", f"internal error: {type(exc).__name__}: {exc}"
@@ -171,12 +207,22 @@ class Progress(Protocol):
     def finished(self, result: ZoneResult) -> None: ...
 
 
-class NoProgress:
+class LogProgress:
+    """Where no one watches (the daemon): each zone's summary goes to the log."""
+
     def update(self, result: ZoneResult) -> None:
         pass
 
     def finished(self, result: ZoneResult) -> None:
-        pass
+        log.log(logging.INFO if result.ok else logging.WARNING, result.summary())
+        for gap in result.gaps:
+            log.warning(
+                "zone %s: DATA LOST from %s to %s: %s",
+                result.zone_id,
+                gap.gap_from.isoformat(),
+                gap.gap_to.isoformat(),
+                gap.reason,
+            )
 
 
 def split_windows(
@@ -220,7 +266,7 @@ class Ingestor:
         self.state = StateStore(config.storage.state)
         self.clock = clock
         self.stop = stop or threading.Event()
-        self.progress: Progress = progress or NoProgress()
+        self.progress: Progress = progress or LogProgress()
         self.lake = config.storage.lake
 
     # -- many zones --------------------------------------------------------------------
@@ -261,16 +307,6 @@ class Ingestor:
                 )
                 self.state.save(state)
         self._record(result)
-        level = logging.INFO if result.ok else logging.WARNING
-        log.log(level, result.summary())
-        for gap in result.gaps:
-            log.warning(
-                "zone %s: DATA LOST from %s to %s: %s",
-                zone.id,
-                gap.gap_from.isoformat(),
-                gap.gap_to.isoformat(),
-                gap.reason,
-            )
         self.progress.finished(result)
         return result
 
@@ -321,19 +357,8 @@ class Ingestor:
         overlap = timedelta(seconds=self.config.ingest.overlap_seconds)
         return max(wm - overlap, oldest)
 
-    def _rejects(
-        self, frame: pl.DataFrame, zone_id: int, source: str, file: str, result: ZoneResult
-    ) -> None:
-        if frame.height:
-            result.rejected += frame.height
-            self.warehouse.add_rejects(
-                frame,
-                zone=zone_id,
-                source=source,
-                file=file,
-                rejected_at=utcnow(),
-                run_id=result.run_id,
-            )
+    def _rejects(self, frame: pl.DataFrame, source: str, file: str, result: ZoneResult) -> None:
+        store_rejects(self.warehouse, frame, source, file, result)
 
     def _merge(self, zone_id: int) -> StagedMerge:
         return StagedMerge(self.lake, zone_id, self.state.staging)
@@ -356,9 +381,10 @@ class Ingestor:
             try:
                 for batch in self.client.iter_v2_batches(zone.id, query, result.stats):
                     result.pages += 1
-                    good, rejects = normalize_v2(batch.frame, zone.id)
+                    good, rejects = normalize_v2(batch.frame, zone.id, batch.pagination.offset)
+                    result.parsed += good.height
                     merge.add(good)
-                    self._rejects(rejects, zone.id, "v2", "api:v2", result)
+                    self._rejects(rejects, "v2", v2_query_name(window_from, window_to), result)
                     if merge.rows_in >= cfg.flush_rows:
                         result.absorb(merge.commit())
                     self.progress.update(result)
@@ -370,6 +396,7 @@ class Ingestor:
             self.state.save(state)
             result.reached = state.watermark
             self.progress.update(result)
+        result.check_input("records")
 
     # -- v1 ----------------------------------------------------------------------------
     def _pass_v1(self, zone: ZoneConfig, state: ZoneState, result: ZoneResult) -> None:
@@ -397,6 +424,7 @@ class Ingestor:
         if state.watermark is None or end > state.watermark:
             state.watermark = end
         result.reached = state.watermark
+        result.check_input("lines")
 
     def _read_v1_day(
         self, zone: ZoneConfig, day: date, end: datetime, progress: V1Day, result: ZoneResult
@@ -408,27 +436,50 @@ class Ingestor:
         start = 0 if closed else progress.lines
         name = f"api:v1:{day:%m-%d-%y}/{zone.id}.log"
         dest = self.state.downloads / str(zone.id) / f"{day.isoformat()}-{start}.log"
-        try:
-            self.client.download_v1(
-                zone.id, day, dest, start=start or None, order="asc", stats=result.stats
-            )
-            result.pages += 1
-            merge = self._merge(zone.id)
-            taken = 0
+        taken = 0
+        attempts = self.client.api.retry.max_attempts
+        for attempt in range(1, attempts + 1):
             try:
-                for good, rejects, counts in iter_parsed(
-                    dest, zone.id, first_line=start + 1, keep_unterminated=closed
-                ):
-                    merge.add(good)
-                    taken += counts.lines
-                    self._rejects(rejects, zone.id, "v1", name, result)
-                result.absorb(merge.commit())
+                taken = self._take_v1_file(zone.id, day, dest, start, closed, result)
+                break
+            except DamagedInputError as exc:
+                # The body arrived whole by HTTP's count but is not a whole file: its lines
+                # are in (duplicates are dropped), and the file is fetched again.
+                result.stats.add("transport_errors")
+                if attempt == attempts:
+                    raise TransportError(
+                        f"v1 file {name} arrived damaged {attempts} times: {exc}"
+                    ) from None
+                log.warning("zone %s: %s; fetching it again", zone.id, exc)
+                result.stats.add("retries")
             finally:
-                result.absorb(merge.discard())  # rows sealed hours wrote before a failure
-        finally:
-            dest.unlink(missing_ok=True)
+                dest.unlink(missing_ok=True)
         progress.lines = max(progress.lines, start + taken)
         progress.complete = closed
+
+    def _take_v1_file(
+        self, zone_id: int, day: date, dest: Path, start: int, closed: bool, result: ZoneResult
+    ) -> int:
+        """Download one v1 day file from line ``start`` and merge it; the lines taken."""
+        self.client.download_v1(
+            zone_id, day, dest, start=start or None, order="asc", stats=result.stats
+        )
+        result.pages += 1
+        name = f"api:v1:{day:%m-%d-%y}/{zone_id}.log"
+        merge = self._merge(zone_id)
+        taken = 0
+        try:
+            for good, rejects, counts in iter_parsed(
+                dest, zone_id, first_line=start + 1, keep_unterminated=closed
+            ):
+                result.parsed += good.height
+                merge.add(good)
+                taken += counts.lines
+                self._rejects(rejects, "v1", name, result)
+            result.absorb(merge.commit())
+        finally:
+            result.absorb(merge.discard())  # rows sealed hours wrote before a failure
+        return taken
 
 
 # -- local v1 files --------------------------------------------------------------------
@@ -440,7 +491,67 @@ class ImportResult:
     duplicates: int = 0
     rejected: int = 0
     blank: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
     results: list[ZoneResult] = field(default_factory=list)
+
+    def add(self, result: ZoneResult, lines: int, blank: int) -> None:
+        self.files += 1
+        self.lines += lines
+        self.blank += blank
+        self.rows += result.rows
+        self.duplicates += result.duplicates
+        self.rejected += result.rejected
+        self.reasons.update(result.reasons)
+        self.results.append(result)
+
+
+def store_rejects(
+    warehouse: Warehouse, frame: pl.DataFrame, source: str, file: str, result: ZoneResult
+) -> None:
+    """Count rejected lines or records on the result and keep them in ``rejected_lines``."""
+    if frame.height:
+        result.add_rejects(frame)
+        warehouse.add_rejects(
+            frame,
+            zone=result.zone_id,
+            source=source,
+            file=file,
+            rejected_at=utcnow(),
+            run_id=result.run_id,
+        )
+
+
+def v2_query_name(window_from: datetime, window_to: datetime) -> str:
+    """How a v2 reject's query is named in ``rejected_lines.file``: it finds it again."""
+    return f"api:v2?from={iso_utc(window_from)}&to={iso_utc(window_to)}"
+
+
+def _record_damage(
+    warehouse: Warehouse, path: Path, exc: DamagedInputError, result: ZoneResult
+) -> None:
+    """A damaged file's loss where ``rejected_lines``, ``ingest_gaps`` and status show it."""
+    store_rejects(
+        warehouse,
+        pl.DataFrame(
+            {
+                "line_number": [exc.last_line + 1],
+                "reason": [str(exc)],
+                "raw_line": [""],
+                "kind": ["damaged file"],
+                "request_id": [None],
+            },
+            schema=REJECT_SCHEMA,
+        ),
+        "v1",
+        str(path),
+        result,
+    )
+    if result.window_to is not None:  # a day file is in time order: the rest of its day
+        day = result.window_to.date()
+        day_end = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)
+        result.gaps.append(
+            Gap(result.window_to, day_end, f"{path.name} is damaged after line {exc.last_line}")
+        )
 
 
 def import_v1_files(
@@ -451,7 +562,11 @@ def import_v1_files(
     warehouse: Warehouse | None = None,
     on_file: Callable[[Path, ZoneResult, int], None] | None = None,
 ) -> ImportResult:
-    """Parse local v1 day files into the lake; bad lines go to ``rejected_lines``."""
+    """Parse local v1 day files into the lake; bad lines go to ``rejected_lines``.
+
+    A damaged gzip file gives every whole line it still holds; its loss is recorded and
+    the file fails. So does a file whose every line was rejected.
+    """
     warehouse = warehouse or Warehouse(config.storage)
     state = StateStore(config.storage.state)
     lake = config.storage.lake
@@ -463,29 +578,31 @@ def import_v1_files(
             merge = StagedMerge(lake, zone_id, state.staging)
             lines = blank = 0
             started = time.monotonic()
+            damage: DamagedInputError | None = None
             try:
-                for good, rejects, counts in iter_parsed(path, zone_id):
-                    lines += counts.lines
-                    blank += counts.blank
-                    if good.height:
-                        lo, hi = good["ts"].min(), good["ts"].max()
-                        assert isinstance(lo, datetime) and isinstance(hi, datetime)
-                        wf, wt = result.window_from, result.window_to
-                        result.window_from = lo if wf is None else min(wf, lo)
-                        result.window_to = hi if wt is None else max(wt, hi)
-                    merge.add(good)
-                    if rejects.height:
-                        result.rejected += rejects.height
-                        warehouse.add_rejects(
-                            rejects,
-                            zone=zone_id,
-                            source="v1",
-                            file=str(path),
-                            rejected_at=utcnow(),
-                            run_id=result.run_id,
-                        )
+                try:
+                    for good, rejects, counts in iter_parsed(path, zone_id):
+                        lines += counts.lines
+                        blank += counts.blank
+                        if good.height:
+                            lo, hi = good["ts"].min(), good["ts"].max()
+                            assert isinstance(lo, datetime) and isinstance(hi, datetime)
+                            wf, wt = result.window_from, result.window_to
+                            result.window_from = lo if wf is None else min(wf, lo)
+                            result.window_to = hi if wt is None else max(wt, hi)
+                        result.parsed += good.height
+                        merge.add(good)
+                        store_rejects(warehouse, rejects, "v1", str(path), result)
+                except DamagedInputError as exc:
+                    damage = exc  # the whole lines before the damage are kept
                 result.absorb(merge.commit())
                 result.pages = 1
+                if damage is not None:
+                    raise damage
+                result.check_input("lines")
+            except DamagedInputError as exc:
+                _record_damage(warehouse, path, exc, result)
+                result.outcome, result.error = "failed", str(exc)
             except OSError as exc:
                 result.outcome, result.error = (
                     "failed",
@@ -498,17 +615,11 @@ def import_v1_files(
             result.finished = utcnow()
             result.reached = result.window_to
             try:
-                warehouse.record_run(result.run_row(), [])
+                warehouse.record_run(result.run_row(), result.gap_rows())
             except CdnlakeError as exc:
                 result.notes.append(f"run not recorded in the warehouse: {exc}")
             log.info("%s: %s (%.1fs)", path, result.summary(), time.monotonic() - started)
-            total.files += 1
-            total.lines += lines
-            total.blank += blank
-            total.rows += result.rows
-            total.duplicates += result.duplicates
-            total.rejected += result.rejected
-            total.results.append(result)
+            total.add(result, lines, blank)
             if on_file is not None:
                 on_file(path, result, lines)
     return total

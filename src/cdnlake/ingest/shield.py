@@ -16,7 +16,7 @@ import polars as pl
 
 from cdnlake.client.shield import EventLog, ShieldApi
 from cdnlake.config import Config, ShieldZoneConfig
-from cdnlake.ingest.runner import Clock, ZoneResult, pass_outcome, utcnow
+from cdnlake.ingest.runner import Clock, LogProgress, Progress, ZoneResult, pass_outcome, utcnow
 from cdnlake.ingest.state import LastRun, StateStore, V1Day
 from cdnlake.lake.layout import SHIELD_SCHEMA
 from cdnlake.lake.writer import StagedMerge, clean_leftovers
@@ -65,6 +65,7 @@ def ingest_shield_zone(
     *,
     warehouse: Warehouse | None = None,
     clock: Clock = utcnow,
+    progress: Progress | None = None,
 ) -> ZoneResult:
     warehouse = warehouse or Warehouse(config.storage)
     store = StateStore(config.storage.state, kind="shield")
@@ -82,8 +83,8 @@ def ingest_shield_zone(
         result.window_from = datetime(first.year, first.month, first.day, tzinfo=UTC)
         result.window_to = now
         while day <= today:
-            progress = state.v1_days.setdefault(day.isoformat(), V1Day())
-            if not progress.complete:
+            day_progress = state.v1_days.setdefault(day.isoformat(), V1Day())
+            if not day_progress.complete:
                 day_end = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(1)
                 closed = now >= day_end + CLOSE_AFTER
                 merge = StagedMerge(
@@ -98,14 +99,15 @@ def ingest_shield_zone(
                     seen = 0
                     for page in shield.iter_event_logs(zone.id, day):
                         result.pages += 1
-                        seen += len(page.logs)
-                        if page.logs:
-                            merge.add(events_frame(page.logs))
+                        logs = page.logs or []
+                        seen += len(logs)
+                        if logs:
+                            merge.add(events_frame(logs))
                     result.absorb(merge.commit())
                 finally:
                     result.absorb(merge.discard())  # rows sealed hours wrote before a failure
-                progress.lines = seen
-                progress.complete = closed
+                day_progress.lines = seen
+                day_progress.complete = closed
                 store.save(state)
             day += timedelta(days=1)
         state.watermark = now
@@ -122,8 +124,5 @@ def ingest_shield_zone(
         warehouse.record_run(result.run_row(), [])
     except Exception as exc:  # bookkeeping must not undo durable rows
         result.notes.append(f"run not recorded in the warehouse: {exc}")
-    log.log(
-        logging.INFO if result.ok else logging.WARNING,
-        result.summary().replace("zone ", "shield zone ", 1),
-    )
+    (progress or LogProgress()).finished(result)
     return result

@@ -10,17 +10,17 @@ text of a rejected line.
 
 from __future__ import annotations
 
-import gzip
 import zlib
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import polars as pl
 
+from cdnlake.errors import DamagedInputError
 from cdnlake.ingest.normalize import REJECT_SCHEMA, dash_to_null, with_url_parts
 
 DEFAULT_BLOCK_BYTES = 16 << 20
@@ -29,6 +29,8 @@ CACHE_STATUSES = ["HIT", "MISS", "BYPASS", "REVALIDATED", "STALE", "UPDATING", "
 REDACTED = "[redacted]"
 MIN_TS_MS = 946_684_800_000  # 2000-01-01
 MAX_TS_MS = 4_102_444_800_000  # 2100-01-01
+RAW_CHUNK = 1 << 20  # compressed bytes read at a time from a .gz file
+SALVAGE_STEP = 256  # compressed bytes fed at a time to recover what precedes corruption
 
 
 @dataclass
@@ -38,31 +40,100 @@ class Block:
     unterminated_tail: bool  # the block's last line had no newline (end of file)
 
 
-def open_log(path: Path) -> BinaryIO:
-    """Plain or gzip, told by content (magic bytes), not by file name."""
-    raw = open(path, "rb")  # noqa: SIM115
-    magic = raw.read(2)
-    raw.seek(0)
-    if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
-    return raw
+class LogStream:
+    """A log file's bytes, gunzipped when it is gzip (told by its magic bytes, not its name).
+
+    Every byte a damaged gzip file still holds is handed out: a file cut short (a download
+    that broke off) or corrupt inside ends the stream where the damage starts, and
+    ``damage`` then says what was wrong, so that the caller reports the loss instead of
+    taking what it read for the whole file. Concatenated gzip members are read in turn.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.damage: str | None = None
+        self._raw: BinaryIO = open(path, "rb")  # noqa: SIM115
+        self._gzip = self._raw.read(2) == b"\x1f\x8b"
+        self._raw.seek(0)
+        self._inflate = zlib.decompressobj(wbits=31)
+        self._pending = b""
+        self._ended = False
+
+    def __enter__(self) -> LogStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def read(self, size: int) -> bytes:
+        if not self._gzip:
+            return self._raw.read(size)
+        out = [self._pending]
+        have = len(self._pending)
+        self._pending = b""
+        while have < size and not self._ended:
+            piece = self._inflate_some(size - have)
+            out.append(piece)
+            have += len(piece)
+        data = b"".join(out)
+        if len(data) > size:
+            data, self._pending = data[:size], data[size:]
+        return data
+
+    def _inflate_some(self, want: int) -> bytes:
+        """Some decompressed bytes, or b"" once the stream has ended (whole or damaged)."""
+        inflate = self._inflate
+        if inflate.unconsumed_tail:
+            raw = inflate.unconsumed_tail
+        elif inflate.eof:
+            raw = inflate.unused_data or self._raw.read(RAW_CHUNK)
+            if not raw.strip(b"\x00"):  # the end, or the zero padding some tools add
+                self._ended = True
+                return b""
+            inflate = self._inflate = zlib.decompressobj(wbits=31)  # the next member
+        else:
+            raw = self._raw.read(RAW_CHUNK)
+            if not raw:
+                self._end("the gzip stream ends early (the file was cut short)")
+                return b""
+        before = inflate.copy()
+        try:
+            return inflate.decompress(raw, max(want, RAW_CHUNK))
+        except zlib.error as exc:
+            return self._salvage(before, raw, exc)
+
+    def _salvage(self, inflate: Any, raw: bytes, exc: zlib.error) -> bytes:
+        """What ``raw`` still gives before its corrupt part, fed in small pieces."""
+        out = []
+        try:
+            for at in range(0, len(raw), SALVAGE_STEP):
+                out.append(inflate.decompress(raw[at : at + SALVAGE_STEP]))
+        except zlib.error:
+            pass
+        self._end(f"the gzip stream is corrupt ({exc})")
+        return b"".join(out)
+
+    def _end(self, damage: str) -> None:
+        self.damage = damage
+        self._ended = True
 
 
 def read_blocks(
-    stream: BinaryIO, block_bytes: int = DEFAULT_BLOCK_BYTES, first_line: int = 1
+    stream: BinaryIO | LogStream, block_bytes: int = DEFAULT_BLOCK_BYTES, first_line: int = 1
 ) -> Iterator[Block]:
     """Whole-line blocks of bytes; a last line without newline is flagged.
 
-    A gzip stream that ends early (a download cut short) ends the blocks there: what was
-    read is parsed, and the cut line is flagged like any unterminated last line.
+    When a damaged gzip stream ends early, the line it cut is no line of the file: it is
+    left out, and the stream's ``damage`` tells the caller what came after the last whole
+    line.
     """
     carry = b""
     line_no = first_line
     while True:
-        try:
-            chunk = stream.read(block_bytes)
-        except (EOFError, OSError, zlib.error):
-            chunk = b""
+        chunk = stream.read(block_bytes)
         if not chunk:
             break
         cut = chunk.rfind(b"\n")
@@ -75,7 +146,7 @@ def read_blocks(
         carry = chunk[cut + 1 :]
         yield Block(line_no, body, False)
         line_no += body.count(b"\n")
-    if carry:
+    if carry and getattr(stream, "damage", None) is None:
         yield Block(line_no, carry, True)
 
 
@@ -114,6 +185,15 @@ def _redact_raw(line: pl.Expr, n_fields: pl.Expr) -> pl.Expr:
     )
 
 
+def _epoch_ms(text: pl.Expr) -> pl.Expr:
+    """Field 3 as epoch milliseconds: 13 digits are milliseconds, 10 digits seconds.
+
+    The provider writes milliseconds; files re-exported by some pipelines carry seconds.
+    """
+    value = text.str.to_integer(strict=False)
+    return pl.when(text.str.len_bytes() == 10).then(value * 1000).otherwise(value)
+
+
 def parse_block(
     block: Block, zone_id: int | None, *, keep_unterminated: bool = True
 ) -> tuple[pl.DataFrame, pl.DataFrame, int]:
@@ -148,7 +228,7 @@ def parse_block(
     frame = frame.with_columns(
         field(0).alias("cache_status"),
         field(1).str.to_integer(strict=False).alias("_status"),
-        field(2).str.to_integer(strict=False).alias("_ts"),
+        _epoch_ms(field(2)).alias("_ts"),
         field(3).str.to_integer(strict=False).alias("_bytes"),
         field(4).str.to_integer(strict=False).alias("_zone"),
         field(5).alias("remote_ip"),
@@ -163,47 +243,66 @@ def parse_block(
     ).pipe(with_url_parts)
     body_int = pl.col("_body").str.to_integer(strict=False)
     truncated = (pl.col("line_number") == last_line) & pl.lit(block.unterminated_tail)
-    # (test that fails, message): the first failing test names the line's fault.
-    rules: list[tuple[pl.Expr, pl.Expr]] = [
+    field_count = pl.format("expected 12 to 15 fields, got {}", pl.col("_n"))
+    # (kind, test that fails, message): the first failing test names the line's fault;
+    # the kind is what summaries count rejects by.
+    rules: list[tuple[str, pl.Expr, pl.Expr]] = [
         (
+            "wrong field count",
             pl.col("_n") < 12,
             pl.when(truncated)
             .then(pl.format("truncated last line: {} of 12 fields", pl.col("_n")))
-            .otherwise(pl.format("expected 12 to 15 fields, got {}", pl.col("_n"))),
+            .otherwise(field_count),
         ),
-        (pl.col("_n") > 15, pl.format("expected 12 to 15 fields, got {}", pl.col("_n"))),
+        ("wrong field count", pl.col("_n") > 15, field_count),
         (
+            "unknown cache status",
             ~pl.col("cache_status").is_in(CACHE_STATUSES),
             pl.format("field 1: unknown cache status '{}'", pl.col("cache_status")),
         ),
         (
+            "bad status code",
             pl.col("_status").is_null() | ~pl.col("_status").is_between(100, 599),
             pl.format("field 2: bad status code '{}'", field(1)),
         ),
         (
+            "bad timestamp",
             pl.col("_ts").is_null() | ~pl.col("_ts").is_between(MIN_TS_MS, MAX_TS_MS),
             pl.format("field 3: bad timestamp '{}'", field(2)),
         ),
         (
+            "bad bytes sent",
             pl.col("_bytes").is_null() | (pl.col("_bytes") < 0),
             pl.format("field 4: bad bytes sent '{}'", field(3)),
         ),
-        (pl.col("_zone").is_null(), pl.format("field 5: bad pull zone id '{}'", field(4))),
         (
+            "bad pull zone id",
+            pl.col("_zone").is_null(),
+            pl.format("field 5: bad pull zone id '{}'", field(4)),
+        ),
+        (
+            "other pull zone",
             pl.lit(zone_id is not None) & (pl.col("_zone") != (zone_id or 0)),
             pl.format("field 5: pull zone {} is not the imported zone", pl.col("_zone")),
         ),
-        (pl.col("remote_ip").str.len_chars() == 0, pl.lit("field 6: empty remote ip")),
-        (pl.col("_host").is_null(), pl.lit("field 8: not a URL")),
         (
+            "empty remote ip",
+            pl.col("remote_ip").str.len_chars() == 0,
+            pl.lit("field 6: empty remote ip"),
+        ),
+        ("not a URL", pl.col("_host").is_null(), pl.lit("field 8: not a URL")),
+        (
+            "bad request id",
             ~pl.col("request_id").str.contains(r"^[0-9A-Za-z_\-]{8,64}$"),
             pl.lit("field 11: bad request id"),
         ),
         (
+            "bad country code",
             ~pl.col("country_code").str.contains(r"^(-|[A-Za-z]{2})$"),
             pl.format("field 12: bad country code '{}'", pl.col("country_code")),
         ),
         (
+            "bad body bytes",
             (pl.col("_n") >= 13)
             & ~pl.col("_body").is_in(["-", ""])
             & (body_int.is_null() | (body_int < 0)),
@@ -212,12 +311,14 @@ def parse_block(
     ]
     # A cheap rule number for every line; the message is formatted for rejected lines only.
     first_failure: Any = pl
-    for number, (test, _) in enumerate(rules):
+    for number, (_, test, _) in enumerate(rules):
         first_failure = first_failure.when(test).then(pl.lit(number, pl.Int8))
     frame = frame.with_columns(first_failure.otherwise(None).alias("_rule"))
     message: Any = pl
-    for number, (_, text) in enumerate(rules):
+    kind: Any = pl
+    for number, (name, _, text) in enumerate(rules):
         message = message.when(pl.col("_rule") == number).then(text)
+        kind = kind.when(pl.col("_rule") == number).then(pl.lit(name))
     good = frame.filter(pl.col("_rule").is_null()).select(
         pl.from_epoch(pl.col("_ts"), time_unit="ms").dt.replace_time_zone("UTC").alias("ts"),
         pl.col("request_id"),
@@ -244,6 +345,8 @@ def parse_block(
         pl.col("line_number").cast(pl.Int64),
         message.otherwise(None).alias("reason"),
         _redact_raw(pl.col("line"), pl.col("_n")).alias("raw_line"),
+        kind.otherwise(None).alias("kind"),
+        pl.col("request_id"),
     )
     return good, rejects.cast(REJECT_SCHEMA), blank  # type: ignore[arg-type]
 
@@ -254,6 +357,7 @@ class ParseCounts:
     rows: int = 0
     rejected: int = 0
     blank: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)  # rejects by kind
 
 
 def iter_parsed(
@@ -268,19 +372,28 @@ def iter_parsed(
     """Parse a whole file block by block, yielding (rows, rejects, counts of the block).
 
     Blocks are parsed ``workers`` at a time (polars releases the GIL) and yielded in file
-    order; at most ``workers + 1`` blocks are in memory at once.
+    order; at most ``workers + 1`` blocks are in memory at once. A damaged gzip file
+    yields every whole line it still holds, then raises :class:`DamagedInputError`.
     """
 
     def parse(block: Block) -> tuple[pl.DataFrame, pl.DataFrame, ParseCounts]:
         good, rejects, blank = parse_block(block, zone_id, keep_unterminated=keep_unterminated)
         total = good.height + rejects.height + blank
-        return good, rejects, ParseCounts(total, good.height, rejects.height, blank)
+        reasons = Counter(rejects["kind"].to_list()) if rejects.height else Counter()
+        return good, rejects, ParseCounts(total, good.height, rejects.height, blank, reasons)
 
-    with open_log(path) as stream, ThreadPoolExecutor(max_workers=workers) as pool:
+    last_line = first_line - 1
+    with LogStream(path) as stream, ThreadPoolExecutor(max_workers=workers) as pool:
         pending: deque[Future[tuple[pl.DataFrame, pl.DataFrame, ParseCounts]]] = deque()
         for block in read_blocks(stream, block_bytes, first_line):
+            last_line = block.first_line + block.data.count(b"\n") - 1
             pending.append(pool.submit(parse, block))
             if len(pending) > workers:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+        if stream.damage is not None:
+            raise DamagedInputError(
+                f"{path.name} is damaged: {stream.damage}; it ends after line {last_line}",
+                last_line=last_line,
+            )

@@ -138,6 +138,18 @@ def render(data: ReportData, fmt: str) -> dict[str, str]:
     raise UsageError(f"report: unknown format {fmt!r} (use {', '.join(FORMATS)})")
 
 
+def prepare_out_dir(out: Path) -> None:
+    """The report folder, made if missing; one line naming it when it cannot be used."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"report --out: {out} is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"report --out: cannot create {out}: {exc.strerror or exc}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise UsageError(f"report --out: {out} is not writable")
+
+
 def write_reports(
     config: Config,
     day: date,
@@ -146,12 +158,14 @@ def write_reports(
     formats: tuple[str, ...] | None = None,
     out: Path | None = None,
 ) -> list[Path]:
-    formats = formats or config.report.formats
+    formats = config.report.formats if formats is None else formats
+    if not formats:
+        raise UsageError(f"report --format: name at least one of {', '.join(FORMATS)}")
     for fmt in formats:
         if fmt not in FORMATS:
             raise UsageError(f"report: unknown format {fmt!r} (use {', '.join(FORMATS)})")
     out = out or config.storage.reports
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_out_dir(out)
     data = collect(config, day, zone)
     written = []
     for fmt in formats:

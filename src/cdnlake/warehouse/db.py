@@ -33,8 +33,13 @@ from cdnlake.sqlfiles import internal_sql
 log = logging.getLogger(__name__)
 
 DEFAULT_BUSY_TIMEOUT = 60.0
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 _PROCESS_LOCK = threading.RLock()  # one connection at a time per process (see docstring)
+
+# Columns an older schema lacks, derived from the columns it has when it is migrated.
+MIGRATION_DEFAULTS: dict[str, dict[str, str]] = {
+    "rejected_lines": {"record_key": "file || ':' || line_number"},
+}
 
 _DUCK_TYPES = {
     pl.Datetime("ms", "UTC"): "TIMESTAMPTZ",
@@ -200,11 +205,15 @@ class Warehouse:
                     ).fetchall()
                 ]
                 common = [c for c in new_cols if c in old_cols]
+                derived = {
+                    k: v for k, v in MIGRATION_DEFAULTS.get(table, {}).items() if k not in old_cols
+                }
                 if common:
-                    names = ", ".join(f'"{c}"' for c in common)
+                    names = ", ".join(f'"{c}"' for c in [*common, *derived])
+                    values = ", ".join([*(f'"{c}"' for c in common), *derived.values()])
                     verb = "INSERT OR IGNORE" if table == "rejected_lines" else "INSERT"
                     con.execute(
-                        f"{verb} INTO main.{table} ({names}) SELECT {names} FROM old.{table}"
+                        f"{verb} INTO main.{table} ({names}) SELECT {values} FROM old.{table}"
                     )
                     log.info("warehouse migration: copied %s (%s)", table, names)
         finally:

@@ -1,4 +1,4 @@
-"""Named queries: one ``.sql`` file each in ``sql/``, parameters declared in its header.
+"""Named queries: one ``.sql`` file each in ``cdnlake/sql/``, parameters in its header.
 
 Header format (comment lines at the top of the file)::
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from pathlib import Path
+from importlib.resources.abc import Traversable
 from typing import Any
 
 from cdnlake.errors import UsageError
@@ -74,7 +74,7 @@ class Param:
 @dataclass(frozen=True)
 class NamedQuery:
     name: str
-    path: Path
+    path: Traversable
     answers: str
     params: list[Param] = field(default_factory=list)
     sql: str = ""
@@ -96,7 +96,7 @@ class NamedQuery:
         return " ".join(parts)
 
 
-def parse_named(path: Path) -> NamedQuery:
+def parse_named(path: Traversable) -> NamedQuery:
     text = path.read_text(encoding="utf-8")
     answers: list[str] = []
     params: list[Param] = []
@@ -111,15 +111,19 @@ def parse_named(path: Path) -> NamedQuery:
             )
         elif line.lower().startswith("-- answers:"):
             answers.append(line.split(":", 1)[1].strip())
-    return NamedQuery(path.stem, path, " ".join(answers), params, text)
+    return NamedQuery(path.name.removesuffix(".sql"), path, " ".join(answers), params, text)
 
 
-def list_named(directory: Path | None = None) -> list[NamedQuery]:
+def list_named(directory: Traversable | None = None) -> list[NamedQuery]:
     directory = directory or sql_dir()
-    return [parse_named(p) for p in sorted(directory.glob("*.sql")) if _NAME.match(p.stem)]
+    files = sorted(
+        (p for p in directory.iterdir() if p.name.endswith(".sql") and p.is_file()),
+        key=lambda p: p.name,
+    )
+    return [parse_named(p) for p in files if _NAME.match(p.name.removesuffix(".sql"))]
 
 
-def get_named(name: str, directory: Path | None = None) -> NamedQuery:
+def get_named(name: str, directory: Traversable | None = None) -> NamedQuery:
     directory = directory or sql_dir()
     if not _NAME.match(name):
         raise UsageError(f"--query: bad query name {name!r}")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
-from datetime import date, datetime, time
+import math
+import uuid
+from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, TextIO
 
@@ -13,14 +16,39 @@ FORMULA_PREFIXES = ("=", "@", "\t", "\r")
 SIGN_PREFIXES = ("+", "-")
 
 
+def iso_duration(delta: timedelta) -> str:
+    """An INTERVAL as an ISO-8601 duration: ``P1DT2H3M4.5S``, ``-PT30S``."""
+    sign = "-" if delta < timedelta(0) else ""
+    delta = abs(delta)
+    hours, rest = divmod(delta.seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    secs = f"{seconds}.{delta.microseconds:06d}".rstrip("0").rstrip(".")
+    day_part = f"{delta.days}D" if delta.days else ""
+    time_part = "".join(f"{n}{unit}" for n, unit in ((hours, "H"), (minutes, "M")) if n) + (
+        f"{secs}S" if secs != "0" else ""
+    )
+    if not day_part and not time_part:
+        return "PT0S"
+    return f"{sign}P{day_part}" + (f"T{time_part}" if time_part else "")
+
+
 def plain(value: Any) -> Any:
-    """A JSON-friendly value: instants in ISO-8601 UTC, decimals as numbers."""
+    """A JSON-friendly value for every DuckDB type: instants in ISO-8601 UTC, intervals as
+    ISO-8601 durations, blobs in base64, UUIDs as text, NaN and infinities as null."""
     if isinstance(value, datetime):
         return value.isoformat().replace("+00:00", "Z")
     if isinstance(value, (date, time)):
         return value.isoformat()
+    if isinstance(value, timedelta):
+        return iso_duration(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     if isinstance(value, Decimal):
-        return float(value)
+        return float(value) if value.is_finite() else None
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, dict):
@@ -41,12 +69,22 @@ def write_csv(out: TextIO, columns: list[str], rows: list[tuple[Any, ...]]) -> N
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow(["" if v is None else csv_safe(plain(v)) for v in row])
+        writer.writerow([csv_cell(v) for v in row])
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell: nested values (lists, structs, maps) as JSON, formulas defused."""
+    value = plain(value)
+    if value is None:
+        return ""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+    return csv_safe(value)
 
 
 def write_json(out: TextIO, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
     records = [{c: plain(v) for c, v in zip(columns, row, strict=True)} for row in rows]
-    json.dump(records, out, ensure_ascii=False, indent=1)
+    json.dump(records, out, ensure_ascii=False, indent=1, allow_nan=False, default=str)
     out.write("\n")
 
 

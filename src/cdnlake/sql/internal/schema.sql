@@ -37,11 +37,16 @@ CREATE TABLE IF NOT EXISTS ingest_gaps (
 CREATE TABLE IF NOT EXISTS rejected_lines (
     pull_zone_id BIGINT,
     source       VARCHAR,            -- v1 or v2
-    file         VARCHAR,            -- local path, or api:v1:<MM-dd-yy>/<zone>.log, or api:v2
-    line_number  BIGINT,
+    file         VARCHAR,            -- local path, api:v1:<MM-dd-yy>/<zone>.log, or the v2
+                                     -- query: api:v2?from=<iso>&to=<iso>
+    line_number  BIGINT,             -- v1: line in the file; v2: offset in the query
     reason       VARCHAR,
     raw_line     VARCHAR,            -- the line as received, Authorization field redacted
     rejected_at  TIMESTAMPTZ,
     run_id       VARCHAR,
-    PRIMARY KEY (pull_zone_id, file, line_number)
+    kind         VARCHAR,            -- what summaries count it by, e.g. 'bad timestamp'
+    request_id   VARCHAR,            -- where the line or record has one
+    record_key   VARCHAR,            -- each rejected record once: v1 <file>:<line>,
+                                     -- v2 v2:<request id> (or v2:md5:<raw> without one)
+    PRIMARY KEY (pull_zone_id, record_key)
 );
