@@ -37,7 +37,7 @@ unit: $(STAMP) browser
 test: lint typecheck unit
 
 clean:
-	rm -rf $(VENV) data/lake data/state data/reports data/warehouse.duckdb data/warehouse.duckdb.wal
+	rm -rf $(VENV) data/lake data/work data/reports
 
 # The fault, crash and load suites at full size (20+ crash rounds, minutes of load).
 soak: $(STAMP)

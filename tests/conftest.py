@@ -1,10 +1,14 @@
-"""Shared fixtures: a real loopback emulator, configs pointing at it, and ground truth."""
+"""Shared fixtures: a real loopback emulator, an S3 API (moto's server), configs pointing
+at them, and ground truth."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +28,81 @@ FAST_RETRY = RetryPolicy(max_attempts=8, base_delay=0.01, max_delay=0.05, max_to
 # ~1e-12 per request while a test that wants a give-up still narrows the policy itself.
 FAULT_RETRY = RetryPolicy(max_attempts=40, base_delay=0.01, max_delay=0.05, max_total_seconds=60)
 REPO = Path(__file__).resolve().parents[1]
+FIXTURES_DIR = REPO / "tests" / "fixtures"
+# moto accepts any credentials; the lake reads them from the standard AWS environment, and
+# so do the CLI processes the tests start.
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class S3Server:
+    """moto's S3 server on loopback, started and stopped by the suite."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        moto = Path(sys.executable).parent / "moto_server"
+        self.proc = subprocess.Popen(
+            [str(moto), "-H", "127.0.0.1", "-p", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # readiness, not a fixed sleep
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    break
+            except OSError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("moto_server exited at start") from None
+                time.sleep(0.05)
+        else:
+            raise RuntimeError("moto_server did not start within 60 s")
+
+    def new_bucket(self) -> str:
+        import boto3
+
+        name = f"lake-{uuid.uuid4().hex[:12]}"
+        boto3.client("s3", endpoint_url=self.url, region_name="us-east-1").create_bucket(
+            Bucket=name
+        )
+        return name
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    server = S3Server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["local", "s3"])
+def lake_kind(request: pytest.FixtureRequest) -> str:
+    """Run a test against a lake on local disk and one on S3 (moto's server)."""
+    if request.param == "s3":
+        request.getfixturevalue("s3_server")
+    return str(request.param)
+
+
+def s3_lake_lines(server: S3Server) -> list[str]:
+    """``[storage]`` keys of a lake in a new bucket on ``server``."""
+    return [
+        f'lake_uri = "s3://{server.new_bucket()}/lake"',
+        "[storage.s3]",
+        f'endpoint_url = "{server.url}"',
+        "allow_http = true",
+    ]
 
 
 def start_emulator(
@@ -62,9 +141,14 @@ def write_config(
     tmp_path: Path,
     emu: Emulator,
     zones: list[tuple[int, str]] | None = None,
+    *,
+    s3: S3Server | None = None,
     **ingest: Any,
 ) -> Path:
-    """A config.toml in tmp_path pointing at ``emu``; ingest keys override defaults."""
+    """A config.toml in tmp_path pointing at ``emu``; ingest keys override defaults.
+
+    With ``s3``, the lake is in a new bucket of that S3 server.
+    """
     zones = zones or [(1234, "v2"), (1235, "v1"), (1236, "v2")]
     settings = {
         "lag_seconds": 300,
@@ -85,6 +169,7 @@ def write_config(
         "retry_max_seconds = 20",
         "[storage]",
         'root = "data"',
+        *(s3_lake_lines(s3) if s3 is not None else []),
         "[ingest]",
         *(f"{k} = {v}" for k, v in settings.items()),
         "[schedule]",
@@ -124,15 +209,34 @@ def truth_ids(
     }
 
 
-def lake_ids(root: Path, zone: int) -> list[str]:
+def lake_of(where: Path | Config) -> Any:
+    """The lake of a config, or the local lake under a storage root."""
+    from cdnlake.lake.store import Lake
+
+    if isinstance(where, Config):
+        return Lake.from_config(where.storage)
+    return Lake(str(where / "lake"), {})
+
+
+def lake_frame(where: Path | Config, table: str = "requests") -> Any:
+    """A whole lake table as a polars frame (empty if the table does not exist yet)."""
     import polars as pl
 
-    files = sorted((root / "lake" / "requests" / f"pull_zone_id={zone}").glob("*/*.parquet"))
-    if not files:
-        return []
-    return pl.concat([pl.read_parquet(f, columns=["request_id"]) for f in files])[
-        "request_id"
-    ].to_list()
+    from cdnlake.lake.schema import TABLES_BY_NAME
+
+    spec = TABLES_BY_NAME[table]
+    delta = lake_of(where).open(spec)
+    if delta is None:
+        return pl.DataFrame(schema=spec.schema)
+    return pl.from_arrow(delta.to_pyarrow_table())
+
+
+def lake_ids(where: Path | Config, zone: int) -> list[str]:
+    """Request ids in the lake for a zone, repeats included (they must never be there)."""
+    import polars as pl
+
+    frame = lake_frame(where)
+    return frame.filter(pl.col("pull_zone_id") == zone)["request_id"].to_list()
 
 
 def spawn_cli(
@@ -150,7 +254,7 @@ def spawn_cli(
 
 def ingest_all(config: Config, emu: Emulator) -> list[Any]:
     """One ingestion pass over every configured zone, on the emulator's clock."""
-    from cdnlake.ingest.runner import Ingestor
+    from cdnlake.ingest.passes import Ingestor
 
     return Ingestor(config, logging_client(config), clock=emu.clock.now).run(config.zones)
 
@@ -171,14 +275,20 @@ def run_cli(
 __all__ = ["NOW", "timedelta"]
 
 
-def lake_text_contains(root: Path, needle: str) -> list[str]:
-    """Every lake file and text column holding ``needle`` (files are compressed: read them)."""
+def lake_text_contains(where: Path | Config, needle: str) -> list[str]:
+    """Every lake table and text column holding ``needle`` (files are compressed: read them)."""
     import polars as pl
 
+    from cdnlake.lake.schema import TABLES
+
     hits = []
-    for f in (root / "lake").rglob("*.parquet"):
-        frame = pl.read_parquet(f)
+    for spec in TABLES:
+        frame = lake_frame(where, spec.name)
         for name, dtype in frame.schema.items():
             if dtype == pl.String and frame[name].str.contains(needle, literal=True).any():
-                hits.append(f"{f.name}:{name}")
+                hits.append(f"{spec.name}:{name}")
+    local = lake_of(where).local
+    for f in local.rglob("*") if local is not None else []:  # raw bytes: log, checkpoints
+        if f.is_file() and needle.encode() in f.read_bytes():
+            hits.append(str(f.relative_to(local)))
     return hits

@@ -7,8 +7,9 @@ from pathlib import Path
 import polars as pl
 
 from cdnlake.config import Config, build_config
-from cdnlake.lake.layout import REQUEST_SCHEMA
-from cdnlake.lake.writer import StagedMerge
+from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
+from cdnlake.lake.store import Lake
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -32,8 +33,7 @@ def build_fixture_lake(root: Path) -> Config:
         pl.col("pull_zone_id").cast(pl.Int64),
     )
     config = fixture_config(root)
+    lake = Lake.from_config(config.storage)
     for (zone,), part in frame.partition_by(["pull_zone_id"], as_dict=True).items():
-        merge = StagedMerge(config.storage.lake, int(zone), config.storage.state / "staging")
-        merge.add(part.select(list(REQUEST_SCHEMA)))
-        merge.commit()
+        ZoneWriter(lake, REQUESTS, int(zone)).commit(part.select(list(REQUEST_SCHEMA)), {})
     return config

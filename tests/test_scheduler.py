@@ -11,12 +11,14 @@ from pathlib import Path
 from apscheduler.triggers.interval import IntervalTrigger
 
 from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
-from cdnlake.ingest.state import StateStore
+from cdnlake.lake.progress import from_ms
+from cdnlake.lake.schema import REQUESTS
 from cdnlake.scheduler import Daemon, wait_for
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
     KEY,
     lake_ids,
+    lake_of,
     load_test_config,
     make_client,
     run_cli,
@@ -76,10 +78,13 @@ def test_sigterm_mid_pass_then_restart_ends_complete(tmp_path):
         assert_lake_consistent(root, [1234, 1235])
 
         proc = spawn_daemon(path)
-        store = StateStore(root / "state")
+
+        def watermark(zone: int) -> datetime | None:
+            table = lake_of(root).open(REQUESTS)
+            return from_ms(table.transaction_version(REQUESTS.app_id(zone)))
 
         def caught_up() -> bool:
-            marks = [store.load(z).watermark for z in (1234, 1235)]
+            marks = [watermark(z) for z in (1234, 1235)]
             return all(m and m > datetime.now(UTC) - timedelta(seconds=330) for m in marks)
 
         assert wait_for(caught_up, 60)
@@ -97,8 +102,7 @@ def test_sigterm_mid_pass_then_restart_ends_complete(tmp_path):
         assert_lake_consistent(root, [1234, 1235])
         start = first_launch - RETENTION + RETENTION_MARGIN + timedelta(seconds=5)
         for zone in (1234, 1235):
-            watermark = store.load(zone).watermark
-            truth = truth_ids(emu, zone, start, watermark, at=emu.clock.now())
+            truth = truth_ids(emu, zone, start, watermark(zone), at=emu.clock.now())
             assert truth <= set(lake_ids(root, zone))
     finally:
         emu.stop()
@@ -110,8 +114,11 @@ def test_second_signal_exits_at_once(tmp_path):
         path = write_config(
             tmp_path, emu, zones=[(1234, "v2")], page_size=200, max_window_seconds=900
         )
+        # Every answer takes 6 s: a clean stop has to wait for the one in flight.
+        emu.faults.update({"slow_rate": 1.0, "slow_seconds": 6.0})
         proc = spawn_daemon(path)
-        wait_until_mid_pass(proc, tmp_path / "data")
+        wait_for_line(proc, "daemon started")
+        assert wait_for(lambda: emu.counters[1234].requests >= 1, 60)  # a request in flight
         proc.send_signal(signal.SIGTERM)
         wait_for_line(proc, "signal SIGTERM: stopping")
         code, took, _ = stop(proc)
@@ -139,7 +146,7 @@ def test_report_job_fires_and_failing_zone_keeps_being_retried(tmp_path):
         warehouse = Warehouse(config.storage)
 
         def outcomes() -> dict[tuple[int, str], int]:
-            with warehouse.connect(read_only=True) as con:
+            with warehouse.connect() as con:
                 runs = con.execute(
                     "SELECT pull_zone_id, outcome, count(*) FROM ingest_runs GROUP BY ALL"
                 ).fetchall()

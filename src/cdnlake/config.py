@@ -88,24 +88,45 @@ class ApiConfig:
 
 
 @dataclass(frozen=True)
+class S3Config:
+    """``[storage.s3]``: only read for an ``s3://`` lake. Credentials are never here: they
+    come from the standard AWS environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)."""
+
+    endpoint_url: str = ""  # "" = AWS; else any S3-compatible store
+    region: str = "us-east-1"
+    allow_http: bool = False  # true only for a plain-HTTP endpoint
+
+
+@dataclass(frozen=True)
 class StorageConfig:
     root: Path = Path("data")
+    lake_uri: str = ""  # "" = <root>/lake; or s3://bucket/prefix
+    s3: S3Config = field(default_factory=S3Config)
 
     @property
-    def lake(self) -> Path:
-        return self.root / "lake"
+    def lake_location(self) -> str:
+        """The lake's URI: a local path, or ``s3://bucket/prefix``."""
+        return self.lake_uri or str(self.root / "lake")
 
-    @property
-    def warehouse(self) -> Path:
-        return self.root / "warehouse.duckdb"
+    def storage_options(self) -> dict[str, str]:
+        """What the Delta and object-store libraries need to reach the lake."""
+        if not self.lake_location.startswith("s3://"):
+            return {}
+        options = {"AWS_REGION": self.s3.region}
+        if self.s3.endpoint_url:
+            options["AWS_ENDPOINT_URL"] = self.s3.endpoint_url
+        if self.s3.allow_http:
+            options["AWS_ALLOW_HTTP"] = "true"
+        return options
 
     @property
     def reports(self) -> Path:
         return self.root / "reports"
 
     @property
-    def state(self) -> Path:
-        return self.root / "state"
+    def work(self) -> Path:
+        """Local scratch: zone locks and v1 downloads in flight (never the only copy)."""
+        return self.root / "work"
 
 
 @dataclass(frozen=True)
@@ -124,6 +145,7 @@ class IngestConfig:
 class ScheduleConfig:
     poll_seconds: int = DEFAULT_POLL_SECONDS
     report_at: str = DEFAULT_REPORT_AT
+    maintain_at: str = "01:30"  # UTC time of the daily compaction/checkpoint/vacuum
 
 
 @dataclass(frozen=True)
@@ -214,6 +236,8 @@ SECTIONS: dict[str, type] = {
     "status": StatusConfig,
     "report": ReportConfig,
 }
+# Tables inside a section ([storage.s3]): (section, key) -> their class.
+NESTED_SECTIONS: dict[str, dict[str, type]] = {"storage": {"s3": S3Config}}
 LIST_SECTIONS: dict[str, type] = {"zones": ZoneConfig, "shield_zones": ShieldZoneConfig}
 _RESOLVED_FIELDS = {"access_key", "bearer_token"}
 
@@ -251,7 +275,13 @@ def build_config(
         if key in SECTIONS:
             if not isinstance(value, dict):
                 raise ConfigError(f"{key}: must be a table ([{key}])")
-            sections[key] = _build_section(key, SECTIONS[key], value, env)
+            nested = {k: v for k, v in value.items() if k in NESTED_SECTIONS.get(key, {})}
+            flat = {k: v for k, v in value.items() if k not in nested}
+            sections[key] = _build_section(key, SECTIONS[key], flat, env)
+            for sub, raw_sub in nested.items():
+                sub_cls = NESTED_SECTIONS[key][sub]
+                built = _build_section(f"{key}.{sub}", sub_cls, raw_sub, env)
+                sections[key] = dataclasses.replace(sections[key], **{sub: built})
         elif key in LIST_SECTIONS:
             if not isinstance(value, list):
                 raise ConfigError(f"{key}: must be an array of tables ([[{key}]])")
@@ -264,9 +294,19 @@ def build_config(
     for name, cls in SECTIONS.items():
         if name not in sections:
             sections[name] = _build_section(name, cls, {}, env)
+    for name, subs in NESTED_SECTIONS.items():
+        section = raw.get(name)
+        given: dict[str, Any] = section if isinstance(section, dict) else {}
+        for sub, sub_cls in subs.items():
+            if sub not in given:  # defaults, with their environment overrides
+                built = _build_section(f"{name}.{sub}", sub_cls, {}, env)
+                sections[name] = dataclasses.replace(sections[name], **{sub: built})
     storage: StorageConfig = sections["storage"]
     root = storage.root if storage.root.is_absolute() else (base_dir / storage.root)
-    sections["storage"] = StorageConfig(root=root.resolve())
+    lake_uri = storage.lake_uri
+    if lake_uri and "://" not in lake_uri and not Path(lake_uri).is_absolute():
+        lake_uri = str((base_dir / lake_uri).resolve())  # relative to the config file
+    sections["storage"] = dataclasses.replace(storage, root=root.resolve(), lake_uri=lake_uri)
     api: ApiConfig = sections["api"]
     access = env.get(api.access_key_env)
     bearer = env.get(api.bearer_token_env)
@@ -288,9 +328,12 @@ OTHER_VARIABLES = {"CDNLAKE_CONFIG", "CDNLAKE_SQL_DIR"}
 def _check_environment(config: Config, env: dict[str, str]) -> None:
     """A CDNLAKE_* variable that overrides nothing is a mistake, as an unknown key is."""
     known = OTHER_VARIABLES | {config.api.access_key_env, config.api.bearer_token_env}
-    for section, cls in SECTIONS.items():
+    every = {**SECTIONS}
+    for section, subs in NESTED_SECTIONS.items():
+        every.update({f"{section}.{sub}": cls for sub, cls in subs.items()})
+    for section, cls in every.items():
         known |= {
-            f"CDNLAKE_{section.upper()}_{f.name.upper()}"
+            env_variable(section, f.name)
             for f in dataclasses.fields(cls)
             if f.name not in _RESOLVED_FIELDS
         }
@@ -306,7 +349,12 @@ def _build_section(name: str, cls: type, values: Any, env: dict[str, str]) -> An
     if not isinstance(values, dict):
         raise ConfigError(f"{name}: must be a table")
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in _RESOLVED_FIELDS}
+    nested = NESTED_SECTIONS.get(name, {})
+    fields = {
+        f.name: f
+        for f in dataclasses.fields(cls)
+        if f.name not in _RESOLVED_FIELDS and f.name not in nested
+    }
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
         if key not in fields:
@@ -318,7 +366,7 @@ def _build_section(name: str, cls: type, values: Any, env: dict[str, str]) -> An
             raise ConfigError(f"{name}.{key}: unknown key")
         kwargs[key] = _coerce(f"{name}.{key}", hints[key], value)
     for key in fields:
-        env_name = f"CDNLAKE_{name.upper()}_{key.upper()}"
+        env_name = env_variable(name, key)
         if env_name in env:
             kwargs[key] = _coerce_text(f"{env_name}", hints[key], env[env_name])
     missing = [
@@ -331,6 +379,11 @@ def _build_section(name: str, cls: type, values: Any, env: dict[str, str]) -> An
     if missing:
         raise ConfigError(f"{name}.{missing[0]}: required key is missing")
     return cls(**kwargs)
+
+
+def env_variable(section: str, key: str) -> str:
+    """``CDNLAKE_STORAGE_S3_REGION`` for ``[storage.s3] region``."""
+    return f"CDNLAKE_{section.replace('.', '_').upper()}_{key.upper()}"
 
 
 def _type_name(tp: Any) -> str:
@@ -406,6 +459,11 @@ def _validate(config: Config) -> None:
         url = getattr(config.api, key)
         if not re.match(r"^https?://[^/\s]+", url):
             raise ConfigError(f"api.{key}: expected an http(s) URL, got {url!r}")
+    lake_uri = config.storage.lake_uri
+    if "://" in lake_uri and not re.match(r"^s3://[^/\s]+", lake_uri):
+        raise ConfigError(
+            f"storage.lake_uri: expected a local path or s3://bucket/prefix, got {lake_uri!r}"
+        )
     if config.api.timeout_seconds <= 0:
         raise ConfigError("api.timeout_seconds: must be positive")
     if config.api.retry_attempts < 1:
@@ -428,6 +486,10 @@ def _validate(config: Config) -> None:
     if not _REPORT_AT.match(config.schedule.report_at):
         raise ConfigError(
             f"schedule.report_at: expected HH:MM (UTC), got {config.schedule.report_at!r}"
+        )
+    if not _REPORT_AT.match(config.schedule.maintain_at):
+        raise ConfigError(
+            f"schedule.maintain_at: expected HH:MM (UTC), got {config.schedule.maintain_at!r}"
         )
     if config.log.level.upper() not in LOG_LEVELS:
         raise ConfigError(f"log.level: expected one of {sorted(LOG_LEVELS)}")

@@ -16,7 +16,8 @@ from typing import Any
 
 from cdnlake.config import Config, Secret
 from cdnlake.emulator.server import DEMO_ZONES, Emulator, EmulatorConfig, parse_zones
-from cdnlake.ingest.runner import Ingestor, Progress, ZoneResult
+from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
+from cdnlake.ingest.result import Progress, ZoneResult
 
 
 @dataclass
@@ -36,7 +37,6 @@ def demo_config(config: Config, url: str, key: str) -> Config:
 
 def run_demo(config: Config, progress: Progress | None = None, seed: int = 1) -> DemoResult:
     from cdnlake.client import ApiClient, BudgetRegistry, LoggingClient, ShieldApi
-    from cdnlake.ingest.shield import ingest_shield_zone
     from cdnlake.reports.build import collect, write_reports
 
     key = os.environ.get(config.api.access_key_env) or "demo-key"

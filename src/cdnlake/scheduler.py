@@ -25,7 +25,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 from cdnlake.client.core import ApiClient
 from cdnlake.client.logging_api import LoggingClient
 from cdnlake.config import Config, ShieldZoneConfig, ZoneConfig
-from cdnlake.ingest.runner import Ingestor, ZoneResult, utcnow
+from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
+from cdnlake.ingest.result import ZoneResult, utcnow
 
 log = logging.getLogger("cdnlake.daemon")
 
@@ -41,6 +42,7 @@ class Daemon:
         clock: Callable[[], datetime] = utcnow,
         report_trigger: Any = None,
         report_writer: Callable[[date], Any] | None = None,
+        maintain_trigger: Any = None,
     ) -> None:
         self.config = config
         self.api = api
@@ -50,6 +52,8 @@ class Daemon:
         self.passes = 0
         self.zone_passes: dict[int, int] = {}
         self.report_runs: list[date] = []
+        self.maintain_runs = 0
+        self._maintain_trigger = maintain_trigger
         self._report_writer = report_writer
         hour, minute = (int(x) for x in config.schedule.report_at.split(":"))
         self._report_trigger = report_trigger or CronTrigger(hour=hour, minute=minute, timezone=UTC)
@@ -82,9 +86,10 @@ class Daemon:
         if self.stop_event.is_set():
             return None
         from cdnlake.client.shield import ShieldApi
-        from cdnlake.ingest.shield import ingest_shield_zone
 
-        result = ingest_shield_zone(self.config, ShieldApi(self.api), zone, clock=self.clock)
+        result = ingest_shield_zone(
+            self.config, ShieldApi(self.api), zone, clock=self.clock, stop=self.stop_event
+        )
         with self._lock:
             self.passes += 1
         return result
@@ -103,6 +108,18 @@ class Daemon:
         except Exception as exc:  # the daemon must outlive a failed report
             log.error("daily report for %s failed: %s", day, exc)
 
+    def maintain(self) -> None:
+        """Once a day: compact the small files the passes left, checkpoint, vacuum."""
+        from cdnlake.lake.maintain import maintain
+        from cdnlake.lake.store import Lake
+
+        try:
+            report = maintain(Lake.from_config(self.config.storage))
+            self.maintain_runs += 1
+            log.info("lake maintained: %s", "; ".join(t.line() for t in report.tables))
+        except Exception as exc:  # the daemon must outlive a failed maintenance
+            log.error("lake maintenance failed: %s", exc)
+
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
         now = datetime.now(UTC)
@@ -120,6 +137,12 @@ class Daemon:
                 next_run_time=now + timedelta(milliseconds=50 * i),  # staggered first passes
             )
         self.scheduler.add_job(self.write_report, self._report_trigger, id="daily-report")
+        hour, minute = (int(x) for x in self.config.schedule.maintain_at.split(":"))
+        self.scheduler.add_job(
+            self.maintain,
+            self._maintain_trigger or CronTrigger(hour=hour, minute=minute, timezone=UTC),
+            id="daily-maintain",
+        )
         self.scheduler.start()
         log.info(
             "daemon started: %d zone(s) every %ss, report at %s UTC",

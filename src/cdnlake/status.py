@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cdnlake.config import Config
-from cdnlake.ingest.state import StateStore
+from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS, TableSpec
+from cdnlake.lake.store import Lake
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.db import Warehouse
 
@@ -38,20 +39,34 @@ class ZoneStatus:
         return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in vars(self).items()}
 
 
+def watermarks(lake: Lake, spec: TableSpec, zone_ids: list[int]) -> dict[int, datetime]:
+    """Each zone's watermark: its Delta application transaction in the table."""
+    table = lake.open(spec) if zone_ids else None
+    if table is None:
+        return {}
+    marks = {}
+    for zone_id in zone_ids:
+        version = table.transaction_version(spec.app_id(zone_id))
+        if version:  # 0: rows were committed (import-v1) but no pass has run
+            marks[zone_id] = datetime.fromtimestamp(version / 1000, tz=UTC)
+    return marks
+
+
 def zone_statuses(
     config: Config, *, now: datetime | None = None, max_lag_seconds: int | None = None
 ) -> list[ZoneStatus]:
     now = now or datetime.now(UTC)
     max_lag = config.status.max_lag_seconds if max_lag_seconds is None else max_lag_seconds
-    with Warehouse(config.storage).connect(read_only=True) as con:
+    lake = Lake.from_config(config.storage)
+    with Warehouse(config.storage, lake).connect() as con:
 
         def counts(sql: str) -> dict[int, int]:
             return dict(con.execute(internal_sql(sql), {"today": now.date()}).fetchall())
 
         rows_today, events_today = counts("status_rows_today"), counts("status_shield_rows_today")
         gaps = {
-            z: (n, s or 0.0)
-            for z, n, s in con.execute(
+            (z, bool(shield)): (n, s or 0.0)
+            for z, shield, n, s in con.execute(
                 internal_sql("status_gaps"), {"since": now - GAP_LOOKBACK}
             ).fetchall()
         }
@@ -59,17 +74,18 @@ def zone_statuses(
             (row[0], bool(row[1])): row[2:]
             for row in con.execute(internal_sql("status_last_runs")).fetchall()
         }
-    pull = StateStore(config.storage.state)
-    shield = StateStore(config.storage.state, kind="shield")
-    # (id, name, source, its state, its rows today, its gaps): shield zones record no gaps.
-    zones = [(z.id, z.name, z.source, pull, rows_today, gaps) for z in config.zones]
-    zones += [(z.id, z.name, "shield", shield, events_today, {}) for z in config.shield_zones]
+    pull_marks = watermarks(lake, REQUESTS, [z.id for z in config.zones])
+    shield_marks = watermarks(lake, SHIELD_EVENTS, [z.id for z in config.shield_zones])
+    # (id, name, source, is shield, its watermarks, its rows today)
+    zones = [(z.id, z.name, z.source, False, pull_marks, rows_today) for z in config.zones]
+    zones += [
+        (z.id, z.name, "shield", True, shield_marks, events_today) for z in config.shield_zones
+    ]
     out = []
-    for zone_id, name, source, store, today, zone_gaps in zones:
-        state = store.load(zone_id) if store.path(zone_id).exists() else None
-        watermark = state.watermark if state else None
+    for zone_id, name, source, shield, marks, today in zones:
+        watermark = marks.get(zone_id)
         lag = (now - watermark).total_seconds() if watermark else None
-        outcome, error, finished, rejected = runs.get((zone_id, source == "shield"), (None,) * 4)
+        outcome, error, finished, rejected = runs.get((zone_id, shield), (None,) * 4)
         problem = None
         if outcome is None:
             problem = "never ingested"
@@ -77,7 +93,7 @@ def zone_statuses(
             problem = f"last run {outcome}: {error or ''}".strip()
         elif lag is not None and lag > max_lag:
             problem = f"behind by {lag:.0f}s (more than {max_lag}s)"
-        n_gaps, lost = zone_gaps.get(zone_id, (0, 0.0))
+        n_gaps, lost = gaps.get((zone_id, shield), (0, 0.0))
         out.append(
             ZoneStatus(
                 zone_id=zone_id,

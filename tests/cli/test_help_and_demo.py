@@ -12,7 +12,19 @@ import pytest
 
 from tests.conftest import REPO, run_cli
 
-COMMANDS = ["ingest", "import-v1", "daemon", "status", "sql", "report", "emulator", "demo", "api"]
+COMMANDS = [
+    "ingest",
+    "import-v1",
+    "daemon",
+    "status",
+    "sql",
+    "report",
+    "emulator",
+    "demo",
+    "api",
+    "migrate-lake",
+    "maintain",
+]
 
 
 def test_top_level_help_lists_every_command():
@@ -47,6 +59,12 @@ def test_demo_end_to_end(tmp_path):
     html = sorted(report.glob("report-all-*.html"))
     assert len(html) == 1 and f"Report: {html[0]}" in r.stdout
     assert "hit ratio (req)" in r.stdout
+    # The daily upkeep on the demo's lake: small files compacted, every file checked.
+    kept = run_cli("--config", str(config), "maintain", "--retention-hours", "0")
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert "requests:" in kept.stdout and "compacted" in kept.stdout
+    again = run_cli("--config", str(config), "sql", "SELECT count(*) FROM requests")
+    assert again.returncode == 0
 
 
 def test_the_newcomer_path_of_the_readme(tmp_path):

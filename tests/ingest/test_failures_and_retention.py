@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN, Ingestor
-from cdnlake.ingest.state import StateStore
+from cdnlake.ingest.passes import Ingestor
+from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
+from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake.progress import to_ms
+from cdnlake.lake.schema import REQUESTS
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
     NOW,
     lake_ids,
+    lake_of,
     load_test_config,
     logging_client,
     run_cli,
@@ -32,7 +36,7 @@ def test_disabled_and_forbidden_zones_beside_healthy_ones(tmp_path):
         assert results[1240].outcome == "failed" and "logging_disabled" in results[1240].error
         assert results[1241].outcome == "failed" and "Forbidden" in results[1241].error
         assert lake_ids(config.storage.root, 1234)
-        with Warehouse(config.storage).connect(read_only=True) as con:
+        with Warehouse(config.storage).connect() as con:
             outcomes = dict(con.execute("SELECT pull_zone_id, outcome FROM ingest_runs").fetchall())
         assert outcomes == {1234: "ok", 1240: "failed", 1241: "failed"}
     finally:
@@ -57,12 +61,10 @@ def test_watermark_older_than_retention_records_a_gap(tmp_path):
     try:
         path = write_config(tmp_path, emu, zones=[(1234, "v2"), (1235, "v1")])
         config = load_test_config(path)
-        store = StateStore(config.storage.state)
         old = NOW - timedelta(days=5)
-        for zid in (1234, 1235):
-            state = store.load(zid)
-            state.watermark = old
-            store.save(state)
+        for zid in (1234, 1235):  # the daemon was down for days
+            writer = ZoneWriter(lake_of(config), REQUESTS, zid)
+            writer.commit(writer.empty(), {"": to_ms(old)})
         requested = []
         original = emu.dispatch
 
@@ -84,10 +86,8 @@ def test_watermark_older_than_retention_records_a_gap(tmp_path):
             r for r in requested if r[0].startswith(f"/{(NOW - timedelta(days=4)):%m-%d-%y}")
         )
         start = NOW - RETENTION + RETENTION_MARGIN
-        assert set(lake_ids(config.storage.root, 1234)) == truth_ids(
-            emu, 1234, start, NOW - timedelta(seconds=300)
-        )
-        with Warehouse(config.storage).connect(read_only=True) as con:
+        assert set(lake_ids(config.storage.root, 1234)) == truth_ids(emu, 1234, start, NOW)
+        with Warehouse(config.storage).connect() as con:
             gaps = con.execute(
                 "SELECT pull_zone_id, gap_from, reason FROM ingest_gaps ORDER BY 1"
             ).fetchall()

@@ -11,7 +11,7 @@ import httpx
 
 from cdnlake.emulator import Faults
 from cdnlake.emulator.logging_routes import is_bad_record
-from cdnlake.ingest.runner import Ingestor
+from cdnlake.ingest.passes import Ingestor
 from cdnlake.ingest.v1_parser import LogStream, iter_parsed
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
@@ -35,7 +35,7 @@ def day_text(emu, zone: int = 1234) -> str:
 
 
 def query(config, sql: str) -> list[tuple]:
-    with Warehouse(config.storage).connect(read_only=True) as con:
+    with Warehouse(config.storage).connect() as con:
         return con.execute(sql).fetchall()
 
 

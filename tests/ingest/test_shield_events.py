@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import polars as pl
-
 from cdnlake.client import ShieldApi
 from cdnlake.config import build_config
-from cdnlake.ingest.shield import ingest_shield_zone
+from cdnlake.ingest.passes import ingest_shield_zone
 from cdnlake.warehouse.db import Warehouse
-from tests.conftest import KEY, make_client, start_emulator
+from tests.conftest import KEY, lake_frame, make_client, start_emulator
 
 
 def shield_config(tmp_path, emu):
@@ -23,8 +21,7 @@ def shield_config(tmp_path, emu):
 
 
 def lake_events(config) -> list[str]:
-    files = sorted((config.storage.lake / "shield_events").rglob("*.parquet"))
-    return pl.concat([pl.read_parquet(f) for f in files])["log_id"].to_list() if files else []
+    return lake_frame(config, "shield_events")["log_id"].to_list()
 
 
 def test_event_logs_exactly_once_across_runs(tmp_path):
@@ -53,7 +50,7 @@ def test_event_logs_exactly_once_across_runs(tmp_path):
             )
             expected |= {e["logId"] for e in emu.management.day_events(5001, day)}
         assert set(now_ids) == expected
-        with Warehouse(config.storage).connect(read_only=True) as con:
+        with Warehouse(config.storage).connect() as con:
             rows = con.execute(
                 "SELECT count(*), count(DISTINCT log_id), min(shield_zone_id), "
                 "count(*) FILTER (WHERE rule_id IS NULL OR severity IS NULL) FROM shield_events"

@@ -1,18 +1,20 @@
-"""Damaged lake files, state files and warehouses: detected, set aside, rebuilt."""
+"""Damaged lake files: detected, set aside (never deleted), read again or recorded lost."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-import duckdb
-import polars as pl
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
 
 from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
+from cdnlake.lake.maintain import maintain
+from cdnlake.lake.schema import REQUESTS
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
     NOW,
     ingest_all,
     lake_ids,
+    lake_of,
     load_test_config,
     run_cli,
     start_emulator,
@@ -23,106 +25,96 @@ from tests.conftest import (
 ingest = ingest_all
 
 
-def test_truncated_lake_file_is_quarantined_and_its_hour_read_again(tmp_path):
-    emu = start_emulator("1234")
-    try:
-        config = load_test_config(write_config(tmp_path, emu, zones=[(1234, "v2")]))
-        assert ingest(config, emu)[0].ok
-        root = config.storage.root
-        files = sorted((root / "lake" / "requests").rglob("part-*.parquet"))
-        victim = files[len(files) // 2]
-        victim.write_bytes(victim.read_bytes()[:100])  # a disk that lost the tail
-        result = ingest(config, emu)[0]
-        assert result.ok, result.error
-        assert any("damaged" in n and "read again" in n for n in result.notes)
-        quarantined = list((root / "lake" / "quarantine").rglob(f"{victim.name}.*"))
-        assert len(quarantined) == 1 and quarantined[0].stat().st_size == 100  # kept
-        for f in (root / "lake" / "requests").rglob("*.parquet"):
-            pl.read_parquet(f)
-        ids = lake_ids(root, 1234)
-        start = NOW - RETENTION + RETENTION_MARGIN
-        assert len(ids) == len(set(ids))
-        assert set(ids) == truth_ids(emu, 1234, start, NOW - timedelta(seconds=300))
-        with Warehouse(config.storage).connect(read_only=True) as con:
-            assert con.execute("SELECT count(*) FROM requests").fetchone()[0] == len(ids)
-    finally:
-        emu.stop()
+def data_files(config) -> list[tuple[str, object, object]]:
+    """(path, min ts, max ts) of every data file the requests table names, oldest first."""
+    table = DeltaTable(config.storage.lake_location + "/requests")
+    actions = pa.table(table.get_add_actions(flatten=True))
+    rows = actions.select(["path", "min.ts", "max.ts"]).to_pylist()
+    return sorted(((r["path"], r["min.ts"], r["max.ts"]) for r in rows), key=lambda r: r[1])
 
 
-def test_damaged_file_past_retention_is_a_recorded_gap(tmp_path):
-    emu = start_emulator("1234")
-    try:
-        config = load_test_config(write_config(tmp_path, emu, zones=[(1234, "v2")]))
-        assert ingest(config, emu)[0].ok
-        files = sorted((config.storage.root / "lake" / "requests").rglob("part-*.parquet"))
-        files[0].write_bytes(b"not parquet at all")
-        emu.clock.advance(3 * 3600)  # that first hour is now past retention
-        result = ingest(config, emu)[0]
-        assert result.ok
-        assert [g.reason for g in result.gaps if "damaged" in g.reason]
-        with Warehouse(config.storage).connect(read_only=True) as con:
-            reasons = [r[0] for r in con.execute("SELECT reason FROM ingest_gaps").fetchall()]
-        assert any("past retention" in r and "damaged" in r for r in reasons)
-    finally:
-        emu.stop()
+@pytest.fixture
+def emu():
+    e = start_emulator("1234", rpm=20)
+    yield e
+    e.stop()
 
 
-def test_damaged_state_file_is_rebuilt_from_the_lake(tmp_path):
-    emu = start_emulator("1234")
-    try:
-        config = load_test_config(write_config(tmp_path, emu, zones=[(1234, "v2")]))
-        assert ingest(config, emu)[0].ok
-        state = config.storage.state / "zones" / "1234.json"
-        state.write_text('{"version": 1, "zone_id": 1234, "watermark": "yesterday-ish"')
-        emu.clock.advance(600)
-        result = ingest(config, emu)[0]
-        assert result.ok and any("state file" in n and "damaged" in n for n in result.notes)
-        assert list(state.parent.glob("1234.json.damaged-*"))  # kept, not deleted
-        ids = lake_ids(config.storage.root, 1234)
-        assert len(ids) == len(set(ids))
-        start = NOW - RETENTION + RETENTION_MARGIN
-        assert set(ids) == truth_ids(emu, 1234, start, emu.clock.now() - timedelta(seconds=300))
-    finally:
-        emu.stop()
+def test_a_truncated_file_is_set_aside_and_its_span_read_again(tmp_path, emu):
+    path = write_config(tmp_path, emu, zones=[(1234, "v2")], max_window_seconds=6 * 3600)
+    config = load_test_config(path)
+    assert ingest(config, emu)[0].ok
+    files = data_files(config)
+    victim, start, _end = files[len(files) // 2]
+    file = config.storage.root / "lake" / "requests" / victim
+    file.write_bytes(file.read_bytes()[:100])  # a disk that lost the tail
+    report = maintain(lake_of(config), now=emu.clock.now())  # the daemon's daily check
+    assert [d.path for t in report.tables for d in t.damaged] == [victim]
+    kept = list((config.storage.root / "lake" / "_quarantine").rglob("*.parquet.*"))
+    assert len(kept) == 1 and kept[0].stat().st_size == 100  # kept, not deleted
+    assert victim not in {p for p, _, _ in data_files(config)}
+    with Warehouse(config.storage).connect() as con:  # the table reads again at once
+        assert con.execute("SELECT count(*) FROM requests").fetchone()[0] > 0
+    result = ingest(config, emu)[0]  # the zone was rewound: the span is read again
+    assert result.ok, result.error
+    ids = lake_ids(config, 1234)
+    assert len(ids) == len(set(ids))
+    assert set(ids) == truth_ids(emu, 1234, NOW - RETENTION + RETENTION_MARGIN, NOW)
+    assert result.window_from <= start
 
 
-def test_warehouse_from_an_older_schema_is_migrated(tmp_path):
-    emu = start_emulator("1234")
-    try:
-        config = load_test_config(write_config(tmp_path, emu, zones=[(1234, "v2")]))
-        path = config.storage.warehouse
-        path.parent.mkdir(parents=True)
-        old = duckdb.connect(str(path))
-        old.execute(
-            "CREATE TABLE ingest_runs (run_id VARCHAR, pull_zone_id BIGINT, outcome VARCHAR)"
-        )
-        old.execute("INSERT INTO ingest_runs VALUES ('old-run', 1234, 'ok')")
-        old.close()
-        assert ingest(config, emu)[0].ok
-        kept = list(path.parent.glob("warehouse.duckdb.schema-v0-*"))
-        assert len(kept) == 1
-        with Warehouse(config.storage).connect(read_only=True) as con:
-            runs = con.execute(
-                "SELECT run_id, outcome FROM ingest_runs ORDER BY started NULLS FIRST"
-            ).fetchall()
-            assert runs[0] == ("old-run", "ok") and len(runs) == 2
-            assert con.execute("SELECT count(*) FROM requests").fetchone()[0] > 0
-    finally:
-        emu.stop()
+def test_a_damaged_file_in_the_window_being_written_is_met_by_ingest(tmp_path, emu):
+    config = load_test_config(write_config(tmp_path, emu, zones=[(1234, "v2")]))
+    assert ingest(config, emu)[0].ok
+    newest, _, _ = data_files(config)[-1]
+    file = config.storage.root / "lake" / "requests" / newest
+    file.write_bytes(b"not parquet at all")
+    result = ingest(config, emu)[0]
+    assert result.ok, result.error
+    assert any("damaged" in n and "read again" in n for n in result.notes)
+    emu.clock.advance(60)
+    assert ingest(config, emu)[0].ok
+    ids = lake_ids(config, 1234)
+    assert len(ids) == len(set(ids))
+    assert set(ids) == truth_ids(emu, 1234, NOW - RETENTION + RETENTION_MARGIN, emu.clock.now())
 
 
-def test_garbage_warehouse_file_is_set_aside_and_rebuilt(tmp_path):
-    emu = start_emulator("1234")
-    try:
-        path = write_config(tmp_path, emu, zones=[(1234, "v2")])
-        config = load_test_config(path)
-        config.storage.warehouse.parent.mkdir(parents=True)
-        config.storage.warehouse.write_bytes(b"this is not a database" * 100)
-        assert ingest(config, emu)[0].ok
-        assert list(config.storage.warehouse.parent.glob("warehouse.duckdb.damaged-*"))
-        r = run_cli(
-            "--config", str(path), "sql", "SELECT count(*) > 0 FROM requests", "--format", "csv"
-        )
-        assert r.returncode == 0 and r.stdout.splitlines()[1] == "True"
-    finally:
-        emu.stop()
+def test_a_damaged_file_past_retention_is_a_recorded_gap(tmp_path, emu):
+    path = write_config(tmp_path, emu, zones=[(1234, "v2")])
+    config = load_test_config(path)
+    assert ingest(config, emu)[0].ok
+    oldest, _, _ = data_files(config)[0]
+    (config.storage.root / "lake" / "requests" / oldest).write_bytes(b"garbage")
+    # Days later (by this machine's clock the emulator's days are long past retention).
+    check = run_cli("--config", str(path), "maintain", "--check-all")
+    assert check.returncode == 1 and f"DAMAGED {oldest}" in check.stdout, check.stderr
+    with Warehouse(config.storage).connect() as con:
+        reasons = [r[0] for r in con.execute("SELECT reason FROM ingest_gaps").fetchall()]
+    assert any("past retention" in r and "damaged" in r for r in reasons)
+
+
+def test_a_damaged_log_is_one_line_not_a_traceback(tmp_path, emu):
+    path = write_config(tmp_path, emu, zones=[(1234, "v2")])
+    config = load_test_config(path)
+    assert ingest(config, emu)[0].ok
+    log = sorted((config.storage.root / "lake" / "requests" / "_delta_log").glob("*.json"))
+    log[-1].write_text("{not json")
+    result = run_cli("--config", str(path), "sql", "SELECT count(*) FROM requests")
+    assert result.returncode in (1, 2) and "Traceback" not in result.stderr
+    assert "requests" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_nothing_lives_only_outside_the_lake(tmp_path, emu):
+    """The lake alone answers every relation: moved elsewhere, it reads the same."""
+    path = write_config(tmp_path, emu, zones=[(1234, "v2")])
+    config = load_test_config(path)
+    assert ingest(config, emu)[0].ok
+    query = "SELECT (SELECT count(*) FROM requests), (SELECT count(*) FROM ingest_runs)"
+    before = run_cli("--config", str(path), "sql", query, "--format", "csv").stdout
+    moved = tmp_path / "elsewhere"
+    (config.storage.root / "lake").rename(moved / "lake" if moved.mkdir() is None else moved)
+    elsewhere = tmp_path / "moved.toml"
+    elsewhere.write_text(f'[storage]\nroot = "{moved}"\n[[zones]]\nid = 1234\n')
+    after = run_cli("--config", str(elsewhere), "sql", query, "--format", "csv").stdout
+    assert before == after and before.splitlines()[1] != "0,0"
+    assert REQUESTS.name == "requests"

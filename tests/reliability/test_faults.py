@@ -6,7 +6,8 @@ import time
 from datetime import timedelta
 
 from cdnlake.emulator import Faults
-from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN, Ingestor
+from cdnlake.ingest.passes import Ingestor
+from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
     FAULT_RETRY,
@@ -21,7 +22,7 @@ from tests.conftest import (
 )
 
 
-def test_everything_at_once(tmp_path):
+def test_everything_at_once(tmp_path, lake_kind, request):
     faults = Faults(
         seed=5,
         spurious_429_rate=0.33,
@@ -35,8 +36,9 @@ def test_everything_at_once(tmp_path):
     )
     emu = start_emulator("1234:extended,1235,1236", faults=faults)
     try:
+        s3 = request.getfixturevalue("s3_server") if lake_kind == "s3" else None
         path = write_config(
-            tmp_path, emu, zones=[(1234, "v2"), (1235, "v1"), (1236, "v2")], page_size=1000
+            tmp_path, emu, zones=[(1234, "v2"), (1235, "v1"), (1236, "v2")], s3=s3, page_size=1000
         )
         path.write_text(path.read_text().replace("timeout_seconds = 10", "timeout_seconds = 1"))
         config = load_test_config(path)
@@ -47,19 +49,19 @@ def test_everything_at_once(tmp_path):
         assert all(r.ok for r in results), [r.error for r in results]
         start = NOW - RETENTION + RETENTION_MARGIN
         for zone in (1234, 1236):
-            ids = lake_ids(config.storage.root, zone)
+            ids = lake_ids(config, zone)
             assert len(ids) == len(set(ids))
-            assert set(ids) == truth_ids(emu, zone, start, NOW - timedelta(seconds=300))
-        v1 = lake_ids(config.storage.root, 1235)
+            assert set(ids) == truth_ids(emu, zone, start, NOW)
+        v1 = lake_ids(config, 1235)
         assert len(v1) == len(set(v1))
         assert set(v1) == truth_ids(emu, 1235, NOW - RETENTION, NOW + timedelta(seconds=1))
-        with Warehouse(config.storage).connect(read_only=True) as con:
+        with Warehouse(config.storage).connect() as con:
             totals = con.execute(
                 "SELECT sum(rate_limited), sum(retries), sum(server_errors), sum(transport_errors)"
                 " FROM ingest_runs"
             ).fetchone()
         assert all(t > 0 for t in totals), totals
         # The lake never holds the end user's credential, whatever the faults did.
-        assert lake_text_contains(config.storage.root, "Bearer eyJ") == []
+        assert lake_text_contains(config, "Bearer eyJ") == []
     finally:
         emu.stop()

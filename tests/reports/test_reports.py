@@ -172,8 +172,9 @@ def test_every_text_field_hostile_at_once(tmp_path):
     """One day whose every text field is an attack: all exports stay inert and well-formed."""
     import polars as pl
 
-    from cdnlake.lake.layout import REQUEST_SCHEMA
-    from cdnlake.lake.writer import StagedMerge
+    from cdnlake.lake.commit import ZoneWriter
+    from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
+    from cdnlake.lake.store import Lake
     from tests.fixture_lake import fixture_config
 
     evil = '<script>alert(1)</script>=HYPERLINK("x")|`|\n\r'
@@ -183,9 +184,8 @@ def test_every_text_field_hostile_at_once(tmp_path):
     frame = pl.DataFrame([row]).with_columns(
         pl.lit("2026-11-20T01:00:00").str.to_datetime(time_unit="ms", time_zone="UTC").alias("ts")
     )
-    merge = StagedMerge(config.storage.lake, 7, config.storage.state / "staging")
-    merge.add(frame.select(list(REQUEST_SCHEMA)))
-    merge.commit()
+    writer = ZoneWriter(Lake.from_config(config.storage), REQUESTS, 7)
+    writer.commit(frame.select(list(REQUEST_SCHEMA)), {})
     paths = write_reports(config, DAY)
     html = next(p for p in paths if p.suffix == ".html").read_text()
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html

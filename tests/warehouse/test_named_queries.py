@@ -28,7 +28,7 @@ def warehouse(tmp_path_factory):
 )
 def test_named_query_matches_fixture(warehouse, case):
     query = get_named(case["query"])
-    with warehouse.connect(read_only=True) as con:
+    with warehouse.connect() as con:
         cursor = con.execute(query.sql, query.bind(case["params"]))
         columns = [d[0] for d in cursor.description]
         rows = [plain(list(r)) for r in cursor.fetchall()]
@@ -59,7 +59,7 @@ def test_bad_parameter_values_are_usage_errors():
 
 def test_sql_injection_through_a_parameter_is_just_a_value(warehouse):
     query = get_named("hit_ratio")
-    with warehouse.connect(read_only=True) as con:
+    with warehouse.connect() as con:
         rows = con.execute(
             query.sql, query.bind({"day": "2026-11-20", "hit_statuses": "HIT') OR 1=1 --"})
         ).fetchall()

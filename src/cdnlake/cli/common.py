@@ -7,17 +7,31 @@ import sys
 from typing import TYPE_CHECKING
 
 from cdnlake.config import Config, load_config
+from cdnlake.errors import ConfigError
 
 if TYPE_CHECKING:
     from cdnlake.client.core import ApiClient
 
 
-def load(args: argparse.Namespace, *, default_level: str | None = None) -> Config:
-    """Read the config; log level from --log-level, else ``default_level``, else config."""
+def load(
+    args: argparse.Namespace, *, default_level: str | None = None, legacy_ok: bool = False
+) -> Config:
+    """Read the config; log level from --log-level, else ``default_level``, else config.
+
+    A lake in the hour-file layout of an earlier cdnlake is refused (exit 2) by every
+    command but ``migrate-lake`` (``legacy_ok``), which converts it.
+    """
     from cdnlake.cli.main import setup_logging
+    from cdnlake.lake.migrate import legacy_lake
 
     config = load_config(args.config)
     setup_logging(args.log_level or default_level or config.log.level)
+    old = None if legacy_ok else legacy_lake(config.storage)
+    if old is not None:
+        raise ConfigError(
+            f"storage: {old} holds the hour-file lake of an earlier cdnlake; "
+            "run `cdnlake migrate-lake` once to convert it to Delta tables"
+        )
     return config
 
 

@@ -11,7 +11,8 @@ from rich.markup import escape
 
 from cdnlake.cli.common import is_tty, load, open_api
 from cdnlake.errors import UsageError
-from cdnlake.ingest.runner import Ingestor, ZoneResult, breakdown, import_v1_files
+from cdnlake.ingest.passes import Ingestor, import_v1_files, ingest_shield_zone
+from cdnlake.ingest.result import ZoneResult, breakdown
 
 
 class RichProgress:
@@ -96,7 +97,6 @@ def print_notes(results: list[ZoneResult]) -> None:
 def ingest(args: argparse.Namespace) -> int:
     from cdnlake.client.logging_api import LoggingClient
     from cdnlake.client.shield import ShieldApi
-    from cdnlake.ingest.shield import ingest_shield_zone
 
     config = load(args, default_level="WARNING")
     pull, shield_zones = config.select_all_zones(args.zone)
@@ -126,10 +126,10 @@ def import_v1(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise UsageError(f"import-v1: {path} is not a readable file")
 
-    def on_file(path: Path, result: ZoneResult, lines: int) -> None:
+    def on_file(path: Path, result: ZoneResult) -> None:
         status = "ok" if result.ok else f"FAILED: {result.error}"
         print(
-            f"{path}: {lines} lines, {result.rows} new rows, {result.duplicates} duplicates "
+            f"{path}: {result.lines} lines, {result.rows} new rows, {result.duplicates} duplicates "
             f"dropped, {result.rejected_text()} - {status}",
             flush=True,
         )

@@ -145,6 +145,41 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(
         sub,
+        "migrate-lake",
+        "Convert a lake of hour files (an earlier cdnlake) into Delta tables, with its\n"
+        "watermarks and bookkeeping. Lossless, and idempotent: running it twice is harmless.",
+        "cdnlake.cli.lake_cmd:migrate_lake",
+    )
+
+    p = _command(
+        sub,
+        "maintain",
+        "Compact small files, checkpoint and vacuum the lake's Delta tables\n"
+        "(the daemon does this once a day).",
+        "cdnlake.cli.lake_cmd:maintain",
+    )
+    p.add_argument(
+        "--zone",
+        type=zone_id,
+        action="append",
+        metavar="ID",
+        help="compact only this zone's partitions (repeat for more)",
+    )
+    p.add_argument(
+        "--retention-hours",
+        type=non_negative,
+        default=168,
+        metavar="H",
+        help="keep data files older versions need for this long (default 168)",
+    )
+    p.add_argument(
+        "--check-all",
+        action="store_true",
+        help="read every data file (default: those the provider could still serve again)",
+    )
+
+    p = _command(
+        sub,
         "emulator",
         "Serve the provider's API on loopback: deterministic traffic, auth, rate limit,\n"
         "retention, late records, and fault injection.",

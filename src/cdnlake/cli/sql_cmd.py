@@ -55,7 +55,7 @@ def sql(args: argparse.Namespace) -> int:
     limit = (DEFAULT_TABLE_ROWS if args.limit is None else args.limit) or None
     if args.format != "table":
         limit = None
-    with Warehouse(config.storage).connect(read_only=True) as con:
+    with Warehouse(config.storage).connect() as con:
         try:
             cursor = con.execute(text, params) if params is not None else con.execute(text)
             columns = [d[0] for d in cursor.description or []]

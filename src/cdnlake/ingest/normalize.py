@@ -1,6 +1,6 @@
 """Turning provider records into lake rows (the normalise stage), vectorised with polars.
 
-Both sources end in the same frame: :data:`cdnlake.lake.layout.REQUEST_SCHEMA` plus
+Both sources end in the same frame: :data:`cdnlake.lake.schema.REQUEST_SCHEMA` plus
 rejected rows with a reason. ``-`` means "empty" in v1 and is stored as NULL for country,
 user agent and referer, whichever version it came from.
 """
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import msgspec
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cdnlake.client.logging_api import V2_WIRE_SCHEMA as V2_SCHEMA
 from cdnlake.client.logging_api import V2Record
+from cdnlake.ingest.decode import V2_WIRE_SCHEMA as V2_SCHEMA
+from cdnlake.ingest.decode import records_frame
 
 URL_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]*://"
 # What with_url_parts computes, as one pattern: scheme, host, and path (empty or from "/").
@@ -31,8 +31,6 @@ REJECT_SCHEMA: dict[str, pl.DataType] = {
     "kind": pl.String(),
     "request_id": pl.String(),
 }
-
-_V2_FIELDS = [f for f in V2Record.__struct_fields__]
 
 
 def dash_to_null(column: str) -> pl.Expr:
@@ -105,15 +103,6 @@ def parse_timestamps(text: pl.Series) -> pl.Series:
         fallback = stamp.str.to_datetime(time_unit="ms", time_zone="UTC", strict=False)
         ts = frame.select(pl.coalesce(ts, fallback)).to_series()
     return ts.alias("ts")
-
-
-def records_frame(records: Sequence[V2Record]) -> pl.DataFrame:
-    """Decoded records as a frame with the wire's column names."""
-    # Transpose in C: one tuple per record, then one tuple per field.
-    columns = list(zip(*map(msgspec.structs.astuple, records), strict=True)) or [
-        () for _ in _V2_FIELDS
-    ]
-    return pl.DataFrame(dict(zip(_V2_FIELDS, columns, strict=True)), schema=V2_SCHEMA)
 
 
 def v2_frame(

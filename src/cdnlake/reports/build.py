@@ -14,7 +14,6 @@ from typing import Any
 
 from cdnlake.config import Config
 from cdnlake.errors import UsageError
-from cdnlake.lake.layout import tmp_sibling
 from cdnlake.warehouse.db import Warehouse
 from cdnlake.warehouse.named import get_named
 
@@ -94,7 +93,7 @@ def collect(config: Config, day: date, zone: int | None = None) -> ReportData:
         "hit_statuses": ",".join(config.report.hit_statuses),
         "top_n": str(config.report.top_n),
     }
-    with Warehouse(config.storage).connect(read_only=True) as con:
+    with Warehouse(config.storage).connect() as con:
         for name, query_name, fixed, title in SECTIONS:
             if name == "zones" and zone is not None:
                 continue
@@ -108,7 +107,8 @@ def collect(config: Config, day: date, zone: int | None = None) -> ReportData:
 
 
 def _write_atomic(path: Path, content: str) -> None:
-    tmp = tmp_sibling(path)
+    """Readers see the old file or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(content, encoding="utf-8")
         os.replace(tmp, path)

@@ -8,14 +8,10 @@ import msgspec
 import polars as pl
 import pytest
 
-from cdnlake.client.logging_api import (
-    decode_v2_batch,
-    decode_v2_fast,
-    decode_v2_page,
-    split_page,
-)
+from cdnlake.client.logging_api import decode_v2_page
 from cdnlake.emulator.traffic import Traffic, ZoneSpec
-from cdnlake.ingest.normalize import normalize_v2, parse_timestamps, records_frame
+from cdnlake.ingest.decode import decode_v2_batch, decode_v2_fast, records_frame, split_page
+from cdnlake.ingest.normalize import normalize_v2, parse_timestamps
 
 
 def page_body(n: int = 500) -> bytes:

@@ -1,0 +1,48 @@
+"""``cdnlake migrate-lake`` and ``cdnlake maintain``: the lake's own upkeep."""
+
+from __future__ import annotations
+
+import argparse
+
+from cdnlake.cli.common import load
+
+
+def migrate_lake(args: argparse.Namespace) -> int:
+    from cdnlake.lake.migrate import migrate_lake as migrate
+
+    config = load(args, default_level="WARNING", legacy_ok=True)
+    report = migrate(config.storage)
+    if not report.moved_to:
+        print(f"nothing to migrate: the lake at {config.storage.lake_location} is Delta already")
+        return 0
+    for folder in report.moved_to:
+        print(f"migrated {folder} (kept there: the earlier lake, state and warehouse)")
+    for table in sorted(report.rows):
+        print(
+            f"  {table}: {report.rows[table]} rows added, {report.duplicates[table]} already there"
+        )
+    for table, rows in sorted(report.bookkeeping.items()):
+        print(f"  {table}: {rows} rows added")
+    for line in report.unreadable:
+        print(f"  NOT MIGRATED (unreadable, kept): {line}")
+    return 1 if report.unreadable else 0
+
+
+def maintain(args: argparse.Namespace) -> int:
+    from cdnlake.lake.maintain import maintain as run_maintain
+    from cdnlake.lake.store import Lake
+
+    config = load(args, default_level="WARNING")
+    if args.zone:
+        config.select_all_zones(args.zone)  # unknown ids are refused
+    report = run_maintain(
+        Lake.from_config(config.storage),
+        args.zone,
+        retention_hours=args.retention_hours,
+        check_all=args.check_all,
+    )
+    for table in report.tables:
+        print(table.line())
+    if not report.tables:
+        print("the lake has no tables yet")
+    return 1 if any(t.damaged for t in report.tables) else 0

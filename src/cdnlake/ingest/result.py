@@ -1,0 +1,203 @@
+"""What one zone pass did, how it ended, and who hears about it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import polars as pl
+
+from cdnlake.client.core import RequestStats
+from cdnlake.errors import (
+    CdnlakeError,
+    DataError,
+    RejectedInputError,
+    StopRequested,
+    StorageError,
+    ZoneBusyError,
+)
+from cdnlake.lake.commit import Written
+from cdnlake.lake.damage import DamagedFile
+
+log = logging.getLogger("cdnlake.ingest")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def this_daemon() -> str:
+    """``host:pid``: which process ran a pass (``ingest_runs.daemon``)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def breakdown(reasons: Counter[str]) -> str:
+    """``149 bad timestamp, 1 wrong field count``: most common first."""
+    return ", ".join(f"{n} {kind}" for kind, n in reasons.most_common())
+
+
+@dataclass
+class Gap:
+    gap_from: datetime
+    gap_to: datetime
+    reason: str
+
+
+@dataclass
+class ZoneResult:
+    zone_id: int
+    source: str
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    started: datetime = field(default_factory=utcnow)
+    finished: datetime | None = None
+    window_from: datetime | None = None
+    window_to: datetime | None = None
+    reached: datetime | None = None
+    pages: int = 0
+    rows: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    parsed: int = 0  # rows that parsed, new or duplicate
+    lines: int = 0  # lines read (files), blank ones included
+    blank: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)  # rejects by kind
+    outcome: str = "ok"
+    error: str | None = None
+    gaps: list[Gap] = field(default_factory=list)
+    stats: RequestStats = field(default_factory=RequestStats)
+    notes: list[str] = field(default_factory=list)
+    damaged: list[DamagedFile] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+    def absorb(self, written: Written) -> None:
+        self.rows += written.new
+        self.duplicates += written.duplicates
+        self.damaged.extend(written.damaged)
+
+    def add_rejects(self, frame: pl.DataFrame) -> None:
+        self.rejected += frame.height
+        self.reasons.update(frame["kind"].to_list())
+
+    def rejected_text(self) -> str:
+        """``3 rejected (2 bad timestamp, 1 wrong field count)``."""
+        detail = f" ({breakdown(self.reasons)})" if self.reasons else ""
+        return f"{self.rejected} rejected{detail}"
+
+    def check_input(self, noun: str) -> None:
+        """Fail a pass that was given input but could take nothing from it."""
+        if self.rejected and not self.parsed:
+            raise RejectedInputError(
+                f"all {self.rejected} {noun} rejected: {breakdown(self.reasons)}"
+            )
+
+    def summary(self) -> str:
+        reached = self.reached.strftime("%Y-%m-%d %H:%M:%SZ") if self.reached else "-"
+        seconds = ((self.finished or utcnow()) - self.started).total_seconds()
+        kind = "shield zone" if self.source == "shield" else "zone"
+        text = (
+            f"{kind} {self.zone_id} [{self.source}] {self.outcome}: reached {reached}, "
+            f"{self.pages} pages, {self.rows} rows, {self.duplicates} duplicates dropped, "
+            f"{self.rejected_text()}, {self.stats.rate_limited} 429s, {seconds:.1f}s"
+        )
+        if self.gaps:
+            text += f", {len(self.gaps)} gap(s)"
+        if self.error:
+            text += f" - {self.error}"
+        return text
+
+    def run_row(self) -> dict[str, Any]:
+        s = self.stats
+        return {
+            "run_id": self.run_id,
+            "source": self.source,
+            "started": self.started,
+            "finished": self.finished,
+            "window_from": self.window_from,
+            "window_to": self.window_to,
+            "pages": self.pages,
+            "rows": self.rows,
+            "duplicates_dropped": self.duplicates,
+            "rejected": self.rejected,
+            "rate_limited": s.rate_limited,
+            "retries": s.retries,
+            "server_errors": s.server_errors,
+            "transport_errors": s.transport_errors,
+            "outcome": self.outcome,
+            "error": self.error,
+            "daemon": this_daemon(),
+        }
+
+    def gap_rows(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "gap_from": g.gap_from,
+                "gap_to": g.gap_to,
+                "reason": g.reason,
+                "detected_at": self.started,
+                "run_id": self.run_id,
+                "source": self.source,
+            }
+            for g in self.gaps
+        ]
+
+
+def classify(exc: BaseException | None) -> tuple[str, str | None]:
+    """The outcome and error text of a pass that ended with ``exc`` (None: it did not)."""
+    if exc is None:
+        return "ok", None
+    if isinstance(exc, ZoneBusyError):
+        return "busy", str(exc)
+    if isinstance(exc, StopRequested):
+        return "stopped", "stopped before the pass completed"
+    if isinstance(exc, (DataError, StorageError)):  # the message names the file and fault
+        return "failed", str(exc)
+    if isinstance(exc, CdnlakeError):
+        return "failed", f"{type(exc).__name__}: {exc}"
+    return "failed", f"internal error: {type(exc).__name__}: {exc}"
+
+
+@contextmanager
+def pass_outcome(result: ZoneResult, label: str) -> Iterator[None]:
+    """Turn whatever ends a zone pass into its outcome; a failing zone stops no other."""
+    try:
+        yield
+    except Exception as exc:
+        if not isinstance(exc, CdnlakeError):  # a bug must not take the other zones down
+            log.exception("%s: unexpected failure", label)
+        result.outcome, result.error = classify(exc)
+    result.finished = result.finished or utcnow()
+
+
+class Progress(Protocol):
+    def update(self, result: ZoneResult) -> None: ...
+
+    def finished(self, result: ZoneResult) -> None: ...
+
+
+class LogProgress:
+    """Where no one watches (the daemon): each zone's summary goes to the log."""
+
+    def update(self, result: ZoneResult) -> None:
+        pass
+
+    def finished(self, result: ZoneResult) -> None:
+        log.log(logging.INFO if result.ok else logging.WARNING, result.summary())
+        for gap in result.gaps:
+            log.warning(
+                "zone %s: DATA LOST from %s to %s: %s",
+                result.zone_id,
+                gap.gap_from.isoformat(),
+                gap.gap_to.isoformat(),
+                gap.reason,
+            )

@@ -1,0 +1,214 @@
+"""Exactly-once commits of one zone's rows, with the zone's progress in the same commit.
+
+Delta gives the rest, as an existing protocol:
+
+- a commit is atomic: readers see all of its files or none;
+- the zone's progress (watermark, cursors) travels as Delta *application transactions*
+  (app id ``cdnlake/<table>/<zone>...``) inside the very commit that adds the rows it
+  covers, so data and progress can never disagree;
+- every commit of a zone updates the zone's app id, and Delta refuses a commit when
+  another one updated the same app id since this writer's snapshot ("concurrent
+  transaction"): the loser re-reads the table, drops what the winner added, and tries
+  again. Two processes on one zone (a stale one and its successor) never duplicate a
+  request.
+
+Deduplication reads only the keys of the files that can hold the rows being written: the
+zone and date partitions, and files whose ``ts`` statistics overlap the rows' time range
+(a request's timestamp is part of the record, so a repeat has the same one). Its cost
+follows the window being written, not the table.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as ds
+from deltalake import CommitProperties, Transaction, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError
+
+from cdnlake.errors import StorageError, ZoneBusyError
+from cdnlake.lake.damage import DamagedFile, set_aside
+from cdnlake.lake.schema import TableSpec
+from cdnlake.lake.store import Lake, first_line
+
+log = logging.getLogger(__name__)
+
+CONFLICT_RETRIES = 5  # re-reads after a concurrent commit on the same zone
+# A repeat of a request may carry its time in seconds (some v1 exports) where the lake
+# has milliseconds: look this much around the rows' time range for their keys.
+TS_SLACK = timedelta(seconds=1)
+
+
+@dataclass
+class Written:
+    """What one commit did."""
+
+    new: int = 0
+    duplicates: int = 0
+    damaged: list[DamagedFile] = field(default_factory=list)
+    files_read: int = 0  # data files read to find repeats (follows the window, not the table)
+
+
+def readable(fragment: ds.Fragment, key: str) -> bool:
+    """Whether a data file reads at all: only a file that does not is set aside."""
+    try:
+        fragment.to_table(columns=[key])
+    except (OSError, pa.ArrowInvalid):
+        return False
+    return True
+
+
+def prepare(spec: TableSpec, zone_id: int, rows: pl.DataFrame) -> pl.DataFrame:
+    """Rows as the table stores them: partitions added, microsecond UTC times, each key
+    once (the first wins), ordered by time so each file's ``ts`` statistics are tight."""
+    columns = [pl.lit(zone_id, pl.Int64).alias(spec.zone_column)]
+    if spec.by_date:
+        columns.append(pl.col("ts").dt.date().alias("date"))
+    frame = rows.with_columns(pl.col("ts").dt.cast_time_unit("us")).with_columns(columns)
+    frame = frame.select([pl.col(c).cast(t) for c, t in spec.schema.items()])
+    if spec.key is not None and frame.height and frame[spec.key].n_unique() < frame.height:
+        frame = frame.unique(subset=[spec.key], keep="first", maintain_order=True)
+    if frame.height and not frame["ts"].is_sorted():
+        frame = frame.sort("ts")
+    return frame
+
+
+class ZoneWriter:
+    """Commits rows of one zone into one exactly-once table (``requests``/``shield_events``)."""
+
+    def __init__(self, lake: Lake, spec: TableSpec, zone_id: int) -> None:
+        if spec.key is None:
+            raise ValueError(f"{spec.name} has no key")
+        self.lake = lake
+        self.spec = spec
+        self.zone_id = zone_id
+        self.table = lake.open_or_create(spec)
+
+    def empty(self) -> pl.DataFrame:
+        """No rows: a commit of progress alone."""
+        return pl.DataFrame(schema=self.spec.columns)
+
+    # -- progress ------------------------------------------------------------------------
+    def progress(self, part: str = "") -> int | None:
+        """The version of the zone's app transaction ``part`` as of the newest commit."""
+        self.refresh()
+        version: int | None = self.table.transaction_version(self.spec.app_id(self.zone_id, part))
+        return version
+
+    def refresh(self) -> None:
+        try:
+            self.table.update_incremental()
+        except Exception as exc:
+            raise StorageError(
+                f"lake table {self.lake.table_uri(self.spec)} cannot be read: {first_line(exc)}"
+            ) from None
+
+    # -- the commit ----------------------------------------------------------------------
+    def commit(self, rows: pl.DataFrame, progress: dict[str, int]) -> Written:
+        """Add the rows not yet in the table and set the zone's progress, in one commit.
+
+        ``progress`` maps app-id parts ("" for the watermark) to versions. The zone's main
+        app id is always part of the commit (unchanged if not given), so that any two
+        commits of one zone conflict and the loser re-reads.
+        """
+        frame = prepare(self.spec, self.zone_id, rows)
+        written = Written()
+        for _attempt in range(CONFLICT_RETRIES + 1):
+            self.refresh()
+            new, damaged = self._new_rows(frame, written)
+            written.damaged += damaged
+            if damaged:  # set aside: the files are gone from the table; look again
+                self.refresh()
+                new, more = self._new_rows(frame, written)
+                written.damaged += more
+            txns = self._transactions(progress)
+            try:
+                write_deltalake(
+                    self.table,
+                    new.to_arrow(),
+                    mode="append",
+                    partition_by=self.spec.partition_by,
+                    commit_properties=CommitProperties(app_transactions=txns),
+                )
+            except CommitFailedError as exc:
+                if "concurrent" not in str(exc).lower():
+                    raise StorageError(f"lake commit failed: {first_line(exc)}") from None
+                log.info(
+                    "zone %s: another process committed to %s; re-reading",
+                    self.zone_id,
+                    self.spec.name,
+                )
+                continue
+            except (OSError, DeltaError) as exc:
+                raise StorageError(
+                    f"cannot write to {self.lake.table_uri(self.spec)}: {first_line(exc)}"
+                ) from None
+            written.new = new.height
+            written.duplicates = frame.height - new.height
+            return written
+        raise ZoneBusyError(
+            f"zone {self.zone_id}: other processes kept committing to {self.spec.name}; "
+            "nothing was written, the next pass tries again"
+        )
+
+    def _transactions(self, progress: dict[str, int]) -> list[Transaction]:
+        now_ms = int(time.time() * 1000)
+        versions = dict(progress)
+        if "" not in versions:  # unchanged; 0 where the zone has no watermark yet
+            current = self.table.transaction_version(self.spec.app_id(self.zone_id))
+            versions[""] = current if current is not None else 0
+        return [
+            Transaction(self.spec.app_id(self.zone_id, part), int(version), now_ms)
+            for part, version in sorted(versions.items())
+        ]
+
+    def _new_rows(
+        self, frame: pl.DataFrame, written: Written
+    ) -> tuple[pl.DataFrame, list[DamagedFile]]:
+        """The rows whose key the table does not hold yet, reading only where they can be."""
+        if frame.height == 0:
+            return frame, []
+        key = self.spec.key
+        assert key is not None
+        lo = frame["ts"].min()
+        hi = frame["ts"].max()
+        assert isinstance(lo, datetime) and isinstance(hi, datetime)
+        where = ds.field(self.spec.zone_column) == self.zone_id
+        if self.spec.by_date:
+            days = pa.array(frame["date"].unique().to_list(), pa.date32())
+            where = where & ds.field("date").isin(days)
+        stamp = pa.timestamp("us", "UTC")
+        in_range = (ds.field("ts") >= pa.scalar(lo - TS_SLACK, stamp)) & (
+            ds.field("ts") <= pa.scalar(hi + TS_SLACK, stamp)
+        )
+        partitions: list[tuple[str, str, Any]] = [(self.spec.zone_column, "=", str(self.zone_id))]
+        if self.spec.by_date:
+            partitions.append(("date", "in", [d.isoformat() for d in frame["date"].unique()]))
+        dataset = self.lake.dataset(self.spec, self.table, partitions)
+        seen: list[pa.ChunkedArray] = []
+        damaged: list[DamagedFile] = []
+        # Partitions and file statistics choose the files; the time range, their rows.
+        for fragment in dataset.get_fragments(filter=where & in_range):
+            written.files_read += 1
+            try:
+                part = fragment.to_table(columns=[key, "ts"], filter=in_range)
+            except (OSError, pa.ArrowInvalid) as exc:
+                if readable(fragment, key):
+                    raise StorageError(
+                        f"cannot read {self.spec.name}/{fragment.path}: {first_line(exc)}"
+                    ) from None
+                damaged.append(set_aside(self.lake, self.spec, self.table, fragment.path, exc))
+                continue
+            seen.append(part.column(key))
+        if damaged:
+            self.table.repair(dry_run=False)  # drop the set-aside files from the table
+        if not seen:
+            return frame, damaged
+        existing = pl.concat([pl.Series(key, c, pl.String) for c in seen])
+        return frame.filter(~pl.col(key).is_in(existing.implode())), damaged

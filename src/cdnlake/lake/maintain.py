@@ -1,0 +1,134 @@
+"""Keeping the lake small and fast to open: compact, checkpoint, vacuum.
+
+Every pass adds a few small files (a daemon polling each minute: over a thousand a day
+per zone and table). ``maintain`` rewrites each partition's small files into few large
+ones, writes a checkpoint (so opening a table reads one file, not every commit since
+the first), vacuums data files that no version within the retention period needs, and
+drops log files older than Delta's log retention. Application transactions (the zones'
+watermarks and cursors) live in the log and its checkpoints and are kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from cdnlake.errors import StorageError
+from cdnlake.lake.bookkeeping import Bookkeeping
+from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake.damage import DamagedFile, unreadable_files
+from cdnlake.lake.progress import rewind
+from cdnlake.lake.schema import TABLES, TableSpec
+from cdnlake.lake.store import Lake, first_line
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RETENTION_HOURS = 168  # Delta's default: readers of week-old snapshots still work
+PROVIDER_RETENTION = timedelta(days=3)  # what can still be read again
+TARGET_FILE_BYTES = 256 << 20
+
+
+@dataclass
+class TableReport:
+    table: str
+    files_before: int = 0
+    files_after: int = 0
+    compacted: int = 0  # small files rewritten
+    vacuumed: int = 0  # data files removed from storage
+    damaged: list[DamagedFile] = field(default_factory=list)
+
+    def line(self) -> str:
+        text = (
+            f"{self.table}: {self.files_before} -> {self.files_after} files, "
+            f"{self.compacted} compacted, {self.vacuumed} vacuumed"
+        )
+        for d in self.damaged:
+            text += f"; DAMAGED {d.path} ({d.reason}), kept as {d.moved_to}"
+        return text
+
+
+@dataclass
+class MaintainReport:
+    tables: list[TableReport] = field(default_factory=list)
+
+
+def maintain(
+    lake: Lake,
+    zones: list[int] | None = None,
+    *,
+    retention_hours: int = DEFAULT_RETENTION_HOURS,
+    check_all: bool = False,
+    now: datetime | None = None,
+) -> MaintainReport:
+    """Check, compact the zones' partitions (all without ``zones``), checkpoint, vacuum.
+
+    The check reads every data file that the provider could still serve again (all of
+    them with ``check_all``): one that does not read is set aside and its span read
+    again by the next pass, or recorded in ``ingest_gaps`` when it is past retention.
+    """
+    now = now or datetime.now(UTC)
+    report = MaintainReport()
+    for spec in TABLES:
+        table = lake.open(spec)
+        if table is None:
+            continue
+        item = TableReport(spec.name, files_before=len(table.file_uris()))
+        if spec.key is not None:
+            since = None if check_all else now - PROVIDER_RETENTION
+            item.damaged = unreadable_files(lake, spec, table, since)
+            _read_again(lake, spec, item.damaged, now)
+            table.update_incremental()
+        try:
+            filters = [[(spec.zone_column, "=", str(z))] for z in zones] if zones else [None]
+            for partition_filter in filters:
+                metrics = table.optimize.compact(
+                    partition_filters=partition_filter,  # type: ignore[arg-type]
+                    target_size=TARGET_FILE_BYTES,
+                    min_commit_interval=timedelta(minutes=1),
+                )
+                item.compacted += int(metrics.get("numFilesRemoved", 0))
+            table.update_incremental()
+            table.create_checkpoint()
+            removed = table.vacuum(
+                retention_hours=retention_hours,
+                dry_run=False,
+                enforce_retention_duration=retention_hours >= DEFAULT_RETENTION_HOURS,
+            )
+            item.vacuumed = len(removed)
+            table.cleanup_metadata()
+        except Exception as exc:
+            raise StorageError(
+                f"maintain {spec.name}: {first_line(exc)} (a damaged file older than the "
+                "provider's retention? `cdnlake maintain --check-all` sets those aside)"
+            ) from None
+        table.update_incremental()
+        item.files_after = len(table.file_uris())
+        log.info("maintain %s", item.line())
+        report.tables.append(item)
+    return report
+
+
+def _read_again(lake: Lake, spec: TableSpec, damaged: list[DamagedFile], now: datetime) -> None:
+    """Rewind the zones of damaged files the provider still has; record the rest lost."""
+    oldest = now - PROVIDER_RETENTION + timedelta(minutes=2)
+    gaps: dict[int, list[dict[str, object]]] = {}
+    for d in damaged:
+        start, end = d.start or oldest, d.end or now
+        if end > oldest:
+            rewind(ZoneWriter(lake, spec, d.zone_id), max(start, oldest))
+        else:
+            gaps.setdefault(d.zone_id, []).append(
+                {
+                    "gap_from": start,
+                    "gap_to": end,
+                    "reason": f"lake file {d.path} was damaged ({d.reason}); kept as "
+                    f"{d.moved_to}; past retention",
+                    "detected_at": now,
+                    "run_id": f"maintain-{uuid.uuid4().hex[:8]}",
+                    "source": "shield" if spec.name == "shield_events" else "maintain",
+                }
+            )
+    for zone_id, rows in gaps.items():
+        Bookkeeping(lake).record_gaps(zone_id, rows)

@@ -1,0 +1,194 @@
+"""``migrate-lake``: an hour-file lake of an earlier cdnlake into the Delta tables.
+
+The earlier layout: ``<root>/lake/requests/pull_zone_id=<id>/date=<day>/part-<HH>.parquet``
+(and ``shield_events`` likewise), watermarks in ``<root>/state/{zones,shield}/<id>.json``,
+bookkeeping in ``<root>/warehouse.duckdb``. Migration first moves all three into
+``<root>/migrated-<stamp>/`` (renames, so the Delta tables can take the lake's place and
+nothing of the old is lost or deleted), then copies them in through the same
+exactly-once commits as ingestion, and marks the folder done. A run that was cut off is
+finished by the next; a run over a migrated lake finds nothing to do. So migrating twice
+gives the same lake as once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+from deltalake import write_deltalake
+
+from cdnlake.config import StorageConfig
+from cdnlake.errors import StorageError
+from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, to_ms
+from cdnlake.lake.schema import (
+    INGEST_GAPS,
+    INGEST_RUNS,
+    REJECTED_LINES,
+    REQUESTS,
+    SHIELD_EVENTS,
+    TableSpec,
+)
+from cdnlake.lake.store import Lake, first_line
+
+log = logging.getLogger(__name__)
+
+DONE_MARKER = "MIGRATED"
+# (table, the state folder of its zones' watermarks)
+LEGACY_TABLES = ((REQUESTS, "zones"), (SHIELD_EVENTS, "shield"))
+
+
+def legacy_lake(storage: StorageConfig) -> Path | None:
+    """``<root>/lake`` when it holds hour files of an earlier cdnlake, else None."""
+    lake = storage.root / "lake"
+    for spec, _ in LEGACY_TABLES:
+        folder = lake / spec.name
+        delta = (folder / "_delta_log").exists()
+        parts = folder.is_dir() and next(folder.glob(f"{spec.zone_column}=*/date=*/part-*"), None)
+        if parts and not delta:
+            return lake
+    return None
+
+
+@dataclass
+class MigrationReport:
+    moved_to: list[Path] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    duplicates: dict[str, int] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)
+    bookkeeping: dict[str, int] = field(default_factory=dict)
+
+    def count(self, table: str, rows: int, duplicates: int) -> None:
+        self.rows[table] = self.rows.get(table, 0) + rows
+        self.duplicates[table] = self.duplicates.get(table, 0) + duplicates
+
+
+def migrate_lake(storage: StorageConfig, lake: Lake | None = None) -> MigrationReport:
+    lake = lake or Lake.from_config(storage)
+    report = MigrationReport()
+    old = legacy_lake(storage)
+    if old is not None:
+        aside = storage.root / f"migrated-{time.strftime('%Y%m%dT%H%M%S')}"
+        aside.mkdir()
+        for name in ("lake", "state", "warehouse.duckdb", "warehouse.duckdb.wal"):
+            if (storage.root / name).exists():
+                (storage.root / name).replace(aside / name)
+        log.info("earlier lake moved to %s", aside)
+    for folder in sorted(storage.root.glob("migrated-*")):
+        if folder.is_dir() and not (folder / DONE_MARKER).exists():
+            _import(folder, lake, report)
+            (folder / DONE_MARKER).write_text(f"migrated {datetime.now(UTC).isoformat()}\n")
+            report.moved_to.append(folder)
+    return report
+
+
+def _import(folder: Path, lake: Lake, report: MigrationReport) -> None:
+    for spec, state_kind in LEGACY_TABLES:
+        zones = sorted((folder / "lake" / spec.name).glob(f"{spec.zone_column}=*"))
+        for zone_dir in zones:
+            zone_id = int(zone_dir.name.split("=", 1)[1])
+            writer = ZoneWriter(lake, spec, zone_id)
+            for day_dir in sorted(zone_dir.glob("date=*")):
+                frames = []
+                for part in sorted(day_dir.glob("part-*.parquet")):
+                    try:
+                        frames.append(pl.read_parquet(part))
+                    except Exception as exc:
+                        report.unreadable.append(f"{part}: {first_line(exc)}")
+                if frames:
+                    written = writer.commit(pl.concat(frames, how="vertical_relaxed"), {})
+                    report.count(spec.name, written.new, written.duplicates)
+            state = folder / "state" / state_kind / f"{zone_id}.json"
+            progress = _progress(state)
+            if progress and not writer.progress(""):  # 0: rows, but no watermark yet
+                writer.commit(writer.empty(), progress)
+    warehouse = folder / "warehouse.duckdb"
+    if warehouse.exists():
+        _bookkeeping(warehouse, lake, report)
+
+
+def _progress(path: Path) -> dict[str, int]:
+    """An earlier state file as app-transaction versions (see :mod:`cdnlake.lake.progress`)."""
+    try:
+        data: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    progress: dict[str, int] = {}
+    if data.get("watermark"):
+        progress[WATERMARK] = to_ms(datetime.fromisoformat(data["watermark"]))
+    days = sorted((date.fromisoformat(k), v) for k, v in (data.get("v1_days") or {}).items())
+    if days:
+        open_days = [(d, v) for d, v in days if not v.get("complete")]
+        if open_days:
+            day, lines = open_days[0][0], int(open_days[0][1].get("lines", 0))
+        else:
+            day, lines = days[-1][0] + timedelta(days=1), 0
+        progress[DAYS] = DayCursor(day, lines).encode()
+    return progress
+
+
+def _bookkeeping(path: Path, lake: Lake, report: MigrationReport) -> None:
+    """Runs, gaps and rejected lines from the earlier warehouse file, each once."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        if "ingest_runs" in tables:
+            runs = _frame(con, "ingest_runs")
+            _append_new(lake, INGEST_RUNS, runs, ["run_id"], report)
+        if "ingest_gaps" in tables:
+            gaps = _frame(con, "ingest_gaps")
+            _append_new(lake, INGEST_GAPS, gaps, ["run_id", "gap_from", "gap_to"], report)
+        if "rejected_lines" in tables:
+            rejects = _frame(con, "rejected_lines")
+            if "record_key" not in rejects.columns:
+                rejects = rejects.with_columns(
+                    pl.concat_str(
+                        pl.col("file"), pl.lit(":"), pl.col("line_number").cast(pl.String)
+                    ).alias("record_key")
+                )
+            _append_new(lake, REJECTED_LINES, rejects, ["record_key"], report)
+    finally:
+        con.close()
+
+
+def _frame(con: duckdb.DuckDBPyConnection, table: str) -> pl.DataFrame:
+    frame = pl.from_arrow(con.sql(f"SELECT * FROM {table}").to_arrow_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _append_new(
+    lake: Lake, spec: TableSpec, frame: pl.DataFrame, key: list[str], report: MigrationReport
+) -> None:
+    """Rows of an earlier bookkeeping table that the Delta table lacks, by ``key``."""
+    frame = frame.rename({"pull_zone_id": spec.zone_column}) if "pull_zone_id" in frame else frame
+    frame = frame.rename({"duplicates": "duplicates_dropped"}) if "duplicates" in frame else frame
+    columns = []
+    for name, dtype in spec.schema.items():
+        if name in frame.columns:
+            column = pl.col(name)
+            if dtype == pl.Datetime("us", "UTC"):
+                column = column.dt.convert_time_zone("UTC").dt.cast_time_unit("us")
+            columns.append(column.cast(dtype).alias(name))
+        else:
+            columns.append(pl.lit(None, dtype).alias(name))
+    frame = frame.select(columns).unique(subset=[spec.zone_column, *key], keep="first")
+    table = lake.open_or_create(spec)
+    existing = pl.from_arrow(table.to_pyarrow_table(columns=[spec.zone_column, *key]))
+    assert isinstance(existing, pl.DataFrame)
+    if existing.height:
+        frame = frame.join(existing, on=[spec.zone_column, *key], how="anti", nulls_equal=True)
+    if frame.height:
+        try:
+            write_deltalake(table, frame.to_arrow(), mode="append", partition_by=spec.partition_by)
+        except Exception as exc:
+            raise StorageError(f"cannot write {spec.name}: {first_line(exc)}") from None
+    report.bookkeeping[spec.name] = report.bookkeeping.get(spec.name, 0) + frame.height

@@ -1,0 +1,115 @@
+"""Where the lake's Delta tables live (local disk or S3) and how they are opened.
+
+Every table is a Delta table under ``storage.lake_uri``. Nothing here holds a path beyond
+that URI, so a lake can be moved, copied or read by any Delta reader. S3 credentials come
+from the standard AWS environment only; the config names the endpoint and region.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from cdnlake.config import StorageConfig
+from cdnlake.errors import ConfigError, DataError, StorageError
+from cdnlake.lake.schema import TableSpec
+
+log = logging.getLogger(__name__)
+
+# Delta checkpoints every this many commits, so opening a table reads one checkpoint and
+# at most this many small commit files, however old the table is.
+CHECKPOINT_INTERVAL = "100"
+TABLE_CONFIGURATION = {"delta.checkpointInterval": CHECKPOINT_INTERVAL}
+
+
+@dataclass(frozen=True)
+class Lake:
+    """The lake at one URI: ``file:///…`` or a local path, or ``s3://bucket/prefix``."""
+
+    uri: str
+    storage_options: dict[str, str]
+
+    @classmethod
+    def from_config(cls, storage: StorageConfig) -> Lake:
+        return cls(storage.lake_location, storage.storage_options())
+
+    @property
+    def local(self) -> Path | None:
+        return None if "://" in self.uri else Path(self.uri)
+
+    def table_uri(self, spec: TableSpec) -> str:
+        return f"{self.uri.rstrip('/')}/{spec.name}"
+
+    def open(self, spec: TableSpec) -> DeltaTable | None:
+        """The table as it is now, or None while nothing was ever written to it."""
+        try:
+            return DeltaTable(self.table_uri(spec), storage_options=self.storage_options)
+        except TableNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"lake table {self.table_uri(spec)} cannot be read: {exc}") from None
+        except Exception as exc:  # a damaged log, an unreachable store
+            raise DataError(
+                f"lake table {self.table_uri(spec)} cannot be opened: {first_line(exc)}"
+            ) from None
+
+    def open_or_create(self, spec: TableSpec) -> DeltaTable:
+        table = self.open(spec)
+        if table is not None:
+            return table
+        try:
+            return DeltaTable.create(
+                self.table_uri(spec),
+                spec.arrow_schema(),
+                mode="ignore",
+                partition_by=spec.partition_by,
+                configuration=TABLE_CONFIGURATION,
+                storage_options=self.storage_options,
+            )
+        except OSError as exc:
+            raise StorageError(f"cannot create lake table {self.table_uri(spec)}: {exc}") from None
+        except Exception:
+            # Another process or thread created it first: its table is as good as ours.
+            table = self.open(spec)
+            if table is None:
+                raise
+            return table
+
+    def dataset(
+        self, spec: TableSpec, table: DeltaTable, partitions: list[Any] | None = None
+    ) -> ds.Dataset:
+        """The table's current snapshot as an Arrow dataset over Arrow's own filesystem.
+
+        Arrow's native local and S3 filesystems read the data files directly (no calls
+        back into Python while DuckDB or polars scan); partition values and per-file
+        statistics come from the Delta log, so filters prune files.
+        """
+        files = pafs.SubTreeFileSystem(spec.name, self.filesystem())
+        return table.to_pyarrow_dataset(file_pruning_predicate=partitions, filesystem=files)
+
+    def filesystem(self) -> pafs.FileSystem:
+        """A pyarrow filesystem rooted at the lake."""
+        if self.local is not None:
+            self.local.mkdir(parents=True, exist_ok=True)
+            return pafs.SubTreeFileSystem(str(self.local.resolve()), pafs.LocalFileSystem())
+        if not self.uri.startswith("s3://"):
+            raise ConfigError(f"storage.lake_uri: unsupported scheme in {self.uri!r}")
+        opts = self.storage_options
+        s3 = pafs.S3FileSystem(
+            endpoint_override=opts.get("AWS_ENDPOINT_URL") or None,
+            region=opts.get("AWS_REGION") or None,
+            scheme="http" if opts.get("AWS_ALLOW_HTTP") == "true" else "https",
+        )
+        return pafs.SubTreeFileSystem(self.uri.removeprefix("s3://").rstrip("/"), s3)
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

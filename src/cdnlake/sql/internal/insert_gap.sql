@@ -1,1 +1,0 @@
-INSERT INTO ingest_gaps VALUES ($zone, $gap_from, $gap_to, $reason, $detected_at, $run_id);

@@ -1,0 +1,132 @@
+"""The Delta commit protocol as cdnlake uses it, on a local lake and on S3 (moto)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+import pytest
+from deltalake import DeltaTable
+
+from cdnlake.config import build_config
+from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake.maintain import maintain
+from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, from_ms, to_ms
+from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
+from cdnlake.lake.store import Lake
+from cdnlake.warehouse.db import Warehouse
+
+BASE = datetime(2026, 11, 20, tzinfo=UTC)
+
+
+def rows(first: int, n: int, at: datetime, tag: str = "r") -> pl.DataFrame:
+    """``n`` requests ``tag<first>`` .. one millisecond apart from ``at``."""
+    frame = pl.DataFrame(
+        {
+            "ts": [at + timedelta(milliseconds=i) for i in range(n)],
+            "request_id": [f"{tag}{first + i:08d}" for i in range(n)],
+        }
+    ).with_columns(pl.col("ts").dt.cast_time_unit("ms"))
+    missing = [pl.lit(None, t).alias(c) for c, t in REQUEST_SCHEMA.items() if c not in frame]
+    return frame.with_columns(missing).select(list(REQUEST_SCHEMA))
+
+
+@pytest.fixture
+def storage(tmp_path, lake_kind, request):
+    raw: dict = {"storage": {"root": str(tmp_path / "data")}}
+    if lake_kind == "s3":
+        server = request.getfixturevalue("s3_server")
+        raw["storage"]["lake_uri"] = f"s3://{server.new_bucket()}/lake"
+        raw["storage"]["s3"] = {"endpoint_url": server.url, "allow_http": True}
+    return build_config(raw, base_dir=tmp_path, env={}).storage
+
+
+def test_repeats_are_dropped_and_progress_rides_with_the_rows(storage):
+    lake = Lake.from_config(storage)
+    writer = ZoneWriter(lake, REQUESTS, 1)
+    first = writer.commit(rows(0, 1000, BASE), {WATERMARK: to_ms(BASE), DAYS: 5 << 32})
+    again = writer.commit(rows(500, 1000, BASE + timedelta(milliseconds=500)), {})
+    assert (first.new, first.duplicates) == (1000, 0)
+    assert (again.new, again.duplicates) == (500, 500)
+    assert from_ms(writer.progress(WATERMARK)) == BASE  # unchanged when not given
+    assert DayCursor.decode(writer.progress(DAYS)) == DayCursor(DayCursor.decode(5 << 32).day)
+    # A repeat whose time is in seconds (some v1 exports) is still a repeat.
+    seconds = rows(0, 1, BASE.replace(microsecond=0))
+    assert writer.commit(seconds, {}).duplicates == 1
+    table = DeltaTable(lake.table_uri(REQUESTS), storage_options=lake.storage_options)
+    assert table.to_pyarrow_table().num_rows == 1500
+    assert table.transaction_version("cdnlake/requests/1") == to_ms(BASE)
+
+
+def test_deduplication_reads_what_the_window_touches_not_the_table(storage):
+    writer = ZoneWriter(Lake.from_config(storage), REQUESTS, 1)
+    for hour in range(30):
+        writer.commit(rows(hour * 100, 100, BASE + timedelta(hours=hour)), {})
+    late = writer.commit(rows(2900, 150, BASE + timedelta(hours=29)), {})
+    assert late.duplicates == 100 and late.new == 50
+    assert late.files_read == 1  # of 30 files in the table
+
+
+def test_readers_only_ever_see_whole_commits(storage):
+    """polars and DuckDB read while 30 commits of 100 rows land: always a multiple of 100."""
+    lake = Lake.from_config(storage)
+    writer = ZoneWriter(lake, REQUESTS, 1)
+    writer.commit(rows(0, 100, BASE), {})
+    done = threading.Event()
+    seen: list[int] = []
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            for i in range(1, 31):
+                writer.commit(rows(i * 100, 100, BASE + timedelta(minutes=i)), {})
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    def read() -> None:
+        warehouse = Warehouse(storage, lake)
+        uri = lake.table_uri(REQUESTS)
+        while not done.is_set():
+            try:
+                with warehouse.connect() as con:
+                    seen.append(con.execute("SELECT count(*) FROM requests").fetchone()[0])
+                count = pl.scan_delta(uri, storage_options=lake.storage_options or None)
+                seen.append(count.select(pl.len()).collect().item())
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=write), threading.Thread(target=read)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors
+    assert len(seen) >= 4 and all(n % 100 == 0 for n in seen), seen
+    assert max(seen) <= 3100
+
+
+def test_maintain_compacts_checkpoints_vacuums_and_keeps_progress(storage):
+    lake = Lake.from_config(storage)
+    writer = ZoneWriter(lake, REQUESTS, 1)
+    for i in range(40):  # a daemon's small commits
+        writer.commit(rows(i * 10, 10, BASE + timedelta(minutes=i)), {WATERMARK: to_ms(BASE) + i})
+    table = DeltaTable(lake.table_uri(REQUESTS), storage_options=lake.storage_options)
+    assert len(table.file_uris()) == 40
+    report = maintain(lake, retention_hours=0, now=BASE)
+    (requests,) = [t for t in report.tables if t.table == "requests"]
+    assert requests.files_before == 40 and requests.files_after == 1
+    assert requests.compacted == 40 and requests.vacuumed == 40
+    table = DeltaTable(lake.table_uri(REQUESTS), storage_options=lake.storage_options)
+    assert table.to_pyarrow_table().num_rows == 400
+    assert table.transaction_version("cdnlake/requests/1") == to_ms(BASE) + 39
+    local = lake.local
+    if local is not None:
+        log = local / "requests" / "_delta_log"
+        assert list(log.glob("*.checkpoint.parquet"))
+        assert len(list((local / "requests").rglob("*.parquet"))) == 1 + len(
+            list(log.glob("*.checkpoint.parquet"))
+        )

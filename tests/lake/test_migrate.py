@@ -1,0 +1,90 @@
+"""migrate-lake on a lake written by the hour-file cdnlake (tests/fixtures/hourfile_lake.tar.gz:
+two pull zones, v2 and v1, a shield zone, two rejected lines, made by that version's own
+ingest, import-v1 and shield code)."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from tests.conftest import FIXTURES_DIR, lake_frame, load_test_config, run_cli
+
+CONFIG = """[storage]
+root = "data"
+[[zones]]
+id = 1234
+[[zones]]
+id = 1235
+source = "v1"
+[[shield_zones]]
+id = 5001
+"""
+
+
+@pytest.fixture
+def old_lake(tmp_path) -> Path:
+    with tarfile.open(FIXTURES_DIR / "hourfile_lake.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    path = tmp_path / "config.toml"
+    path.write_text(CONFIG)
+    return path
+
+
+def old_rows(root: Path, table: str) -> pl.DataFrame:
+    files = sorted((root / table).rglob("part-*.parquet"))
+    return pl.concat([pl.read_parquet(f) for f in files])
+
+
+def test_other_commands_refuse_an_unconverted_lake(old_lake):
+    for args in (["status"], ["sql", "SELECT 1"], ["ingest"], ["maintain"]):
+        result = run_cli("--config", str(old_lake), *args)
+        assert result.returncode == 2, result.stderr
+        assert "run `cdnlake migrate-lake`" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_migration_is_lossless_and_idempotent(old_lake):
+    root = old_lake.parent / "data"
+    requests, events = old_rows(root / "lake", "requests"), old_rows(root / "lake", "shield_events")
+    con = duckdb.connect(str(root / "warehouse.duckdb"), read_only=True)
+    runs = con.execute("SELECT count(*) FROM ingest_runs").fetchone()[0]
+    rejects = con.execute("SELECT count(*) FROM rejected_lines").fetchone()[0]
+    con.close()
+    first = run_cli("--config", str(old_lake), "migrate-lake")
+    assert first.returncode == 0, first.stderr
+    assert f"requests: {requests.height} rows added" in first.stdout
+    config = load_test_config(old_lake)
+    migrated = lake_frame(config).sort("request_id")
+    assert migrated["request_id"].to_list() == sorted(requests["request_id"].to_list())
+    columns = [c for c in requests.columns if c != "ts"]
+    assert migrated.select(columns).equals(requests.sort("request_id").select(columns))
+    assert (migrated["ts"].dt.epoch("ms") == requests.sort("request_id")["ts"].dt.epoch("ms")).all()
+    assert lake_frame(config, "shield_events").height == events.height
+    assert lake_frame(config, "ingest_runs").height == runs
+    assert lake_frame(config, "rejected_lines").height == rejects == 2
+    # The earlier lake, state and warehouse are kept, not deleted.
+    (aside,) = root.glob("migrated-*")
+    assert (aside / "lake" / "requests").is_dir() and (aside / "warehouse.duckdb").exists()
+    status = run_cli("--config", str(old_lake), "status", "--format", "json")
+    assert '"watermark": "2026-11-20T11:55:00+00:00"' in status.stdout  # carried over
+    snapshot = {t: lake_frame(config, t).height for t in ("requests", "ingest_runs")}
+    second = run_cli("--config", str(old_lake), "migrate-lake")
+    assert second.returncode == 0 and "nothing to migrate" in second.stdout
+    assert {t: lake_frame(config, t).height for t in ("requests", "ingest_runs")} == snapshot
+
+
+def test_an_interrupted_migration_is_finished_by_the_next(old_lake):
+    from cdnlake.lake.migrate import DONE_MARKER
+
+    assert run_cli("--config", str(old_lake), "migrate-lake").returncode == 0
+    root = old_lake.parent / "data"
+    (aside,) = root.glob("migrated-*")
+    (aside / DONE_MARKER).unlink()  # as if killed before the end
+    again = run_cli("--config", str(old_lake), "migrate-lake")
+    assert again.returncode == 0 and "0 rows added" in again.stdout
+    ids = lake_frame(load_test_config(old_lake))["request_id"]
+    assert ids.n_unique() == ids.len()
