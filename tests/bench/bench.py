@@ -418,6 +418,14 @@ def bench_report(work: Path, rows: int) -> Figure:
         """,
             {"start": start_ms, "hour": hour, "n": per_hour},
         )
+    # The hour files become a Delta table in place (the log names them; nothing is copied).
+    import pyarrow as pa
+    from deltalake import DeltaTable, Schema, convert_to_deltalake
+
+    partitions = Schema.from_arrow(pa.schema([("pull_zone_id", pa.int64()), ("date", pa.date32())]))
+    uri = str(root / "lake" / "requests")
+    convert_to_deltalake(uri, partition_by=partitions, partition_strategy="hive")
+    assert DeltaTable(uri).count() == per_hour * 24
     config = build_config({"storage": {"root": str(root)}}, base_dir=root, env={})
     ours = timed(lambda: write_reports(config, DAY))
     return Figure(

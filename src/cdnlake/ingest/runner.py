@@ -10,9 +10,10 @@ the outcome, and the ``ingest_runs`` row.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -31,7 +32,7 @@ from cdnlake.ingest.result import (
     utcnow,
 )
 from cdnlake.lake.bookkeeping import Bookkeeping
-from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake.commit import Written, ZoneWriter
 from cdnlake.lake.progress import WATERMARK, from_ms, rewind
 from cdnlake.lake.schema import TableSpec
 from cdnlake.lake.store import Lake
@@ -160,11 +161,7 @@ class Runner:
                 zone_id, writer, result, self.clock(), self.config, self.stop, self.bookkeeping
             )
             try:
-                for chunk in source.chunks(ctx):
-                    result.absorb(writer.commit(chunk.rows, chunk.progress))
-                    if "" in chunk.progress:
-                        result.reached = from_ms(chunk.progress[""])
-                    self.progress.update(result)
+                self._commit_all(ctx, source)
                 result.check_input(source.noun)
             finally:
                 if result.damaged:
@@ -172,6 +169,30 @@ class Runner:
         self._record(result)
         self.progress.finished(result)
         return result
+
+    def _commit_all(self, ctx: PassContext, source: Source) -> None:
+        """Commit each chunk in order, on one thread beside the source: while a chunk is
+        written, the source parses the next (at most one waits, so memory stays bounded)."""
+        result = ctx.result
+
+        def done(future: Future[Written], chunk: Chunk) -> None:
+            result.absorb(future.result())
+            if WATERMARK in chunk.progress:
+                result.reached = from_ms(chunk.progress[WATERMARK])
+            self.progress.update(result)
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="commit") as committer:
+            pending: tuple[Future[Written], Chunk] | None = None
+            try:
+                for chunk in source.chunks(ctx):
+                    if pending is not None:
+                        done(*pending)
+                    pending = committer.submit(ctx.writer.commit, chunk.rows, chunk.progress), chunk
+            finally:
+                if pending is not None:
+                    future, chunk = pending
+                    if sys.exc_info()[1] is None or future.exception() is None:
+                        done(future, chunk)
 
     def _read_again(self, ctx: PassContext) -> None:
         """Damaged lake files were set aside: read their span again while the provider

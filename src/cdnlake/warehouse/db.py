@@ -1,11 +1,12 @@
 """DuckDB over the lake's Delta tables: every relation of ``cdnlake sql``, nothing stored.
 
-Each connection is an in-memory DuckDB database in which every Delta table is registered
-as the Arrow dataset of its current snapshot (``DeltaTable.to_pyarrow_dataset``): DuckDB
-pushes projections and filters into it, so a filter on ``pull_zone_id`` or ``date`` reads
-only those partitions, and file statistics prune the rest. No data lives in a DuckDB
-file and nothing holds a path beyond the lake's URI, so queries work while the daemon
-writes (they see whole commits only) and the lake can move.
+Each connection is an in-memory DuckDB database with one view per Delta table, over the
+files of the table's current snapshot as the Delta log lists them, so queries see whole
+commits only, however the daemon writes meanwhile. On local disk DuckDB's own Parquet
+reader reads that file list (hive partition values from the paths: a filter on
+``pull_zone_id`` or ``date`` reads only those partitions); on S3 the snapshot is
+registered as an Arrow dataset whose files the log's statistics prune. No data lives in
+a DuckDB file and nothing stored holds a path, so the lake can move.
 """
 
 from __future__ import annotations
@@ -34,6 +35,23 @@ def relation_sql(spec: TableSpec, source: str) -> str:
     return f"CREATE VIEW {spec.name} AS SELECT {alias}* FROM {source}"
 
 
+_HIVE_TYPES = {"date": "DATE"}
+
+
+def files_sql(spec: TableSpec, files: list[str]) -> str:
+    """The snapshot's data files read by DuckDB, partition values from their paths.
+
+    DDL takes no bound parameters; the paths come from the Delta log, quoted here.
+    """
+    listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
+    types = ", ".join(f"'{c}': {_HIVE_TYPES.get(c, 'BIGINT')}" for c in spec.partition_by)
+    columns = ", ".join(f'"{c}"' for c in spec.schema)
+    return (
+        f"SELECT {columns} FROM read_parquet([{listed}], hive_partitioning = true, "
+        f"hive_types = {{{types}}}, union_by_name = true)"
+    )
+
+
 class Warehouse:
     """The relations of the lake, queried with DuckDB."""
 
@@ -51,6 +69,12 @@ class Warehouse:
                 source = f"_{spec.name}"
                 if table is None:
                     con.register(source, pa.table(spec.arrow_schema().empty_table()))
+                elif self.lake.local is not None:
+                    files = table.file_uris()
+                    if files:
+                        con.execute(f"CREATE VIEW {source} AS {files_sql(spec, files)}")
+                    else:
+                        con.register(source, pa.table(spec.arrow_schema().empty_table()))
                 else:
                     try:
                         con.register(source, self.lake.dataset(spec, table))
