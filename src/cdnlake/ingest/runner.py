@@ -191,6 +191,8 @@ class Runner:
             finally:
                 if pending is not None:
                     future, chunk = pending
+                    # After a failure elsewhere, what the last commit wrote still counts;
+                    # otherwise its own failure is the pass's.
                     if sys.exc_info()[1] is None or future.exception() is None:
                         done(future, chunk)
 
