@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cdnlake.config import Config
+from cdnlake.lake.progress import from_ms
 from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS, TableSpec
 from cdnlake.lake.store import Lake
 from cdnlake.sqlfiles import internal_sql
@@ -46,9 +47,9 @@ def watermarks(lake: Lake, spec: TableSpec, zone_ids: list[int]) -> dict[int, da
         return {}
     marks = {}
     for zone_id in zone_ids:
-        version = table.transaction_version(spec.app_id(zone_id))
-        if version:  # 0: rows were committed (import-v1) but no pass has run
-            marks[zone_id] = datetime.fromtimestamp(version / 1000, tz=UTC)
+        mark = from_ms(table.transaction_version(spec.app_id(zone_id)))
+        if mark is not None:
+            marks[zone_id] = mark
     return marks
 
 
