@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit browser bench soak clean
+.PHONY: demo test lint typecheck unit browser postgres bench soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,16 @@ browser:
 	      || echo "note: chromium could not be installed; the browser test will be skipped"; \
 	  else echo "note: chromium is missing; the browser test will be skipped"; fi; }
 
-unit: $(STAMP) browser
+# The fleet tests start a real PostgreSQL server (Debian's package: initdb, pg_ctl).
+postgres:
+	@{ command -v pg_ctl >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; } || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing postgresql for the fleet tests..."; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >/dev/null 2>&1 \
+	      || echo "note: postgresql could not be installed; the fleet tests will be skipped"; \
+	  else echo "note: postgresql is missing; the fleet tests will be skipped"; fi; }
+
+unit: $(STAMP) browser postgres
 	$(BIN)/pytest
 
 test: lint typecheck unit

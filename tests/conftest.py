@@ -95,6 +95,89 @@ def lake_kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+def postgres_bin() -> Path | None:
+    """Where Debian's PostgreSQL server programs are (``initdb``, ``pg_ctl``), if anywhere."""
+    import shutil
+
+    found = shutil.which("pg_ctl")
+    if found and Path(found).with_name("initdb").exists():
+        return Path(found).resolve().parent
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+    return versions[-1].parent if versions else None
+
+
+class PostgresServer:
+    """A real PostgreSQL on 127.0.0.1 in a temporary folder, started and stopped by the
+    suite. As root (CI), the server runs as Debian's ``postgres`` user: it refuses root."""
+
+    def __init__(self) -> None:
+        import pwd
+        import tempfile
+
+        found = postgres_bin()
+        if found is None:
+            pytest.skip("PostgreSQL is not installed (make test installs Debian's package)")
+        self.bin: Path = found
+        # Not under pytest's own folder, which only root may enter.
+        self.dir = Path(tempfile.mkdtemp(prefix="cdnlake-pg-"))
+        self.data = self.dir / "data"
+        self.port = free_port()
+        self.user: list[str] = []
+        if os.geteuid() == 0:
+            owner = pwd.getpwnam("postgres")
+            os.chown(self.dir, owner.pw_uid, owner.pw_gid)
+            self.user = ["runuser", "-u", "postgres", "--"]
+        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "cdnlake", "--no-sync")
+        self.dsn = f"host=127.0.0.1 port={self.port} user=cdnlake dbname=postgres"
+        self.start()
+
+    def _run(self, program: str, *args: str) -> None:
+        subprocess.run(
+            [*self.user, str(self.bin / program), *args],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=self.dir,
+        )
+
+    def start(self) -> None:
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.dir} -c fsync=off"
+        # -w: pg_ctl returns once the server accepts connections (readiness, not a sleep).
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.dir / "log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def remove(self) -> None:
+        import shutil
+
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    server = PostgresServer()
+    yield server
+    server.remove()
+
+
 def s3_lake_lines(server: S3Server) -> list[str]:
     """``[storage]`` keys of a lake in a new bucket on ``server``."""
     return [

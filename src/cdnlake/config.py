@@ -38,7 +38,16 @@ DEFAULT_REPORT_AT = "00:30"
 DEFAULT_HIT_STATUSES = ("HIT", "STALE", "UPDATING", "REVALIDATED")
 RETENTION_SECONDS = 72 * 3600
 
-SECRET_KEY_NAMES = {"access_key", "key", "token", "bearer_token", "password", "secret"}
+SECRET_KEY_NAMES = {
+    "access_key",
+    "key",
+    "token",
+    "bearer_token",
+    "password",
+    "secret",
+    "dsn",
+    "postgres_dsn",
+}
 
 
 class Secret:
@@ -64,6 +73,15 @@ class Secret:
         return hash(self._value)
 
 
+def required_secret(secret: Secret | None, key: str, variable: str, what: str) -> Secret:
+    """The secret, or the one-line error naming the key and the variable that lacks it."""
+    if secret is None:
+        raise ConfigError(
+            f"{key}: environment variable {variable} is not set (it must hold {what})"
+        )
+    return secret
+
+
 @dataclass(frozen=True)
 class ApiConfig:
     base_url: str = DEFAULT_BASE_URL
@@ -79,12 +97,9 @@ class ApiConfig:
     bearer_token: Secret | None = field(default=None, repr=False, compare=False)
 
     def require_access_key(self) -> Secret:
-        if self.access_key is None:
-            raise ConfigError(
-                f"api.access_key_env: environment variable {self.access_key_env} is not set "
-                "(it must hold the API access key)"
-            )
-        return self.access_key
+        return required_secret(
+            self.access_key, "api.access_key_env", self.access_key_env, "the API access key"
+        )
 
 
 @dataclass(frozen=True)
@@ -166,6 +181,34 @@ class ReportConfig:
 
 
 @dataclass(frozen=True)
+class CoordinationConfig:
+    """``[coordination]``: several daemons share the zones through PostgreSQL."""
+
+    postgres_dsn_env: str = ""  # NAME of the environment variable holding the DSN
+    # Resolved from the environment at load time; never from the file.
+    postgres_dsn: Secret | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.postgres_dsn_env)
+
+    def require_dsn(self) -> Secret:
+        return required_secret(
+            self.postgres_dsn,
+            "coordination.postgres_dsn_env",
+            self.postgres_dsn_env,
+            "the PostgreSQL DSN",
+        )
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """``[engine]``: where ``--engine spark`` sends its queries."""
+
+    spark_remote: str = ""  # Spark Connect address, e.g. "sc://spark-host:15002"
+
+
+@dataclass(frozen=True)
 class ZoneConfig:
     id: int
     name: str = ""
@@ -191,6 +234,8 @@ class Config:
     log: LogConfig = field(default_factory=LogConfig)
     status: StatusConfig = field(default_factory=StatusConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
+    coordination: CoordinationConfig = field(default_factory=CoordinationConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
     zones: tuple[ZoneConfig, ...] = ()
     shield_zones: tuple[ShieldZoneConfig, ...] = ()
     path: Path | None = None
@@ -235,11 +280,13 @@ SECTIONS: dict[str, type] = {
     "log": LogConfig,
     "status": StatusConfig,
     "report": ReportConfig,
+    "coordination": CoordinationConfig,
+    "engine": EngineConfig,
 }
 # Tables inside a section ([storage.s3]): (section, key) -> their class.
 NESTED_SECTIONS: dict[str, dict[str, type]] = {"storage": {"s3": S3Config}}
 LIST_SECTIONS: dict[str, type] = {"zones": ZoneConfig, "shield_zones": ShieldZoneConfig}
-_RESOLVED_FIELDS = {"access_key", "bearer_token"}
+_RESOLVED_FIELDS = {"access_key", "bearer_token", "postgres_dsn"}
 
 
 def find_config_path(explicit: str | os.PathLike[str] | None, env: dict[str, str]) -> Path:
@@ -315,6 +362,11 @@ def build_config(
         access_key=Secret(access) if access else None,
         bearer_token=Secret(bearer) if bearer else None,
     )
+    coordination: CoordinationConfig = sections["coordination"]
+    dsn = env.get(coordination.postgres_dsn_env) if coordination.postgres_dsn_env else None
+    sections["coordination"] = dataclasses.replace(
+        coordination, postgres_dsn=Secret(dsn) if dsn else None
+    )
     config = Config(**sections, path=path)
     _check_environment(config, env)
     _validate(config)
@@ -327,7 +379,11 @@ OTHER_VARIABLES = {"CDNLAKE_CONFIG", "CDNLAKE_SQL_DIR"}
 
 def _check_environment(config: Config, env: dict[str, str]) -> None:
     """A CDNLAKE_* variable that overrides nothing is a mistake, as an unknown key is."""
-    known = OTHER_VARIABLES | {config.api.access_key_env, config.api.bearer_token_env}
+    known = OTHER_VARIABLES | {
+        config.api.access_key_env,
+        config.api.bearer_token_env,
+        config.coordination.postgres_dsn_env,
+    }
     every = {**SECTIONS}
     for section, subs in NESTED_SECTIONS.items():
         every.update({f"{section}.{sub}": cls for sub, cls in subs.items()})
@@ -359,9 +415,14 @@ def _build_section(name: str, cls: type, values: Any, env: dict[str, str]) -> An
     for key, value in values.items():
         if key not in fields:
             if key in SECRET_KEY_NAMES or key in _RESOLVED_FIELDS:
+                named_by = (
+                    "coordination.postgres_dsn_env"
+                    if name == "coordination"
+                    else "api.access_key_env"
+                )
                 raise ConfigError(
                     f"{name}.{key}: secrets must not be written in the config file; "
-                    "put the value in the environment variable named by api.access_key_env"
+                    f"put the value in the environment variable named by {named_by}"
                 )
             raise ConfigError(f"{name}.{key}: unknown key")
         kwargs[key] = _coerce(f"{name}.{key}", hints[key], value)
@@ -500,6 +561,15 @@ def _validate(config: Config) -> None:
         raise ConfigError(f"report.top_n: must be at least 1, got {config.report.top_n}")
     if not config.report.hit_statuses:
         raise ConfigError("report.hit_statuses: must name at least one cache status")
+    dsn_env = config.coordination.postgres_dsn_env
+    if dsn_env and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", dsn_env):
+        raise ConfigError(
+            "coordination.postgres_dsn_env: expected the NAME of an environment variable, "
+            f"got {dsn_env!r}"
+        )
+    remote = config.engine.spark_remote
+    if remote and not remote.startswith("sc://"):
+        raise ConfigError(f"engine.spark_remote: expected sc://host:port, got {remote!r}")
     seen: set[int] = set()
     for i, zone in enumerate(config.zones):
         if zone.id <= 0:

@@ -12,10 +12,12 @@ will fail the same way until something is changed by a person.
     │   ├── RateLimitedError           429 rate_limited
     │   ├── ServerError                5xx internal_error
     │   ├── WarehouseBusyError         the DuckDB file stayed locked by another process
+    │   ├── CoordinationError          the daemons' PostgreSQL cannot be reached or failed
     │   └── StopRequested              the process is shutting down; nothing was committed
     └── TerminalError                  fix something, then run again
         ├── ConfigError                bad config.toml / environment (exit code 2)
         ├── UsageError                 bad command-line input (exit code 2)
+        │   └── DaemonRunningError     a daemon already runs on this storage root
         ├── RequestValidationError     a request the API would refuse, caught before sending
         ├── ApiError                   a 4xx answer
         │   ├── InvalidRequestError    400 invalid_request
@@ -112,6 +114,10 @@ class WarehouseBusyError(TransientError):
     pass
 
 
+class CoordinationError(TransientError):
+    """The PostgreSQL that several daemons share could not be reached or failed."""
+
+
 class StopRequested(TransientError):
     def __init__(self, message: str = "stop requested") -> None:
         super().__init__(message)
@@ -123,6 +129,10 @@ class ConfigError(TerminalError):
 
 class UsageError(TerminalError):
     pass
+
+
+class DaemonRunningError(UsageError):
+    """Without coordination, one daemon per storage root: this one found another."""
 
 
 class RequestValidationError(TerminalError):

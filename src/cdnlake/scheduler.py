@@ -6,10 +6,17 @@ pool, each inside its own request budget (the budgets are shared by the process)
 Stopping sets one event that the client checks before every request and while waiting
 for budget or backoff, so a pass in flight ends quickly without moving its watermark
 past what is durable.
+
+Which zones this daemon polls is its fleet's say (:mod:`cdnlake.coordination`): all of
+them when it runs alone on its storage root, its share when several daemons coordinate
+through PostgreSQL. A zone's job runs on every daemon and passes unless the zone is held
+here; a pass stops at its next page if the hold is lost. The daily report and the daily
+maintenance are done by one daemon of the fleet.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -18,6 +25,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
@@ -25,8 +33,10 @@ from apscheduler.triggers.interval import IntervalTrigger
 from cdnlake.client.core import ApiClient
 from cdnlake.client.logging_api import LoggingClient
 from cdnlake.config import Config, ShieldZoneConfig, ZoneConfig
+from cdnlake.coordination import Fleet, fleet_for
 from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
-from cdnlake.ingest.result import ZoneResult, utcnow
+from cdnlake.ingest.result import ZoneResult, this_daemon, utcnow
+from cdnlake.ingest.runner import AnyStop
 
 log = logging.getLogger("cdnlake.daemon")
 
@@ -43,8 +53,10 @@ class Daemon:
         report_trigger: Any = None,
         report_writer: Callable[[date], Any] | None = None,
         maintain_trigger: Any = None,
+        fleet: Fleet | None = None,
     ) -> None:
         self.config = config
+        self.fleet = fleet or fleet_for(config, this_daemon())
         self.api = api
         self.stop_event = api.abort
         self.ingestor = Ingestor(config, LoggingClient(api), clock=clock, stop=self.stop_event)
@@ -73,48 +85,88 @@ class Daemon:
         self._lock = threading.Lock()
 
     # -- jobs --------------------------------------------------------------------------
-    def poll_zone(self, zone: ZoneConfig) -> ZoneResult | None:
+    def _held_pass(self, key: str, run: Callable[[AnyStop], ZoneResult]) -> ZoneResult | None:
+        """Run one pass of ``key`` if the fleet holds it here, once the previous owner's
+        rate window has passed; the pass stops when the daemon stops or the hold is lost."""
         if self.stop_event.is_set():
             return None
-        result = self.ingestor.run_zone(zone)
-        with self._lock:
-            self.passes += 1
-            self.zone_passes[zone.id] = self.zone_passes.get(zone.id, 0) + 1
+        with self.fleet.claim(key) as held:
+            if held is None:
+                return None
+            ready_at, lost = held
+            delay = ready_at - time.monotonic()
+            if delay > 0 and (self.stop_event.wait(delay) or lost.is_set()):
+                return None
+            return run(AnyStop(self.stop_event, lost))
+
+    def poll_zone(self, zone: ZoneConfig) -> ZoneResult | None:
+        result = self._held_pass(
+            f"requests/{zone.id}", lambda stop: self.ingestor.run_zone(zone, stop=stop)
+        )
+        if result is not None:
+            with self._lock:
+                self.passes += 1
+                self.zone_passes[zone.id] = self.zone_passes.get(zone.id, 0) + 1
         return result
 
     def poll_shield_zone(self, zone: ShieldZoneConfig) -> ZoneResult | None:
-        if self.stop_event.is_set():
-            return None
         from cdnlake.client.shield import ShieldApi
 
-        result = ingest_shield_zone(
-            self.config, ShieldApi(self.api), zone, clock=self.clock, stop=self.stop_event
+        result = self._held_pass(
+            f"shield_events/{zone.id}",
+            lambda stop: ingest_shield_zone(
+                self.config, ShieldApi(self.api), zone, clock=self.clock, stop=stop
+            ),
         )
-        with self._lock:
-            self.passes += 1
+        if result is not None:
+            with self._lock:
+                self.passes += 1
         return result
 
+    def _acquired(self, key: str, wait_seconds: float) -> None:
+        """A zone just became ours: poll it as soon as its budget allows, not a whole
+        interval later."""
+        table, _, zone_id = key.partition("/")
+        job_id = f"{'zone' if table == 'requests' else 'shield'}-{zone_id}"
+        with contextlib.suppress(JobLookupError):
+            when = datetime.now(UTC) + timedelta(seconds=wait_seconds)
+            self.scheduler.modify_job(job_id, next_run_time=when)
+
     def write_report(self) -> None:
+        """Yesterday's report, made by one daemon of the fleet (another may retry a day's
+        report whose daemon failed or died)."""
         day = (self.clock() - timedelta(days=1)).date()
         try:
-            if self._report_writer is not None:
-                self._report_writer(day)
-            else:
-                from cdnlake.reports.build import write_reports
+            with self.fleet.fleet_job(f"report/{day}") as mine:
+                if not mine:
+                    log.info("daily report for %s: made by another daemon of the fleet", day)
+                    return
+                if self._report_writer is not None:
+                    self._report_writer(day)
+                else:
+                    from cdnlake.reports.build import write_reports
 
-                paths = write_reports(self.config, day)
-                log.info("daily report for %s written: %s", day, ", ".join(str(p) for p in paths))
+                    paths = write_reports(self.config, day)
+                    log.info(
+                        "daily report for %s written: %s", day, ", ".join(str(p) for p in paths)
+                    )
             self.report_runs.append(day)
         except Exception as exc:  # the daemon must outlive a failed report
             log.error("daily report for %s failed: %s", day, exc)
 
     def maintain(self) -> None:
-        """Once a day: compact the small files the passes left, checkpoint, vacuum."""
+        """Once a day, by one daemon of the fleet: compact the small files the passes
+        left, checkpoint, vacuum."""
         from cdnlake.lake.maintain import maintain
         from cdnlake.lake.store import Lake
 
+        day = self.clock().date()
         try:
-            report = maintain(Lake.from_config(self.config.storage))
+            with self.fleet.fleet_job(f"maintain/{day}") as mine:
+                if not mine:
+                    log.info("lake maintenance for %s: done by another daemon of the fleet", day)
+                    return
+                report = maintain(Lake.from_config(self.config.storage))
             self.maintain_runs += 1
             log.info("lake maintained: %s", "; ".join(t.line() for t in report.tables))
         except Exception as exc:  # the daemon must outlive a failed maintenance
@@ -122,6 +174,9 @@ class Daemon:
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
+        keys = [f"requests/{z.id}" for z in self.config.zones]
+        keys += [f"shield_events/{z.id}" for z in self.config.shield_zones]
+        self.fleet.start(keys, self._acquired)
         now = datetime.now(UTC)
         polls: list[tuple[Callable[[Any], Any], Any, str]] = [
             (self.poll_zone, zone, f"zone-{zone.id}") for zone in self.config.zones
@@ -165,6 +220,7 @@ class Daemon:
         finished = done.wait(grace_seconds)
         if not finished:
             log.warning("passes still running after %.0fs; leaving them", grace_seconds)
+        self.fleet.stop()
         return finished
 
     def run_forever(self, interrupted: threading.Event) -> None:

@@ -32,3 +32,9 @@ def internal_sql(name: str) -> str:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"sql: {path} is missing (set CDNLAKE_SQL_DIR)") from None
+
+
+@functools.cache
+def postgres_sql(name: str) -> str:
+    """A coordination statement (``cdnlake/sql/postgres/``); always the package's own."""
+    return (files("cdnlake") / "sql" / "postgres" / f"{name}.sql").read_text(encoding="utf-8")

@@ -35,6 +35,7 @@ class ZoneStatus:
     lost_seconds_7d: float
     healthy: bool
     problem: str | None
+    owner: str | None = None  # the daemon holding the zone now (host:pid)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in vars(self).items()}
@@ -114,3 +115,45 @@ def zone_statuses(
             )
         )
     return out
+
+
+@dataclass
+class FleetStatus:
+    """The daemons running on this lake, and the one each zone is held by."""
+
+    coordinated: bool
+    owners: dict[str, str]  # zone key (requests/<id>, shield_events/<id>) -> daemon
+    daemons: list[str]  # one line each: "host:pid since ..., seen 3s ago"
+    problem: str | None = None
+
+    def owner(self, zone: ZoneStatus) -> str | None:
+        table = SHIELD_EVENTS if zone.source == "shield" else REQUESTS
+        return self.owners.get(f"{table.name}/{zone.zone_id}")
+
+
+def fleet_status(config: Config, *, now: datetime | None = None) -> FleetStatus:
+    """Who runs here: the fleet's leases in PostgreSQL, or the storage root's one daemon."""
+    if not config.coordination.enabled:
+        from cdnlake.coordination.sole import holder
+
+        running = holder(config.storage.work)
+        if running is None:
+            return FleetStatus(False, {}, [])
+        daemon = running.split()[0]
+        keys = [f"{REQUESTS.name}/{z.id}" for z in config.zones]
+        keys += [f"{SHIELD_EVENTS.name}/{z.id}" for z in config.shield_zones]
+        return FleetStatus(False, dict.fromkeys(keys, daemon), [running])
+    from cdnlake.coordination.postgres import fleet_view
+    from cdnlake.errors import CoordinationError
+
+    try:
+        view = fleet_view(config.coordination.require_dsn().reveal(), config.storage.lake_location)
+    except CoordinationError as exc:
+        return FleetStatus(True, {}, [], problem=str(exc))
+    now = now or datetime.now(UTC)
+    lines = [
+        f"{daemon} since {started:%Y-%m-%d %H:%M:%S}Z, "
+        + (f"seen {(now - beat).total_seconds():.0f}s ago" if live else "gone")
+        for daemon, started, beat, live in view.daemons
+    ]
+    return FleetStatus(True, view.owners, lines)

@@ -1,8 +1,11 @@
 """``cdnlake daemon``: run the scheduler until SIGINT / SIGTERM.
 
 First signal: no new pages, passes in flight end or are abandoned without moving their
-watermark, exit 0 within 10 seconds. Second signal: exit at once (the lake stays
-consistent: every file change is an atomic rename).
+watermark, the fleet's leases are released, exit 0 within 10 seconds. Second signal:
+exit at once (the lake stays consistent: a Delta commit is whole or absent).
+
+Alone, a daemon holds its storage root (a second one exits 2 naming it); with
+``coordination.postgres_dsn_env`` it joins the fleet of daemons sharing the zones.
 """
 
 from __future__ import annotations

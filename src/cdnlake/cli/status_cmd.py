@@ -19,11 +19,14 @@ def _age(seconds: float | None) -> str:
 
 def status(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load
-    from cdnlake.status import zone_statuses
+    from cdnlake.status import fleet_status, zone_statuses
     from cdnlake.warehouse.output import render
 
     config = load(args, default_level="WARNING")
     statuses = zone_statuses(config, max_lag_seconds=args.max_lag)
+    fleet = fleet_status(config)
+    for zone in statuses:
+        zone.owner = fleet.owner(zone)
     if args.format == "json":
         json.dump([s.as_dict() for s in statuses], sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -37,6 +40,7 @@ def status(args: argparse.Namespace) -> int:
             "rejected",
             "rows today",
             "gaps 7d",
+            "owner",
             "health",
         ]
         rows = [
@@ -49,9 +53,15 @@ def status(args: argparse.Namespace) -> int:
                 s.last_rejected,
                 s.rows_today,
                 f"{s.gaps_7d} ({_age(s.lost_seconds_7d)} lost)" if s.gaps_7d else "0",
+                s.owner or "-",
                 "ok" if s.healthy else f"PROBLEM: {s.problem}",
             )
             for s in statuses
         ]
         sys.stdout.write(render("table", columns, rows))
+        kind = "daemons (PostgreSQL fleet)" if fleet.coordinated else "daemon"
+        sys.stdout.write(f"{kind}: {'; '.join(fleet.daemons) or 'none running'}\n")
+    if fleet.problem:
+        print(f"cdnlake: error: {fleet.problem}", file=sys.stderr)
+        return 1
     return 0 if all(s.healthy for s in statuses) else 1

@@ -15,7 +15,7 @@ from cdnlake.client.logging_api import LoggingClient
 from cdnlake.client.shield import ShieldApi
 from cdnlake.config import Config, ShieldZoneConfig, ZoneConfig
 from cdnlake.ingest.result import Progress, ZoneResult, utcnow
-from cdnlake.ingest.runner import Clock, Runner, Source
+from cdnlake.ingest.runner import Clock, Runner, Source, StopSignal
 from cdnlake.ingest.shield import ShieldSource
 from cdnlake.ingest.v1_source import V1DaySource, V1FileSource
 from cdnlake.ingest.v2_source import V2Source
@@ -45,8 +45,8 @@ class Ingestor:
     def run(self, zones: Iterable[ZoneConfig]) -> list[ZoneResult]:
         return self.runner.run_many((z.id, self.source(z)) for z in zones)
 
-    def run_zone(self, zone: ZoneConfig) -> ZoneResult:
-        return self.runner.run(zone.id, self.source(zone))
+    def run_zone(self, zone: ZoneConfig, stop: StopSignal | None = None) -> ZoneResult:
+        return self.runner.run(zone.id, self.source(zone), stop)
 
 
 def ingest_shield_zone(
@@ -55,11 +55,11 @@ def ingest_shield_zone(
     zone: ShieldZoneConfig,
     *,
     clock: Clock = utcnow,
-    stop: threading.Event | None = None,
+    stop: StopSignal | None = None,
     progress: Progress | None = None,
 ) -> ZoneResult:
-    runner = Runner(config, clock=clock, stop=stop, progress=progress)
-    return runner.run(zone.id, ShieldSource(shield))
+    runner = Runner(config, clock=clock, progress=progress)
+    return runner.run(zone.id, ShieldSource(shield), stop)
 
 
 @dataclass

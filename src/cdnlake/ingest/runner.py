@@ -60,6 +60,20 @@ class Chunk:
     progress: dict[str, int] = field(default_factory=dict)
 
 
+class StopSignal(Protocol):
+    def is_set(self) -> bool: ...
+
+
+class AnyStop:
+    """Set when any of its signals is: the process stopping, or a zone's hold lost."""
+
+    def __init__(self, *signals: StopSignal) -> None:
+        self.signals = signals
+
+    def is_set(self) -> bool:
+        return any(signal.is_set() for signal in self.signals)
+
+
 @dataclass
 class PassContext:
     """What a source may know and touch of the pass it runs in."""
@@ -69,7 +83,7 @@ class PassContext:
     result: ZoneResult
     now: datetime
     config: Config
-    stop: threading.Event
+    stop: StopSignal
     bookkeeping: Bookkeeping
 
     def progress(self, part: str = "") -> int | None:
@@ -152,13 +166,15 @@ class Runner:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zone") as pool:
             return list(pool.map(lambda job: self.run(*job), jobs))
 
-    def run(self, zone_id: int, source: Source) -> ZoneResult:
+    def run(self, zone_id: int, source: Source, stop: StopSignal | None = None) -> ZoneResult:
+        """One pass; ``stop`` ends it early as the runner's own stop does."""
         result = ZoneResult(zone_id, source.kind)
+        signal: StopSignal = self.stop if stop is None else AnyStop(self.stop, stop)
         locks = self.config.storage.work / "locks"
         with pass_outcome(result, f"zone {zone_id}"), zone_lock(locks, source.spec.name, zone_id):
             writer = ZoneWriter(self.lake, source.spec, zone_id)
             ctx = PassContext(
-                zone_id, writer, result, self.clock(), self.config, self.stop, self.bookkeeping
+                zone_id, writer, result, self.clock(), self.config, signal, self.bookkeeping
             )
             try:
                 self._commit_all(ctx, source)

@@ -1,0 +1,325 @@
+"""Several daemons share the zones through PostgreSQL: heartbeats, leases, fleet jobs.
+
+Every ``tick`` (a quarter of the lease time) a daemon writes its heartbeat, reads the
+live daemons, computes the fair share (:func:`share`, alike in every daemon), renews the
+leases it keeps, takes the free ones it should have and releases those it should not
+(after the pass in flight). Times are the database's own ``now()``, so clocks of
+different machines never meet.
+
+- A lease lasts ``schedule.poll_seconds``: a daemon that dies loses its zones to the
+  others within ``2 * poll_seconds`` (its lease lapses, the next tick of another takes it).
+- A daemon that cannot renew (database gone, network cut) treats its leases as lost a
+  tick before they lapse in the database: no pass starts, a pass in flight stops at its
+  next page. It reconnects at every tick and takes its share again.
+- A new owner makes its first request only after the previous owner's rate window
+  (``ingest.window_seconds``) has passed, so the zone's budget is spent by one process.
+- Correctness does not rest on the leases: if two daemons ever overlap on a zone, the
+  Delta commit protocol still keeps every request once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from cdnlake.coordination.assign import share
+from cdnlake.errors import CoordinationError
+from cdnlake.sqlfiles import postgres_sql
+
+log = logging.getLogger("cdnlake.coordination")
+
+SCHEMA_LOCK = 0x63646E6C616B65  # advisory lock key while the tables are made ("cdnlake")
+JOB_SECONDS = 3600  # a fleet job (report, maintenance) whose daemon died may be retried after
+
+
+def connect(dsn: str, *, timeout: float) -> Any:
+    """A connection whose every wait is bounded by about ``timeout`` seconds."""
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - the extra is part of dev installs
+        raise CoordinationError(
+            "coordination: the PostgreSQL driver is not installed (pip install 'cdnlake[postgres]')"
+        ) from None
+    seconds = max(1, round(timeout))
+    try:
+        return psycopg.connect(
+            dsn,
+            autocommit=True,
+            connect_timeout=seconds,
+            application_name="cdnlake",
+            keepalives=1,
+            keepalives_idle=seconds,
+            keepalives_interval=1,
+            keepalives_count=3,
+            tcp_user_timeout=seconds * 1000,
+            options=f"-c statement_timeout={seconds * 1000}",
+        )
+    except psycopg.Error as exc:
+        raise CoordinationError(
+            f"coordination: cannot connect to PostgreSQL: {_first(exc)}"
+        ) from None
+
+
+def _first(exc: BaseException) -> str:
+    """The first line of a driver error, which never holds the DSN's password."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def ensure_schema(conn: Any) -> None:
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+        conn.execute(postgres_sql("schema"))
+
+
+@dataclass
+class Lease:
+    valid_until: float  # time.monotonic(): the lease may be another daemon's after this
+    ready_at: float  # time.monotonic(): the previous owner's rate window has passed
+    lost: threading.Event = field(default_factory=threading.Event)
+    running: bool = False
+
+
+class PostgresFleet:
+    """This daemon's view of the fleet; one background thread talks to the database."""
+
+    def __init__(
+        self,
+        dsn: str,
+        fleet: str,
+        daemon_id: str,
+        *,
+        lease_seconds: float,
+        rate_window_seconds: float,
+    ) -> None:
+        self.dsn = dsn
+        self.fleet = fleet
+        self.daemon_id = daemon_id
+        self.ttl = float(lease_seconds)
+        self.window = float(rate_window_seconds)
+        self.tick_seconds = max(0.25, self.ttl / 4)
+        self.leases: dict[str, Lease] = {}
+        self.zone_keys: list[str] = []
+        self.connected = False
+        self._on_acquired: Callable[[str, float], None] = lambda key, ready: None
+        self._conn: Any = None
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self, zone_keys: list[str], on_acquired: Callable[[str, float], None]) -> None:
+        """Join the fleet: the first tick runs here, so a bad DSN fails the start."""
+        self.zone_keys = sorted(zone_keys)
+        self._on_acquired = on_acquired
+        self._conn = connect(self.dsn, timeout=self.tick_seconds)
+        ensure_schema(self._conn)
+        self.tick()
+        for target, name in ((self._tick_loop, "fleet-tick"), (self._watch_loop, "fleet-watch")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Leave: release every lease (passes have ended) and the heartbeat row."""
+        self._stopping.set()
+        for thread in self._threads:
+            thread.join(timeout=self.tick_seconds + 5)
+        try:
+            conn = self._conn or connect(self.dsn, timeout=self.tick_seconds)
+            params = self._params(keys=list(self.leases))
+            with conn.transaction():
+                conn.execute(postgres_sql("release_leases"), params)
+                conn.execute(postgres_sql("leave"), params)
+            conn.close()
+        except Exception as exc:  # the leases lapse on their own within ttl
+            log.warning("could not leave the fleet cleanly: %s", _first(exc))
+        self._conn = None
+        with self._lock:
+            for lease in self.leases.values():
+                lease.lost.set()
+            self.leases.clear()
+
+    # -- what the daemon asks ----------------------------------------------------------
+    @contextlib.contextmanager
+    def claim(self, key: str) -> Iterator[tuple[float, threading.Event] | None]:
+        """``(ready_at, lost)`` if this daemon holds ``key`` now, else None. While the
+        block runs (a pass in flight) the lease is renewed, never released."""
+        with self._lock:
+            lease = self.leases.get(key)
+            if lease is None or lease.lost.is_set() or time.monotonic() >= lease.valid_until:
+                lease = None
+            else:
+                lease.running = True
+        try:
+            yield None if lease is None else (lease.ready_at, lease.lost)
+        finally:
+            if lease is not None:
+                with self._lock:
+                    lease.running = False
+
+    @contextlib.contextmanager
+    def fleet_job(self, job: str) -> Iterator[bool]:
+        """True for the one daemon of the fleet that should do ``job`` (e.g. a day's
+        report); it is marked done when the block ends without an exception."""
+        params = self._params(job=job, ttl=JOB_SECONDS)
+        try:
+            conn = connect(self.dsn, timeout=self.tick_seconds)
+        except CoordinationError as exc:
+            log.error("%s: skipped here: %s", job, exc)
+            yield False
+            return
+        with conn:
+            mine = conn.execute(postgres_sql("claim_job"), params).fetchone() is not None
+            done = False
+            try:
+                yield mine
+                done = True
+            finally:
+                if mine:
+                    conn.execute(postgres_sql("finish_job"), {**params, "done": done})
+
+    # -- the tick ----------------------------------------------------------------------
+    def _params(self, **extra: Any) -> dict[str, Any]:
+        host, _, pid = self.daemon_id.rpartition(":")
+        return {
+            "fleet": self.fleet,
+            "daemon": self.daemon_id,
+            "host": host or socket.gethostname(),
+            "pid": int(pid) if pid.isdigit() else os.getpid(),
+            "ttl": self.ttl,
+            "window": self.window,
+            "zones": self.zone_keys,
+            **extra,
+        }
+
+    def tick(self) -> None:
+        """One round with the database; CoordinationError if it could not be had."""
+        sent = time.monotonic()
+        try:
+            if self._conn is None or self._conn.closed:
+                self._conn = connect(self.dsn, timeout=self.tick_seconds)
+            self._round(sent)
+            if not self.connected:
+                log.info("fleet: connected to PostgreSQL as %s", self.daemon_id)
+            self.connected = True
+        except CoordinationError:
+            self._disconnected()
+            raise
+        except Exception as exc:
+            self._disconnected()
+            raise CoordinationError(f"coordination: PostgreSQL failed: {_first(exc)}") from None
+
+    def _disconnected(self) -> None:
+        if self.connected:
+            log.warning("fleet: lost PostgreSQL; leases lapse unless renewed in time")
+        self.connected = False
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+        self._conn = None
+
+    def _round(self, sent: float) -> None:
+        conn = self._conn
+        params = self._params()
+        with conn.transaction():
+            conn.execute(postgres_sql("heartbeat"), params)
+            live = {
+                daemon: set(zones)
+                for daemon, zones in conn.execute(postgres_sql("live_daemons"), params)
+            }
+        live.setdefault(self.daemon_id, set(self.zone_keys))
+        wanted = {zone for zone, daemon in share(live).items() if daemon == self.daemon_id}
+        with self._lock:
+            held = set(self.leases)
+            keep = {k for k in held if k in wanted or self.leases[k].running}
+        renewed = {
+            row[0]
+            for row in conn.execute(postgres_sql("renew_leases"), self._params(keys=sorted(keep)))
+        }
+        new = sorted(wanted - held)
+        taken: list[tuple[str, str, float]] = []
+        if new:
+            with conn.transaction():
+                conn.execute(postgres_sql("ensure_leases"), self._params(keys=new))
+                taken = list(conn.execute(postgres_sql("take_leases"), self._params(keys=new)))
+        with self._lock:
+            release = sorted(k for k in held - keep if not self.leases[k].running)
+            for key in held:
+                lease = self.leases[key]
+                if key in renewed:
+                    lease.valid_until = sent + self.ttl - self.tick_seconds
+                elif key in keep:  # taken over by another daemon: stop at once
+                    lease.lost.set()
+                    del self.leases[key]
+                    log.warning("fleet: lease of %s was taken by another daemon", key)
+            for key in release:
+                self.leases[key].lost.set()
+                del self.leases[key]
+            acquired = []
+            for key, previous, quiet in taken:
+                # Our own earlier lease (lapsed while the database was away) left no
+                # budget spent elsewhere: this process's own budget still counts it.
+                wait = 0.0 if previous == self.daemon_id else float(quiet)
+                ready_at = time.monotonic() + max(0.0, wait)
+                self.leases[key] = Lease(sent + self.ttl - self.tick_seconds, ready_at)
+                acquired.append((key, previous, float(wait)))
+        if release:
+            conn.execute(postgres_sql("release_leases"), self._params(keys=release))
+            log.info("fleet: released %s", ", ".join(release))
+        for key, previous, wait in acquired:
+            came = f" from {previous}" if previous and previous != self.daemon_id else ""
+            log.info("fleet: took %s%s (first request in %.1fs)", key, came, wait)
+            self._on_acquired(key, wait)
+
+    def _tick_loop(self) -> None:
+        while not self._stopping.wait(self.tick_seconds):
+            try:
+                self.tick()
+            except CoordinationError as exc:
+                log.warning("fleet: %s", exc)
+
+    def _watch_loop(self) -> None:
+        """Lapse leases on time even while a database call hangs in the tick thread."""
+        while not self._stopping.wait(0.1):
+            now = time.monotonic()
+            with self._lock:
+                for key, lease in list(self.leases.items()):
+                    if now >= lease.valid_until and not lease.lost.is_set():
+                        lease.lost.set()
+                        del self.leases[key]
+                        log.warning("fleet: lease of %s lapsed (PostgreSQL not reached)", key)
+
+
+@dataclass
+class FleetView:
+    """What ``status`` shows of the fleet: each zone's owner and the daemons."""
+
+    owners: dict[str, str]
+    daemons: list[tuple[str, datetime, datetime, bool]]  # id, started, heartbeat, live
+
+
+def fleet_view(dsn: str, fleet: str, *, timeout: float = 5.0) -> FleetView:
+    conn = connect(dsn, timeout=timeout)
+    try:
+        with conn:
+            params = {"fleet": fleet}
+            try:
+                owners = dict(conn.execute(postgres_sql("owners"), params).fetchall())
+                daemons = [tuple(r) for r in conn.execute(postgres_sql("daemons"), params)]
+            except Exception as exc:
+                if "does not exist" in str(exc):  # no daemon has joined yet
+                    return FleetView({}, [])
+                raise
+    except CoordinationError:
+        raise
+    except Exception as exc:
+        raise CoordinationError(f"coordination: PostgreSQL failed: {_first(exc)}") from None
+    return FleetView(owners, daemons)  # type: ignore[arg-type]

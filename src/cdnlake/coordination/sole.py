@@ -1,0 +1,88 @@
+"""Without coordination: one daemon per storage root, held by an advisory ``flock``.
+
+The lock file names its holder (``host:pid`` and since when), so that a second daemon
+can say which one is running, and ``status`` can show it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cdnlake.errors import DaemonRunningError
+
+
+def lock_path(work: Path) -> Path:
+    return work / "locks" / "daemon.lock"
+
+
+def holder(work: Path) -> str | None:
+    """The running daemon on this root as ``host:pid (since ...)``, None if there is none.
+
+    A holder on this host whose pid is gone is not running (the lock died with it)."""
+    try:
+        text = lock_path(work).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    if not text:
+        return None
+    ident = text.split()[0]
+    host, _, pid = ident.rpartition(":")
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+    return text
+
+
+class SoleDaemon:
+    """The daemon that owns every zone of its storage root, alone."""
+
+    def __init__(self, work: Path, daemon_id: str) -> None:
+        self.work = work
+        self.daemon_id = daemon_id
+        self._fd: int | None = None
+        self._never = threading.Event()  # a sole daemon's leases never lapse
+
+    def start(self, zone_keys: list[str], on_acquired: Callable[[str, float], None]) -> None:
+        path = lock_path(self.work)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            running = holder(self.work) or "another process"
+            raise DaemonRunningError(
+                f"daemon: another cdnlake daemon ({running}) is running on storage root "
+                f"{self.work.parent}; stop it first, or set coordination.postgres_dsn_env "
+                "to run several"
+            ) from None
+        since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{self.daemon_id} since {since}\n".encode(), 0)
+        self._fd = fd
+
+    @contextlib.contextmanager
+    def claim(self, key: str) -> Iterator[tuple[float, threading.Event] | None]:
+        """Always held, ready at once, never lost."""
+        yield 0.0, self._never
+
+    @contextlib.contextmanager
+    def fleet_job(self, job: str) -> Iterator[bool]:
+        yield True
+
+    def stop(self) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            os.close(self._fd)
+            self._fd = None

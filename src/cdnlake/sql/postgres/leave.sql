@@ -1,0 +1,1 @@
+DELETE FROM cdnlake_daemons WHERE fleet = %(fleet)s AND daemon_id = %(daemon)s

@@ -1,0 +1,32 @@
+-- The coordination tables, made once by whichever daemon starts first (under an
+-- advisory lock, so that two first starts do not race). `fleet` is the lake's URI:
+-- several lakes may share one database.
+CREATE TABLE IF NOT EXISTS cdnlake_daemons (
+    fleet     text        NOT NULL,
+    daemon_id text        NOT NULL,            -- host:pid, as in ingest_runs.daemon
+    host      text        NOT NULL,
+    pid       integer     NOT NULL,
+    started   timestamptz NOT NULL,
+    heartbeat timestamptz NOT NULL,
+    expires   timestamptz NOT NULL,            -- live while expires > now()
+    zones     text[]      NOT NULL,            -- the zone keys its config names
+    PRIMARY KEY (fleet, daemon_id)
+);
+CREATE TABLE IF NOT EXISTS cdnlake_leases (
+    fleet       text        NOT NULL,
+    zone_key    text        NOT NULL,          -- requests/<id> or shield_events/<id>
+    owner       text        NOT NULL DEFAULT '',
+    acquired    timestamptz,
+    expires     timestamptz NOT NULL DEFAULT '-infinity',
+    quiet_until timestamptz NOT NULL DEFAULT '-infinity',  -- the last owner's budget window
+    PRIMARY KEY (fleet, zone_key)
+);
+CREATE TABLE IF NOT EXISTS cdnlake_fleet_jobs (
+    fleet    text        NOT NULL,
+    job      text        NOT NULL,             -- report/<day>, maintain/<day>
+    daemon   text        NOT NULL,
+    started  timestamptz NOT NULL,
+    expires  timestamptz NOT NULL,
+    finished timestamptz,
+    PRIMARY KEY (fleet, job)
+);
