@@ -21,6 +21,13 @@ def test_ingest_status_sql_report_maintain_on_s3(tmp_path, s3_server):
         counted = run_cli("--config", str(path), "sql", query, "--format", "csv")
         dups, rows = (int(x) for x in counted.stdout.splitlines()[1].split(","))
         assert dups == 0 and rows > 1000
+        # A filter on a column the log keeps no statistics for prunes no file.
+        by_status = "SELECT cache_status, count(*) AS n FROM requests GROUP BY 1 ORDER BY 1"
+        mix = run_cli("--config", str(path), "sql", by_status, "--format", "json")
+        for row in json.loads(mix.stdout):
+            one = f"SELECT count(*) AS n FROM requests WHERE cache_status = '{row['cache_status']}'"
+            got = run_cli("--config", str(path), "sql", one, "--format", "json")
+            assert json.loads(got.stdout) == [{"n": row["n"]}], row
         day = (NOW - timedelta(days=1)).date().isoformat()
         report = run_cli("--config", str(path), "report", "--date", day, "--format", "json")
         assert report.returncode == 0, report.stderr

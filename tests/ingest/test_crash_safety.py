@@ -15,6 +15,7 @@ import pytest
 from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
 from cdnlake.lake.progress import from_ms
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.scheduler import wait_for
 from tests.conftest import (
     lake_ids,
     lake_of,
@@ -121,10 +122,18 @@ def test_sigkill_during_import_v1_then_rerun(tmp_path, seed, lake_kind, request)
     whole = time.monotonic() - started
     rng = random.Random(seed)
     killed = 0
+
+    def version() -> int:
+        table = lake_of(load_test_config(cfg)).open(REQUESTS)
+        return -1 if table is None else int(table.version())
+
     for _ in range(3):
+        before = version()
         proc = spawn_cli("--config", str(cfg), *args)
-        # Past start-up (half the run or more is interpreter and imports), into the merges.
-        time.sleep(rng.uniform(0.5, 0.95) * whole)
+        # Into the commits, however busy the machine: after this run's first commit (its
+        # first of six), then a little further at random.
+        assert wait_for(lambda b=before, p=proc: version() > b or p.poll() is not None, 120)
+        time.sleep(rng.uniform(0.0, 0.2) * whole)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         killed += proc.returncode == -signal.SIGKILL

@@ -14,11 +14,11 @@ from datetime import datetime
 from typing import Any
 
 import polars as pl
-from deltalake import write_deltalake
+from deltalake import CommitProperties, write_deltalake
 
 from cdnlake.errors import StorageError
 from cdnlake.lake.schema import INGEST_GAPS, INGEST_RUNS, REJECTED_LINES, TableSpec
-from cdnlake.lake.store import Lake, first_line
+from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,13 @@ class Bookkeeping:
             return
         table = self.lake.open_or_create(spec)
         try:
-            write_deltalake(table, frame.to_arrow(), mode="append", partition_by=spec.partition_by)
+            write_deltalake(
+                table,
+                frame.to_arrow(),
+                mode="append",
+                partition_by=spec.partition_by,
+                commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
+            )
         except Exception as exc:
             raise StorageError(f"cannot write {spec.name}: {first_line(exc)}") from None
 
@@ -92,6 +98,7 @@ class Bookkeeping:
                     predicate=f"t.zone = {int(zone_id)} AND t.record_key = s.record_key",
                     source_alias="s",
                     target_alias="t",
+                    commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
                 )
                 .when_not_matched_insert_all()
                 .execute()

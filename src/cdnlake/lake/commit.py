@@ -23,6 +23,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import random
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from deltalake.transaction import AddAction, RemoveAction
 from cdnlake.errors import StorageError, ZoneBusyError
 from cdnlake.lake.damage import DamagedFile, set_aside
 from cdnlake.lake.schema import TableSpec
-from cdnlake.lake.store import Lake, first_line
+from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
 
 log = logging.getLogger(__name__)
 
@@ -165,10 +166,16 @@ class ZoneWriter:
                     mode="append",
                     schema=self.table.schema(),
                     partition_by=self.spec.partition_by,
-                    commit_properties=CommitProperties(app_transactions=txns),
+                    commit_properties=CommitProperties(
+                        app_transactions=txns, max_commit_retries=COMMIT_ATTEMPTS
+                    ),
                 )
             except CommitFailedError as exc:
-                if "concurrent" not in str(exc).lower():
+                text = str(exc).lower()
+                if "failed to commit transaction" in text:  # outpaced, not in conflict
+                    time.sleep(random.uniform(0.05, 0.5))
+                    continue
+                if "concurrent" not in text:
                     raise StorageError(f"lake commit failed: {first_line(exc)}") from None
                 log.info(
                     "zone %s: another process committed to %s; re-reading",

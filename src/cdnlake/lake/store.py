@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
@@ -27,6 +30,10 @@ log = logging.getLogger(__name__)
 # at most this many small commit files, however old the table is.
 CHECKPOINT_INTERVAL = "100"
 TABLE_CONFIGURATION = {"delta.checkpointInterval": CHECKPOINT_INTERVAL}
+# Appends of other zones to a table never conflict with ours, but each one moves the
+# version our commit must land on: with many zones committing at once delta-rs needs
+# more than its default 15 attempts (else "Failed to commit transaction: 15").
+COMMIT_ATTEMPTS = 200
 
 
 @dataclass(frozen=True)
@@ -88,11 +95,40 @@ class Lake:
         """The table's current snapshot as an Arrow dataset over Arrow's own filesystem.
 
         Arrow's native local and S3 filesystems read the data files directly (no calls
-        back into Python while DuckDB or polars scan); partition values and per-file
-        statistics come from the Delta log, so filters prune files.
+        back into Python while DuckDB or polars scan). Each file's expression holds its
+        partition values and the time range its log entry records, so filters on them
+        prune files. A column without statistics is left out of it:
+        deltalake's own ``to_pyarrow_dataset`` turns a missing statistic into
+        ``column >= null``, which prunes every file for any filter on that column.
+
+        ``partitions``: ``(column, "=" | "in", text)`` conditions on partition values.
         """
         files = pafs.SubTreeFileSystem(spec.name, self.filesystem())
-        return table.to_pyarrow_dataset(file_pruning_predicate=partitions, filesystem=files)
+        schema = spec.arrow_schema()
+        parquet = ds.ParquetFileFormat()
+        fragments = []
+        for action in pa.table(table.get_add_actions(flatten=True)).to_pylist():
+            values = {c: action.get(f"partition.{c}") for c in spec.partition_by}
+            if partitions and not _wanted(values, partitions):
+                continue
+            where = ds.scalar(True)
+            for column, value in values.items():
+                field = ds.field(column)
+                where &= (
+                    field.is_null()
+                    if value is None
+                    else field == pa.scalar(value, schema.field(column).type)
+                )
+            lo, hi = action.get("min.ts"), action.get("max.ts")
+            if lo is not None and hi is not None and not action.get("null_count.ts"):
+                # The log keeps times to the millisecond: the last one counts whole.
+                stamp = schema.field("ts").type
+                where &= (ds.field("ts") >= pa.scalar(lo, stamp)) & (
+                    ds.field("ts") < pa.scalar(hi + timedelta(milliseconds=1), stamp)
+                )
+            path = unquote(action["path"])
+            fragments.append(parquet.make_fragment(path, files, partition_expression=where))
+        return ds.FileSystemDataset(fragments, schema, parquet, files)
 
     def filesystem(self) -> pafs.FileSystem:
         """A pyarrow filesystem rooted at the lake."""
@@ -108,6 +144,18 @@ class Lake:
             scheme="http" if opts.get("AWS_ALLOW_HTTP") == "true" else "https",
         )
         return pafs.SubTreeFileSystem(self.uri.removeprefix("s3://").rstrip("/"), s3)
+
+
+def _wanted(values: dict[str, Any], partitions: list[Any]) -> bool:
+    """Whether a file's partition values meet every ``(column, op, text)`` condition."""
+    for column, op, wanted in partitions:
+        value = values.get(column)
+        text = value.isoformat() if isinstance(value, date) else str(value)
+        if op == "=" and text != str(wanted):
+            return False
+        if op == "in" and text not in {str(w) for w in wanted}:
+            return False
+    return True
 
 
 def first_line(exc: BaseException) -> str:
