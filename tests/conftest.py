@@ -42,6 +42,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def wait_listening(proc: subprocess.Popen[Any], port: int, name: str) -> None:
+    """Until ``proc`` accepts connections on ``port`` (readiness, not a fixed sleep)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited at start") from None
+            time.sleep(0.05)
+    raise RuntimeError(f"{name} did not start within 60 s")
+
+
 class S3Server:
     """moto's S3 server on loopback, started and stopped by the suite."""
 
@@ -54,17 +68,7 @@ class S3Server:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # readiness, not a fixed sleep
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    break
-            except OSError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError("moto_server exited at start") from None
-                time.sleep(0.05)
-        else:
-            raise RuntimeError("moto_server did not start within 60 s")
+        wait_listening(self.proc, self.port, "moto_server")
 
     def new_bucket(self) -> str:
         import boto3
@@ -93,6 +97,42 @@ def lake_kind(request: pytest.FixtureRequest) -> str:
     if request.param == "s3":
         request.getfixturevalue("s3_server")
     return str(request.param)
+
+
+class SailServer:
+    """A Spark Connect server (Sail) on loopback, reading the lake on local disk and on
+    moto's S3 (``AWS_ENDPOINT``/``AWS_ALLOW_HTTP`` in its environment)."""
+
+    def __init__(self, s3: S3Server) -> None:
+        self.s3 = s3
+        self.port = free_port()
+        self.remote = f"sc://127.0.0.1:{self.port}"
+        sail = Path(sys.executable).parent / "sail"
+        env = {
+            **os.environ,
+            "AWS_ENDPOINT": s3.url,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_REGION": "us-east-1",
+            "RUST_LOG": "error",
+        }
+        self.proc = subprocess.Popen(
+            [str(sail), "spark", "server", "--ip", "127.0.0.1", "--port", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        wait_listening(self.proc, self.port, "sail")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def sail(s3_server: S3Server) -> Iterator[SailServer]:
+    server = SailServer(s3_server)
+    yield server
+    server.stop()
 
 
 def postgres_bin() -> Path | None:

@@ -13,11 +13,13 @@ will fail the same way until something is changed by a person.
     │   ├── ServerError                5xx internal_error
     │   ├── WarehouseBusyError         the DuckDB file stayed locked by another process
     │   ├── CoordinationError          the daemons' PostgreSQL cannot be reached or failed
+    │   ├── EngineError                the query engine (Spark Connect) cannot be reached or failed
     │   └── StopRequested              the process is shutting down; nothing was committed
     └── TerminalError                  fix something, then run again
         ├── ConfigError                bad config.toml / environment (exit code 2)
         ├── UsageError                 bad command-line input (exit code 2)
-        │   └── DaemonRunningError     a daemon already runs on this storage root
+        │   ├── DaemonRunningError     a daemon already runs on this storage root
+        │   └── QueryError             the engine refused the SQL (syntax, unknown column)
         ├── RequestValidationError     a request the API would refuse, caught before sending
         ├── ApiError                   a 4xx answer
         │   ├── InvalidRequestError    400 invalid_request
@@ -118,6 +120,10 @@ class CoordinationError(TransientError):
     """The PostgreSQL that several daemons share could not be reached or failed."""
 
 
+class EngineError(TransientError):
+    """The query engine could not be reached, or failed while running a query."""
+
+
 class StopRequested(TransientError):
     def __init__(self, message: str = "stop requested") -> None:
         super().__init__(message)
@@ -133,6 +139,10 @@ class UsageError(TerminalError):
 
 class DaemonRunningError(UsageError):
     """Without coordination, one daemon per storage root: this one found another."""
+
+
+class QueryError(UsageError):
+    """The engine refused the SQL it was given: the text must change."""
 
 
 class RequestValidationError(TerminalError):

@@ -16,6 +16,7 @@ import platform
 import re
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -233,6 +234,25 @@ def bench_decode(records: int) -> Figure:
     )
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_port(port: int, timeout: float = 60) -> None:
+    """Until something accepts connections on ``port`` (readiness, not a sleep)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class EmulatorProcess:
     """The emulator in its own process, so it does not share our GIL."""
 
@@ -385,11 +405,11 @@ def bench_backlog(work: Path, pages: int, rate: tuple[int, float]) -> Figure:
     )
 
 
-def bench_report(work: Path, rows: int) -> Figure:
-    from cdnlake.config import build_config
-    from cdnlake.reports.build import write_reports
-
+def make_report_lake(work: Path, rows: int) -> Path:
+    """One day of ``rows`` requests as a Delta table under ``work/report`` (made once)."""
     root = work / "report"
+    if (root / "lake" / "requests" / "_delta_log").exists():
+        return root
     part = root / "lake" / "requests" / "pull_zone_id=1234" / f"date={DAY.isoformat()}"
     part.mkdir(parents=True)
     per_hour = rows // 24
@@ -426,15 +446,65 @@ def bench_report(work: Path, rows: int) -> Figure:
     uri = str(root / "lake" / "requests")
     convert_to_deltalake(uri, partition_by=partitions, partition_strategy="hive")
     assert DeltaTable(uri).count() == per_hour * 24
+    return root
+
+
+def bench_report(work: Path, rows: int) -> Figure:
+    from cdnlake.config import build_config
+    from cdnlake.reports.build import write_reports
+
+    root = make_report_lake(work, rows)
     config = build_config({"storage": {"root": str(root)}}, base_dir=root, env={})
     ours = timed(lambda: write_reports(config, DAY))
     return Figure(
-        f"report of one day, {per_hour * 24:,} requests, all formats",
+        f"report of one day, {rows // 24 * 24:,} requests, all formats",
         ours,
         None,
         "s",
         "< 5 s",
         ours < 5,
+    )
+
+
+def bench_report_spark(work: Path, rows: int) -> Figure:
+    """The same report, as a user runs it (whole processes, json), on Spark Connect (Sail
+    on this machine) against DuckDB: informational, not a target."""
+    root = make_report_lake(work, rows)
+    port = free_port()
+    config = root / "spark.toml"
+    config.write_text(
+        f'[storage]\nroot = "{root}"\n[engine]\nspark_remote = "sc://127.0.0.1:{port}"\n'
+    )
+    sail = Path(sys.executable).parent / "sail"
+    server = subprocess.Popen(
+        [str(sail), "spark", "server", "--ip", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port(port)
+
+        def report(engine: str) -> float:
+            args = ["--config", str(config), "report", "--date", DAY.isoformat()]
+            args += ["--format", "json", "--engine", engine, "--out", str(root / engine)]
+            run = subprocess.run
+            return timed(
+                lambda: run(cdnlake(*args), check=True, env=env(), stdout=subprocess.DEVNULL)
+            )
+
+        report("spark")  # the first query of a session warms the server
+        spark, duck = report("spark"), report("duckdb")
+    finally:
+        server.terminate()
+        server.wait()
+    return Figure(
+        f"report of one day, {rows // 24 * 24:,} requests: --engine spark (Sail, this machine)",
+        spark,
+        duck,
+        "s",
+        "informational",
+        True,
+        "reference: --engine duckdb",
     )
 
 
@@ -494,6 +564,7 @@ def run_all(size: str, only: set[str] | None = None) -> list[Figure]:
             ("ingest", lambda: bench_ingest_v2(work / "ingest", s["ingest"])),
             ("backlog", lambda: bench_backlog(work / "backlog", *s["backlog"])),
             ("report", lambda: bench_report(work, s["report"])),
+            ("spark", lambda: bench_report_spark(work, s["report"])),
         ]
         for name, fn in plan:
             if only and name not in only:

@@ -11,7 +11,16 @@ import sys
 
 from tests.conftest import REPO
 
-BENCHMARKS = ["start-up", "decode", "import-v1,", "peak memory", "ingest", "backlog", "report"]
+BENCHMARKS = [
+    "start-up",
+    "decode",
+    "import-v1,",
+    "peak memory",
+    "ingest",
+    "backlog",
+    "report",
+    "--engine spark",
+]
 
 
 def test_every_benchmark_runs_on_tiny_data():

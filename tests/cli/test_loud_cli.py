@@ -256,6 +256,8 @@ def test_the_wheel_carries_its_sql(tmp_path):
     import zipfile
 
     zipfile.ZipFile(wheel).extractall(site)
+    # The fleet's PostgreSQL statements ship too.
+    assert "cdnlake/sql/postgres/take_leases.sql" in zipfile.ZipFile(wheel).namelist()
     python = venv / "bin" / "python"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -1,13 +1,15 @@
-"""Each named query on real DuckDB over fixture partitions; expected rows in a fixture file."""
+"""Each named query on real DuckDB and on a real Spark Connect server (Sail) over the same
+fixture lake; the expected rows, one file for both engines, in tests/fixtures."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from cdnlake.errors import UsageError
-from cdnlake.warehouse.db import Warehouse
+from cdnlake.warehouse.engine import open_session
 from cdnlake.warehouse.named import get_named, list_named
 from cdnlake.warehouse.output import plain
 from tests.fixture_lake import FIXTURES, build_fixture_lake
@@ -16,9 +18,34 @@ CASES = json.loads((FIXTURES / "named_queries.json").read_text())
 
 
 @pytest.fixture(scope="module")
-def warehouse(tmp_path_factory):
-    config = build_fixture_lake(tmp_path_factory.mktemp("lake"))
-    return Warehouse(config.storage)
+def fixture_config(tmp_path_factory):
+    return build_fixture_lake(tmp_path_factory.mktemp("lake"))
+
+
+@pytest.fixture(scope="module", params=["duckdb", "spark"])
+def session(request, fixture_config):
+    config = fixture_config
+    if request.param == "spark":
+        remote = request.getfixturevalue("sail").remote
+        config = dataclasses.replace(
+            config, engine=dataclasses.replace(config.engine, spark_remote=remote)
+        )
+    with open_session(config, request.param) as session:
+        yield session
+
+
+def same_rows(got: list[list[object]], want: list[list[object]]) -> bool:
+    """Equal, floats within 1e-6 (the engines round the same values in their own way)."""
+    if len(got) != len(want):
+        return False
+    for row, expected in zip(got, want, strict=True):
+        for a, b in zip(row, expected, strict=True):
+            if isinstance(a, float) or isinstance(b, float):
+                if a is None or b is None or abs(float(a) - float(b)) > 1e-6:  # type: ignore[arg-type]
+                    return False
+            elif a != b:
+                return False
+    return True
 
 
 @pytest.mark.parametrize(
@@ -26,14 +53,12 @@ def warehouse(tmp_path_factory):
     CASES,
     ids=lambda c: c["query"] + ":" + ",".join(f"{k}={v}" for k, v in c["params"].items()),
 )
-def test_named_query_matches_fixture(warehouse, case):
+def test_named_query_matches_fixture(session, case):
     query = get_named(case["query"])
-    with warehouse.connect() as con:
-        cursor = con.execute(query.sql, query.bind(case["params"]))
-        columns = [d[0] for d in cursor.description]
-        rows = [plain(list(r)) for r in cursor.fetchall()]
-    assert columns == case["columns"]
-    assert rows == case["rows"]
+    result = session.run_named(query, query.bind(case["params"]))
+    rows = [plain(list(r)) for r in result.rows]
+    assert result.columns == case["columns"]
+    assert same_rows(rows, case["rows"]), rows
 
 
 def test_every_named_query_has_a_case_and_a_header():
@@ -57,10 +82,9 @@ def test_bad_parameter_values_are_usage_errors():
         get_named("nope")
 
 
-def test_sql_injection_through_a_parameter_is_just_a_value(warehouse):
+def test_sql_injection_through_a_parameter_is_just_a_value(session):
     query = get_named("hit_ratio")
-    with warehouse.connect() as con:
-        rows = con.execute(
-            query.sql, query.bind({"day": "2026-11-20", "hit_statuses": "HIT') OR 1=1 --"})
-        ).fetchall()
+    rows = session.run_named(
+        query, query.bind({"day": "2026-11-20", "hit_statuses": "HIT') OR 1=1 --"})
+    ).rows
     assert rows[0][1] == 0  # no status is literally that string

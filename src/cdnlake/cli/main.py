@@ -129,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"rows a table shows (default {DEFAULT_TABLE_ROWS}; 0: all); csv and json write all",
     )
+    p.add_argument(
+        "--engine",
+        choices=["duckdb", "spark"],
+        default="duckdb",
+        help="where the query runs: DuckDB here (default) or Spark Connect at engine.spark_remote",
+    )
 
     p = _command(
         sub,
@@ -142,6 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", metavar="FORMATS", help="comma list of html,csv,json,md (default: config)"
     )
     p.add_argument("--out", metavar="DIR", help="output folder (default: <root>/reports)")
+    p.add_argument(
+        "--engine",
+        choices=["duckdb", "spark"],
+        default="duckdb",
+        help="where the query runs: DuckDB here (default) or Spark Connect at engine.spark_remote",
+    )
 
     p = _command(
         sub,

@@ -38,7 +38,12 @@ def report(args: argparse.Namespace) -> int:
     if args.format is not None:
         formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
     paths = write_reports(
-        config, day, zone=args.zone, formats=formats, out=Path(args.out) if args.out else None
+        config,
+        day,
+        zone=args.zone,
+        formats=formats,
+        out=Path(args.out) if args.out else None,
+        engine=args.engine,
     )
     for path in paths:
         print(path)

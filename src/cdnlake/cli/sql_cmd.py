@@ -28,10 +28,8 @@ def describe_named() -> str:
 
 
 def sql(args: argparse.Namespace) -> int:
-    import duckdb
-
     from cdnlake.cli.main import DEFAULT_TABLE_ROWS
-    from cdnlake.warehouse.db import Warehouse
+    from cdnlake.warehouse.engine import open_session
     from cdnlake.warehouse.named import get_named, parse_params
     from cdnlake.warehouse.output import render
 
@@ -43,34 +41,19 @@ def sql(args: argparse.Namespace) -> int:
     if args.limit is not None and args.format != "table":
         raise UsageError("sql --limit: goes with --format table (csv and json write every row)")
     config = load(args, default_level="WARNING")
-    params: dict[str, object] | None = None
-    if args.named:
-        named = get_named(args.named)
-        text = named.sql
-        params = named.bind(parse_params(args.param))
-    else:
-        if args.param:
-            raise UsageError("sql: --param goes with --query NAME")
-        text = args.query
     limit = (DEFAULT_TABLE_ROWS if args.limit is None else args.limit) or None
     if args.format != "table":
         limit = None
-    with Warehouse(config.storage).connect() as con:
-        try:
-            cursor = con.execute(text, params) if params is not None else con.execute(text)
-            columns = [d[0] for d in cursor.description or []]
-            if not columns:
-                rows = []
-            elif limit is None:
-                rows = cursor.fetchall()
-            else:
-                rows = cursor.fetchmany(limit + 1)  # one more tells that there are more
-        except duckdb.Error as exc:
-            first = str(exc).strip().splitlines()[0]
-            raise UsageError(f"sql: {first}") from None
-    more = limit is not None and len(rows) > limit
-    sys.stdout.write(render(args.format, columns, rows[:limit] if more else rows))
-    if more:
+    with open_session(config, args.engine) as session:
+        if args.named:
+            named = get_named(args.named)
+            result = session.run_named(named, named.bind(parse_params(args.param)), limit=limit)
+        else:
+            if args.param:
+                raise UsageError("sql: --param goes with --query NAME")
+            result = session.run(args.query, limit=limit)
+    sys.stdout.write(render(args.format, result.columns, result.rows))
+    if result.more:
         sys.stdout.write(
             f"(only the first {limit:,} rows are shown: --limit 0 shows every row, "
             "--format csv or json writes them all)\n"

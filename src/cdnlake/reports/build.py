@@ -14,7 +14,7 @@ from typing import Any
 
 from cdnlake.config import Config
 from cdnlake.errors import UsageError
-from cdnlake.warehouse.db import Warehouse
+from cdnlake.warehouse.engine import open_session
 from cdnlake.warehouse.named import get_named
 
 # (section, named query, fixed parameters, title)
@@ -80,7 +80,9 @@ class ReportData:
         return not self.sections["overview"].first().get("requests")
 
 
-def collect(config: Config, day: date, zone: int | None = None) -> ReportData:
+def collect(
+    config: Config, day: date, zone: int | None = None, *, engine: str = "duckdb"
+) -> ReportData:
     data = ReportData(
         day=day,
         zone=zone,
@@ -93,16 +95,15 @@ def collect(config: Config, day: date, zone: int | None = None) -> ReportData:
         "hit_statuses": ",".join(config.report.hit_statuses),
         "top_n": str(config.report.top_n),
     }
-    with Warehouse(config.storage).connect() as con:
+    with open_session(config, engine) as session:
         for name, query_name, fixed, title in SECTIONS:
             if name == "zones" and zone is not None:
                 continue
             query = get_named(query_name)
             wanted = {p.name for p in query.params}
             given = {k: v for k, v in {**common, **fixed}.items() if k in wanted}
-            cursor = con.execute(query.sql, query.bind(given))
-            columns = [d[0] for d in cursor.description or []]
-            data.sections[name] = Table(title, columns, cursor.fetchall())
+            result = session.run_named(query, query.bind(given))
+            data.sections[name] = Table(title, result.columns, result.rows)
     return data
 
 
@@ -157,6 +158,7 @@ def write_reports(
     zone: int | None = None,
     formats: tuple[str, ...] | None = None,
     out: Path | None = None,
+    engine: str = "duckdb",
 ) -> list[Path]:
     formats = config.report.formats if formats is None else formats
     if not formats:
@@ -166,7 +168,7 @@ def write_reports(
             raise UsageError(f"report: unknown format {fmt!r} (use {', '.join(FORMATS)})")
     out = out or config.storage.reports
     prepare_out_dir(out)
-    data = collect(config, day, zone)
+    data = collect(config, day, zone, engine=engine)
     written = []
     for fmt in formats:
         for suffix, content in render(data, fmt).items():

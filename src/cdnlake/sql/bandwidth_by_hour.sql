@@ -2,7 +2,7 @@
 -- param: day DATE                  UTC day, YYYY-MM-DD
 -- param: zone BIGINT = NULL        pull zone id (NULL: all zones)
 -- param: hit_statuses VARCHAR[] = HIT,STALE,UPDATING,REVALIDATED   statuses counted as hits
-SELECT ((epoch_ms(ts) // 3600000) % 24)::INTEGER                                              AS hour,
+SELECT CAST(hour(ts) AS INTEGER)                                                       AS hour,
        count(*)                                                                  AS requests,
        coalesce(sum(bytes_sent), 0)                                              AS bytes,
        round(coalesce(sum(bytes_sent), 0) * 8 / 3600 / 1e6, 3)                   AS avg_mbps,
@@ -11,5 +11,5 @@ SELECT ((epoch_ms(ts) // 3600000) % 24)::INTEGER                                
 FROM requests
 WHERE date = $day
   AND ($zone IS NULL OR pull_zone_id = $zone)
-GROUP BY hour
+GROUP BY CAST(hour(ts) AS INTEGER)
 ORDER BY hour;

@@ -4,8 +4,8 @@
 -- param: hit_statuses VARCHAR[] = HIT,STALE,UPDATING,REVALIDATED   statuses counted as hits
 WITH per_day AS (
     SELECT date,
-           count(*)::DOUBLE                                                        AS requests,
-           coalesce(sum(bytes_sent), 0)::DOUBLE                                    AS bytes,
+           CAST(count(*) AS DOUBLE)                                                AS requests,
+           CAST(coalesce(sum(bytes_sent), 0) AS DOUBLE)                            AS bytes,
            100.0 * count(*) FILTER (WHERE list_contains($hit_statuses, cache_status))
                / count(*)                                                          AS request_hit_ratio_pct,
            100.0 * coalesce(sum(bytes_sent) FILTER (WHERE list_contains($hit_statuses, cache_status)), 0)
@@ -17,20 +17,34 @@ WITH per_day AS (
       AND ($zone IS NULL OR pull_zone_id = $zone)
     GROUP BY date
 ),
-metrics AS (
-    UNPIVOT per_day
-    ON requests, bytes, request_hit_ratio_pct, byte_hit_ratio_pct, rate_4xx_pct, rate_5xx_pct
-    INTO NAME metric VALUE value
+names AS (
+    SELECT 'requests' AS metric, 1 AS ord
+    UNION ALL SELECT 'bytes', 2
+    UNION ALL SELECT 'request_hit_ratio_pct', 3
+    UNION ALL SELECT 'byte_hit_ratio_pct', 4
+    UNION ALL SELECT 'rate_4xx_pct', 5
+    UNION ALL SELECT 'rate_5xx_pct', 6
 ),
-names(metric, ord) AS (
-    VALUES ('requests', 1), ('bytes', 2), ('request_hit_ratio_pct', 3),
-           ('byte_hit_ratio_pct', 4), ('rate_4xx_pct', 5), ('rate_5xx_pct', 6)
+metrics AS (
+    SELECT date, 'requests' AS metric, 1 AS ord, requests AS value FROM per_day
+    UNION ALL SELECT date, 'bytes' AS metric, 2 AS ord, bytes AS value FROM per_day
+    UNION ALL SELECT date, 'request_hit_ratio_pct' AS metric, 3 AS ord, request_hit_ratio_pct AS value FROM per_day
+    UNION ALL SELECT date, 'byte_hit_ratio_pct' AS metric, 4 AS ord, byte_hit_ratio_pct AS value FROM per_day
+    UNION ALL SELECT date, 'rate_4xx_pct' AS metric, 5 AS ord, rate_4xx_pct AS value FROM per_day
+    UNION ALL SELECT date, 'rate_5xx_pct' AS metric, 6 AS ord, rate_5xx_pct AS value FROM per_day
+),
+paired AS (
+    SELECT n.metric,
+           n.ord,
+           round(max(CASE WHEN m.date = $day THEN m.value END), 2)                      AS today,
+           round(max(CASE WHEN m.date = $day - INTERVAL 1 DAY THEN m.value END), 2)     AS previous_day
+    FROM names AS n
+    LEFT JOIN metrics AS m ON m.metric = n.metric
+    GROUP BY n.metric, n.ord
 )
-SELECT n.metric,
-       round(max(m.value) FILTER (WHERE m.date = $day), 2)                      AS today,
-       round(max(m.value) FILTER (WHERE m.date = $day - INTERVAL 1 DAY), 2)     AS previous_day,
-       round(100.0 * (today - previous_day) / nullif(previous_day, 0), 2)       AS change_pct
-FROM names n
-LEFT JOIN metrics m USING (metric)
-GROUP BY n.metric, n.ord
-ORDER BY n.ord;
+SELECT metric,
+       today,
+       previous_day,
+       round(100.0 * (today - previous_day) / nullif(previous_day, 0), 2)               AS change_pct
+FROM paired
+ORDER BY ord;

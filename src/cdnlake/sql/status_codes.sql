@@ -2,7 +2,7 @@
 -- param: day DATE                  UTC day, YYYY-MM-DD
 -- param: zone BIGINT = NULL        pull zone id (NULL: all zones)
 SELECT status_code,
-       (status_code // 100)::VARCHAR || 'xx'                AS class,
+       CAST(CAST(floor(status_code / 100) AS INTEGER) AS VARCHAR) || 'xx'   AS class,
        count(*)                                              AS requests,
        round(100.0 * count(*) / sum(count(*)) OVER (), 2)    AS pct
 FROM requests

@@ -3,18 +3,32 @@
 -- param: status_class VARCHAR = 5xx {4xx|5xx}  which errors
 -- param: zone BIGINT = NULL        pull zone id (NULL: all zones)
 -- param: top_n INTEGER = 10        rows
-SELECT host,
-       path,
-       count(*)               AS errors,
-       mode(status_code)      AS commonest_status
-FROM requests
-WHERE date = $day
-  AND ($zone IS NULL OR pull_zone_id = $zone)
-  AND status_code // 100 = CASE $status_class
-                               WHEN '4xx' THEN 4
-                               WHEN '5xx' THEN 5
-                               ELSE error('status_class must be 4xx or 5xx')
-                           END
-GROUP BY host, path
-ORDER BY errors DESC, host, path
-LIMIT $top_n;
+WITH errors AS (
+    SELECT host, path, status_code
+    FROM requests
+    WHERE date = $day
+      AND ($zone IS NULL OR pull_zone_id = $zone)
+      AND status_code BETWEEN CASE $status_class WHEN '4xx' THEN 400 ELSE 500 END
+                          AND CASE $status_class WHEN '4xx' THEN 499 ELSE 599 END
+),
+by_code AS (
+    -- the commonest status of each path, ties to the lowest code
+    SELECT host, path, status_code, count(*) AS n,
+           row_number() OVER (PARTITION BY host, path ORDER BY count(*) DESC, status_code) AS r
+    FROM errors
+    GROUP BY host, path, status_code
+),
+ranked AS (
+    SELECT host, path, sum(n) AS errors,
+           min(CASE WHEN r = 1 THEN status_code END) AS commonest_status
+    FROM by_code
+    GROUP BY host, path
+),
+numbered AS (
+    SELECT *, row_number() OVER (ORDER BY errors DESC, host, path) AS place
+    FROM ranked
+)
+SELECT host, path, errors, commonest_status
+FROM numbered
+WHERE place <= $top_n
+ORDER BY place;

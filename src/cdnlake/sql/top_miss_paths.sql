@@ -3,19 +3,26 @@
 -- param: rank_by VARCHAR = requests {requests|bytes}  rank by MISS requests or MISS bytes
 -- param: zone BIGINT = NULL        pull zone id (NULL: all zones)
 -- param: top_n INTEGER = 10        rows
-SELECT host,
-       path,
-       count(*)                      AS miss_requests,
-       coalesce(sum(bytes_sent), 0)  AS miss_bytes
-FROM requests
-WHERE date = $day
-  AND ($zone IS NULL OR pull_zone_id = $zone)
-  AND cache_status = 'MISS'
-GROUP BY host, path
-ORDER BY CASE $rank_by
-             WHEN 'requests' THEN count(*)
-             WHEN 'bytes'    THEN sum(bytes_sent)
-             ELSE error('rank_by must be requests or bytes')
-         END DESC,
-         host, path
-LIMIT $top_n;
+WITH misses AS (
+    SELECT host,
+           path,
+           count(*)                      AS miss_requests,
+           coalesce(sum(bytes_sent), 0)  AS miss_bytes
+    FROM requests
+    WHERE date = $day
+      AND ($zone IS NULL OR pull_zone_id = $zone)
+      AND cache_status = 'MISS'
+    GROUP BY host, path
+),
+numbered AS (
+    SELECT *,
+           row_number() OVER (
+               ORDER BY CASE $rank_by WHEN 'bytes' THEN miss_bytes ELSE miss_requests END DESC,
+                        host, path
+           ) AS place
+    FROM misses
+)
+SELECT host, path, miss_requests, miss_bytes
+FROM numbered
+WHERE place <= $top_n
+ORDER BY place;

@@ -14,14 +14,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 from cdnlake.config import StorageConfig
-from cdnlake.errors import DataError
+from cdnlake.errors import DataError, QueryError
 from cdnlake.lake.schema import TABLES, TableSpec
 from cdnlake.lake.store import Lake, first_line
+from cdnlake.warehouse.engine import Result
+from cdnlake.warehouse.named import NamedQuery
 
 log = logging.getLogger(__name__)
 
@@ -86,3 +89,32 @@ class Warehouse:
             yield con
         finally:
             con.close()
+
+
+class DuckDBSession:
+    """Queries on one DuckDB connection of :meth:`Warehouse.connect`."""
+
+    engine = "duckdb"
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def run(
+        self, sql: str, params: dict[str, Any] | None = None, *, limit: int | None = None
+    ) -> Result:
+        try:
+            cursor = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
+            columns = [d[0] for d in cursor.description or []]
+            if not columns:
+                return Result([], [])
+            if limit is None:
+                return Result(columns, cursor.fetchall())
+            rows = cursor.fetchmany(limit + 1)  # one more tells that there are more
+        except duckdb.Error as exc:
+            raise QueryError(f"sql: {first_line(exc)}") from None
+        return Result(columns, rows[:limit], more=len(rows) > limit)
+
+    def run_named(
+        self, query: NamedQuery, params: dict[str, Any], *, limit: int | None = None
+    ) -> Result:
+        return self.run(query.sql, params, limit=limit)
