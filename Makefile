@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit browser postgres bench soak clean
+.PHONY: demo test lint typecheck rules unit browser postgres bench soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,19 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy src
+
+# The alert rules, with promtool (Debian's prometheus package, installed when missing).
+rules:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing prometheus (promtool) for the alert rules..."; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends prometheus) >/dev/null 2>&1 || true; \
+	  fi; }
+	@if command -v promtool >/dev/null 2>&1; then \
+	  promtool check rules contrib/prometheus/alerts.yml && \
+	  promtool test rules contrib/prometheus/alerts_test.yml; \
+	else echo "note: promtool is missing; the alert rules were not checked"; fi
 
 # The report test renders the HTML page in headless Chromium (Debian's package).
 browser:
@@ -43,7 +56,7 @@ postgres:
 unit: $(STAMP) browser postgres
 	$(BIN)/pytest
 
-test: lint typecheck unit
+test: lint typecheck rules unit
 
 clean:
 	rm -rf $(VENV) data/lake data/work data/reports

@@ -166,6 +166,21 @@ class ScheduleConfig:
 @dataclass(frozen=True)
 class LogConfig:
     level: str = "INFO"
+    format: str = "text"  # "text" (for people) or "json" (one object per line)
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """``[metrics]``: the daemon's /metrics and /healthz."""
+
+    listen: str = ""  # "" = off; "127.0.0.1:9464"
+
+    def address(self) -> tuple[str, int] | None:
+        """``(host, port)``, or None when off."""
+        if not self.listen:
+            return None
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]"), int(port)
 
 
 @dataclass(frozen=True)
@@ -236,6 +251,7 @@ class Config:
     report: ReportConfig = field(default_factory=ReportConfig)
     coordination: CoordinationConfig = field(default_factory=CoordinationConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     zones: tuple[ZoneConfig, ...] = ()
     shield_zones: tuple[ShieldZoneConfig, ...] = ()
     path: Path | None = None
@@ -282,6 +298,7 @@ SECTIONS: dict[str, type] = {
     "report": ReportConfig,
     "coordination": CoordinationConfig,
     "engine": EngineConfig,
+    "metrics": MetricsConfig,
 }
 # Tables inside a section ([storage.s3]): (section, key) -> their class.
 NESTED_SECTIONS: dict[str, dict[str, type]] = {"storage": {"s3": S3Config}}
@@ -512,6 +529,7 @@ def _coerce_text(key: str, tp: Any, text: str) -> Any:
 
 _REPORT_AT = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 LOG_LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
+LOG_FORMATS = {"text", "json"}
 REPORT_FORMATS = {"html", "csv", "json", "md"}
 
 
@@ -552,6 +570,15 @@ def _validate(config: Config) -> None:
         raise ConfigError(
             f"schedule.maintain_at: expected HH:MM (UTC), got {config.schedule.maintain_at!r}"
         )
+    if config.log.format not in LOG_FORMATS:
+        raise ConfigError(f"log.format: expected 'text' or 'json', got {config.log.format!r}")
+    listen = config.metrics.listen
+    if listen and not re.match(r"^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$", listen):
+        raise ConfigError(
+            f"metrics.listen: expected HOST:PORT, e.g. 127.0.0.1:9464, got {listen!r}"
+        )
+    if listen and not 0 <= int(listen.rpartition(":")[2]) <= 65535:
+        raise ConfigError(f"metrics.listen: port must be 0..65535, got {listen!r}")
     if config.log.level.upper() not in LOG_LEVELS:
         raise ConfigError(f"log.level: expected one of {sorted(LOG_LEVELS)}")
     bad = set(config.report.formats) - REPORT_FORMATS

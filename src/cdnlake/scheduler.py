@@ -37,6 +37,7 @@ from cdnlake.coordination import Fleet, fleet_for
 from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
 from cdnlake.ingest.result import ZoneResult, this_daemon, utcnow
 from cdnlake.ingest.runner import AnyStop
+from cdnlake.monitoring.metrics import DaemonMetrics
 
 log = logging.getLogger("cdnlake.daemon")
 
@@ -54,9 +55,11 @@ class Daemon:
         report_writer: Callable[[date], Any] | None = None,
         maintain_trigger: Any = None,
         fleet: Fleet | None = None,
+        metrics: DaemonMetrics | None = None,
     ) -> None:
         self.config = config
         self.fleet = fleet or fleet_for(config, this_daemon())
+        self.metrics = metrics
         self.api = api
         self.stop_event = api.abort
         self.ingestor = Ingestor(config, LoggingClient(api), clock=clock, stop=self.stop_event)
@@ -104,10 +107,16 @@ class Daemon:
             f"requests/{zone.id}", lambda stop: self.ingestor.run_zone(zone, stop=stop)
         )
         if result is not None:
+            self._observe(result)
             with self._lock:
-                self.passes += 1
                 self.zone_passes[zone.id] = self.zone_passes.get(zone.id, 0) + 1
         return result
+
+    def _observe(self, result: ZoneResult) -> None:
+        if self.metrics is not None:
+            self.metrics.observe(result)
+        with self._lock:
+            self.passes += 1
 
     def poll_shield_zone(self, zone: ShieldZoneConfig) -> ZoneResult | None:
         from cdnlake.client.shield import ShieldApi
@@ -119,8 +128,7 @@ class Daemon:
             ),
         )
         if result is not None:
-            with self._lock:
-                self.passes += 1
+            self._observe(result)
         return result
 
     def _acquired(self, key: str, wait_seconds: float) -> None:

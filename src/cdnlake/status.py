@@ -157,3 +157,35 @@ def fleet_status(config: Config, *, now: datetime | None = None) -> FleetStatus:
         for daemon, started, beat, live in view.daemons
     ]
     return FleetStatus(True, view.owners, lines)
+
+
+def full_status(
+    config: Config, *, max_lag_seconds: int | None = None
+) -> tuple[list[ZoneStatus], FleetStatus]:
+    """Every zone's status with its owner, and the fleet: what ``status`` shows."""
+    statuses = zone_statuses(config, max_lag_seconds=max_lag_seconds)
+    fleet = fleet_status(config)
+    for zone in statuses:
+        zone.owner = fleet.owner(zone)
+    return statuses, fleet
+
+
+def health(config: Config) -> tuple[list[dict[str, Any]], bool]:
+    """``status --format json``'s body, and whether every zone (and the fleet) is healthy."""
+    statuses, fleet = full_status(config)
+    healthy = all(s.healthy for s in statuses) and fleet.problem is None
+    return [s.as_dict() for s in statuses], healthy
+
+
+def zone_watermarks(config: Config) -> dict[tuple[str, str], datetime]:
+    """Each configured zone's watermark keyed as the metrics label it: (zone, source)."""
+    lake = Lake.from_config(config.storage)
+    marks: dict[tuple[str, str], datetime] = {}
+    pull = watermarks(lake, REQUESTS, [z.id for z in config.zones])
+    for zone in config.zones:
+        if zone.id in pull:
+            marks[(str(zone.id), zone.source)] = pull[zone.id]
+    shield = watermarks(lake, SHIELD_EVENTS, [z.id for z in config.shield_zones])
+    for zone_id, mark in shield.items():
+        marks[(str(zone_id), "shield")] = mark
+    return marks

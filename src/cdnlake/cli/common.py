@@ -25,7 +25,10 @@ def load(
     from cdnlake.lake.migrate import legacy_lake
 
     config = load_config(args.config)
-    setup_logging(args.log_level or default_level or config.log.level)
+    setup_logging(
+        args.log_level or default_level or config.log.level,
+        getattr(args, "log_format", None) or config.log.format,
+    )
     old = None if legacy_ok else legacy_lake(config.storage)
     if old is not None:
         raise ConfigError(

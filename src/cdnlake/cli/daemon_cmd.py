@@ -15,6 +15,13 @@ import logging
 import os
 import signal
 import threading
+from typing import TYPE_CHECKING
+
+from cdnlake.config import Config
+
+if TYPE_CHECKING:
+    from cdnlake.monitoring.http import MetricsServer
+    from cdnlake.monitoring.metrics import DaemonMetrics
 
 
 def daemon(args: argparse.Namespace) -> int:
@@ -37,9 +44,29 @@ def daemon(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    with open_api(config) as api:
-        runner = Daemon(config, api)
-        runner.run_forever(interrupted)
-        clean = runner.stop()
+    metrics, server = serve_metrics(config)
+    try:
+        with open_api(config) as api:
+            runner = Daemon(config, api, metrics=metrics)
+            runner.run_forever(interrupted)
+            clean = runner.stop()
+    finally:
+        if server is not None:
+            server.stop()
     log.info("daemon stopped after %d zone passes%s", runner.passes, "" if clean else " (forced)")
     return 0
+
+
+def serve_metrics(config: Config) -> tuple[DaemonMetrics | None, MetricsServer | None]:
+    """With ``metrics.listen`` set: the metrics, and /metrics and /healthz serving them."""
+    address = config.metrics.address()
+    if address is None:
+        return None, None
+    from cdnlake.monitoring.http import MetricsServer
+    from cdnlake.monitoring.metrics import DaemonMetrics
+    from cdnlake.status import health, zone_watermarks
+
+    metrics = DaemonMetrics(config, watermarks=lambda: zone_watermarks(config))
+    server = MetricsServer(*address, metrics, lambda: health(config))
+    server.start()
+    return metrics, server

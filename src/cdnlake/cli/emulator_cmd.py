@@ -163,7 +163,7 @@ def emulator(args: argparse.Namespace) -> int:
     from cdnlake.cli.main import setup_logging
     from cdnlake.emulator.server import Emulator
 
-    setup_logging(args.log_level or "WARNING")
+    setup_logging(args.log_level or "WARNING", args.log_format or "text")
     config = build_config(args)
     emu = Emulator(config)
     try:

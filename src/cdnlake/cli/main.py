@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="cdnlake",
         description="Turns a CDN's request logs into an analytics lake "
-        "(Parquet partitions + DuckDB) with cache and error reports.",
+        "(Delta Lake tables, DuckDB or Spark) with cache and error reports.",
     )
     parser.add_argument("--version", action="version", version=f"cdnlake {__version__}")
     parser.add_argument(
@@ -62,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="log level (default: log.level from the config)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="log lines for people (text) or one JSON object per line (default: log.format)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
@@ -228,15 +233,28 @@ def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
     return func
 
 
-def setup_logging(level: str) -> None:
-    """cdnlake's own lines at ``level``; the libraries' chatter only when debugging."""
+def setup_logging(level: str, fmt: str = "text") -> None:
+    """cdnlake's own lines at ``level``; the libraries' chatter only when debugging.
+
+    ``fmt`` "json": one JSON object per line (python-json-logger), with a pass's zone,
+    source, run id and outcome as fields of their own.
+    """
     numeric = getattr(logging, level.upper(), logging.INFO)
-    logging.basicConfig(
-        level=numeric,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-        force=True,
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        from pythonjsonlogger.json import JsonFormatter
+
+        handler.setFormatter(
+            JsonFormatter(
+                "{levelname}{name}{message}",
+                style="{",
+                timestamp="time",
+                rename_fields={"levelname": "level", "name": "logger"},
+            )
+        )
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=numeric, handlers=[handler], force=True)
     quiet = logging.DEBUG if numeric <= logging.DEBUG else logging.WARNING
     for name in ("httpx", "httpcore"):
         logging.getLogger(name).setLevel(quiet)

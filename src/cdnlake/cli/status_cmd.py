@@ -19,16 +19,13 @@ def _age(seconds: float | None) -> str:
 
 def status(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load
-    from cdnlake.status import fleet_status, zone_statuses
+    from cdnlake.status import full_status
     from cdnlake.warehouse.output import render
 
     config = load(args, default_level="WARNING")
-    statuses = zone_statuses(config, max_lag_seconds=args.max_lag)
-    fleet = fleet_status(config)
-    for zone in statuses:
-        zone.owner = fleet.owner(zone)
+    statuses, fleet = full_status(config, max_lag_seconds=args.max_lag)
     if args.format == "json":
-        json.dump([s.as_dict() for s in statuses], sys.stdout, indent=1)
+        json.dump([s.as_dict() for s in statuses], sys.stdout, indent=1)  # as /healthz
         sys.stdout.write("\n")
     else:
         columns = [

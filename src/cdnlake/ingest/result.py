@@ -75,6 +75,7 @@ class ZoneResult:
     stats: RequestStats = field(default_factory=RequestStats)
     notes: list[str] = field(default_factory=list)
     damaged: list[DamagedFile] = field(default_factory=list)
+    traffic: Counter[tuple[str, str]] = field(default_factory=Counter)  # new rows by kind
 
     @property
     def ok(self) -> bool:
@@ -84,6 +85,7 @@ class ZoneResult:
         self.rows += written.new
         self.duplicates += written.duplicates
         self.damaged.extend(written.damaged)
+        self.traffic.update(written.traffic)
 
     def add_rejects(self, frame: pl.DataFrame) -> None:
         self.rejected += frame.height
@@ -192,7 +194,14 @@ class LogProgress:
         pass
 
     def finished(self, result: ZoneResult) -> None:
-        log.log(logging.INFO if result.ok else logging.WARNING, result.summary())
+        fields = {
+            "zone": result.zone_id,
+            "source": result.source,
+            "run_id": result.run_id,
+            "outcome": result.outcome,
+            "rows": result.rows,
+        }
+        log.log(logging.INFO if result.ok else logging.WARNING, result.summary(), extra=fields)
         for gap in result.gaps:
             log.warning(
                 "zone %s: DATA LOST from %s to %s: %s",
@@ -200,4 +209,5 @@ class LogProgress:
                 gap.gap_from.isoformat(),
                 gap.gap_to.isoformat(),
                 gap.reason,
+                extra=fields,
             )

@@ -58,6 +58,19 @@ class Written:
     duplicates: int = 0
     damaged: list[DamagedFile] = field(default_factory=list)
     files_read: int = 0  # data files read to find repeats (follows the window, not the table)
+    # New requests by (cache status, status class "2xx"...): what the metrics count.
+    traffic: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+def traffic(frame: pl.DataFrame) -> dict[tuple[str, str], int]:
+    """Requests by cache status and status class (``HIT``, ``2xx``); {} for other tables."""
+    if frame.height == 0 or "cache_status" not in frame.columns:
+        return {}
+    counts = frame.group_by(
+        pl.col("cache_status").fill_null("-"),
+        ((pl.col("status_code") // 100).cast(pl.String) + "xx").fill_null("-").alias("class"),
+    ).len()
+    return {(status, klass): n for status, klass, n in counts.iter_rows()}
 
 
 def _partition_text(value: object) -> str:
@@ -189,6 +202,7 @@ class ZoneWriter:
                 ) from None
             written.new = new.height
             written.duplicates = frame.height - new.height
+            written.traffic = traffic(new)
             return written
         raise ZoneBusyError(
             f"zone {self.zone_id}: other processes kept committing to {self.spec.name}; "

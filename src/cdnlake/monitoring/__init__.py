@@ -1,0 +1,1 @@
+"""What operators watch: the daemon's Prometheus metrics and its health endpoint."""

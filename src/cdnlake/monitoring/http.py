@@ -1,0 +1,82 @@
+"""``/metrics`` (Prometheus text format) and ``/healthz`` (the ``status`` JSON: 200 while
+every zone is healthy, else 503), served by the daemon on ``metrics.listen``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import make_wsgi_app
+
+from cdnlake.errors import ConfigError
+from cdnlake.monitoring.metrics import DaemonMetrics
+
+log = logging.getLogger("cdnlake.metrics")
+
+Health = Callable[[], tuple[list[dict[str, Any]], bool]]
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # scrapes are not news
+        pass
+
+
+class MetricsServer:
+    def __init__(self, host: str, port: int, metrics: DaemonMetrics, health: Health) -> None:
+        metrics_app = make_wsgi_app(metrics.registry)
+
+        def app(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
+            path = environ.get("PATH_INFO", "")
+            if path == "/metrics":
+                result: Iterable[bytes] = metrics_app(environ, start)
+                return result
+            if path == "/healthz":
+                return self._healthz(health, start)
+            start("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"not found: try /metrics or /healthz\n"]
+
+        try:
+            self.server = make_server(host, port, app, _Server, _Quiet)
+        except OSError as exc:
+            raise ConfigError(
+                f"metrics.listen: cannot listen on {host}:{port}: {exc.strerror or exc}"
+            ) from None
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, name="metrics-http", daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        return f"http://{name}:{port}"
+
+    @staticmethod
+    def _healthz(health: Health, start: Callable[..., Any]) -> list[bytes]:
+        try:
+            zones, healthy = health()
+        except Exception as exc:  # an unreadable lake is not healthy
+            zones, healthy = [{"problem": f"status failed: {exc}"}], False
+        body = (json.dumps(zones, indent=1) + "\n").encode()
+        start(
+            "200 OK" if healthy else "503 Service Unavailable",
+            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+        )
+        return [body]
+
+    def start(self) -> None:
+        self.thread.start()
+        log.info("metrics: serving %s/metrics and %s/healthz", self.url, self.url)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

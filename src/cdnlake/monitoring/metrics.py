@@ -1,0 +1,149 @@
+"""The daemon's Prometheus metrics, per zone (labels ``zone`` and ``source``).
+
+Counters live in the process: they start at zero with it, as Prometheus expects of a
+restarted target (``rate()`` handles the reset). Every configured zone has its series
+from the start, so a rate is defined before the first pass. The lag gauge is computed at
+each scrape from the watermarks in the lake, so it is right from the first scrape and,
+in a fleet, for zones that other daemons ingest.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from cdnlake.config import Config
+from cdnlake.ingest.result import ZoneResult
+
+log = logging.getLogger("cdnlake.metrics")
+
+LABELS = ("zone", "source")
+PASS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
+WATERMARK_REFRESH_SECONDS = 5.0
+
+Watermarks = dict[tuple[str, str], datetime]
+
+
+class _LagCollector(Collector):
+    """``cdnlake_watermark_lag_seconds``: now minus each zone's watermark, at scrape time."""
+
+    def __init__(self, read: Callable[[], Watermarks]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "cdnlake_watermark_lag_seconds",
+            "Seconds between now and the zone's watermark (how far behind its data is).",
+            labels=list(LABELS),
+        )
+        now = datetime.now(UTC)
+        for (zone, source), mark in sorted(self.read().items()):
+            family.add_metric([zone, source], (now - mark).total_seconds())
+        yield family
+
+
+class DaemonMetrics:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        watermarks: Callable[[], Watermarks] | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.rows = Counter("cdnlake_rows_ingested", "Rows added to the lake.", LABELS, registry=r)
+        self.duplicates = Counter(
+            "cdnlake_duplicates_dropped", "Rows read again and dropped.", LABELS, registry=r
+        )
+        self.rejected = Counter(
+            "cdnlake_rejected", "Lines or records that could not be parsed.", LABELS, registry=r
+        )
+        self.rate_limited = Counter(
+            "cdnlake_rate_limited", "429 answers received from the provider.", LABELS, registry=r
+        )
+        self.retries = Counter("cdnlake_retries", "Requests sent again.", LABELS, registry=r)
+        self.gap_seconds = Counter(
+            "cdnlake_gap_seconds",
+            "Seconds of logs recorded as lost (past retention, damaged and gone).",
+            LABELS,
+            registry=r,
+        )
+        self.requests = Counter(
+            "cdnlake_requests",
+            "CDN requests added to the lake, by cache status and status class (2xx...).",
+            (*LABELS, "cache_status", "status_class"),
+            registry=r,
+        )
+        self.passes = Counter(
+            "cdnlake_passes", "Zone passes, by outcome.", (*LABELS, "outcome"), registry=r
+        )
+        self.duration = Histogram(
+            "cdnlake_pass_duration_seconds",
+            "How long a zone pass took.",
+            LABELS,
+            buckets=PASS_BUCKETS,
+            registry=r,
+        )
+        self.last_ok = Gauge(
+            "cdnlake_last_pass_ok",
+            "1 if the zone's last pass succeeded, else 0.",
+            LABELS,
+            registry=r,
+        )
+        self.zones = [(str(z.id), z.source) for z in config.zones]
+        self.zones += [(str(z.id), "shield") for z in config.shield_zones]
+        for labels in self.zones:
+            for counter in (
+                self.rows,
+                self.duplicates,
+                self.rejected,
+                self.rate_limited,
+                self.retries,
+                self.gap_seconds,
+            ):
+                counter.labels(*labels)
+            self.duration.labels(*labels)
+        self._read = watermarks or (lambda: {})
+        self._marks: Watermarks = {}
+        self._read_at = 0.0
+        self._lock = threading.Lock()
+        r.register(_LagCollector(self.watermarks))
+
+    def watermarks(self) -> Watermarks:
+        """The zones' watermarks, read again from the lake at most every few seconds."""
+        with self._lock:
+            if time.monotonic() - self._read_at >= WATERMARK_REFRESH_SECONDS:
+                try:
+                    self._marks = self._read()
+                    self._read_at = time.monotonic()
+                except Exception as exc:  # a scrape must not fail on a slow store
+                    log.warning("metrics: watermarks not read: %s", exc)
+            return dict(self._marks)
+
+    def observe(self, result: ZoneResult) -> None:
+        labels = (str(result.zone_id), result.source)
+        stats = result.stats
+        self.rows.labels(*labels).inc(result.rows)
+        self.duplicates.labels(*labels).inc(result.duplicates)
+        self.rejected.labels(*labels).inc(result.rejected)
+        self.rate_limited.labels(*labels).inc(stats.rate_limited)
+        self.retries.labels(*labels).inc(stats.retries)
+        lost = sum((g.gap_to - g.gap_from).total_seconds() for g in result.gaps)
+        self.gap_seconds.labels(*labels).inc(max(0.0, lost))
+        self.passes.labels(*labels, result.outcome).inc()
+        for (cache_status, status_class), n in result.traffic.items():
+            self.requests.labels(*labels, cache_status, status_class).inc(n)
+        finished = result.finished or datetime.now(UTC)
+        self.duration.labels(*labels).observe((finished - result.started).total_seconds())
+        self.last_ok.labels(*labels).set(1 if result.ok else 0)
+        if result.reached is not None:
+            with self._lock:
+                self._marks[labels] = result.reached
