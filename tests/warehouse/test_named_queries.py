@@ -66,7 +66,7 @@ def test_every_named_query_has_a_case_and_a_header():
     for q in list_named():
         assert q.name in covered, f"{q.name} has no fixture case"
         assert q.answers, f"{q.name} has no '-- answers:' header"
-        assert any(p.name == "day" for p in q.params)
+        assert any(p.name in ("day", "from_day") for p in q.params)
         body = "\n".join(line for line in q.sql.splitlines() if not line.startswith("--"))
         assert "{" not in body, "values are bound, never formatted in"
 

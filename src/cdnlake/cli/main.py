@@ -144,10 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(
         sub,
         "report",
-        "Write the daily report of one UTC day (default: yesterday).",
+        "Write the daily report of one UTC day (default: yesterday), or with --from/--to\n"
+        "the report of a range of days (a daily trend of requests, bandwidth, hit ratios\n"
+        "and error rates).",
         "cdnlake.cli.report_cmd:report",
     )
     p.add_argument("--date", metavar="YYYY-MM-DD", help="UTC day (default: yesterday)")
+    p.add_argument("--from", dest="from_day", metavar="YYYY-MM-DD", help="first day of a range")
+    p.add_argument("--to", dest="to_day", metavar="YYYY-MM-DD", help="last day of a range")
     p.add_argument("--zone", type=zone_id, metavar="ID", help="one zone (default: all)")
     p.add_argument(
         "--format", metavar="FORMATS", help="comma list of html,csv,json,md (default: config)"

@@ -17,6 +17,15 @@ from cdnlake.errors import UsageError
 from cdnlake.warehouse.engine import open_session
 from cdnlake.warehouse.named import get_named
 
+AGENTS_READ = 1000  # distinct user agents read for grouping; the rest count as "(others)"
+# The user-agent families (grouped from the user_agents query): section -> title.
+AGENT_SECTIONS = {"browser": "Browsers", "os": "Operating systems", "crawler": "Crawlers"}
+# A range report's sections (from_day, to_day instead of day).
+RANGE_SECTIONS: list[tuple[str, str, dict[str, Any], str]] = [
+    ("period_overview", "period_overview", {}, "The whole period"),
+    ("daily_trend", "daily_trend", {}, "Day by day"),
+]
+
 # (section, named query, fixed parameters, title)
 SECTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("overview", "traffic_overview", {}, "Traffic"),
@@ -32,13 +41,13 @@ SECTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("hit_ratio_by_host", "hit_ratio_by", {"dimension": "host"}, "Hit ratio by host"),
     ("status_codes", "status_codes", {}, "Status codes"),
     ("errors_by_hour", "error_rate_by_hour", {}, "Error rate by hour"),
-    (
-        "top_miss_paths_by_requests",
-        "top_miss_paths",
-        {"rank_by": "requests"},
-        "Top paths by MISS requests",
-    ),
-    ("top_miss_paths_by_bytes", "top_miss_paths", {"rank_by": "bytes"}, "Top paths by MISS bytes"),
+    ("top_paths_by_requests", "top_paths", {"rank_by": "requests"}, "Top paths by requests"),
+    ("top_paths_by_bytes", "top_paths", {"rank_by": "bytes"}, "Top paths by bytes"),
+    ("top_paths_by_misses", "top_paths", {"rank_by": "misses"}, "Top paths by cache misses"),
+    ("top_referers", "top_referers", {}, "Top referring hosts"),
+    ("countries", "top_countries", {}, "Countries"),
+    ("asns", "top_asns", {}, "Networks (ASN)"),
+    ("user_agents", "user_agents", {"top_n": str(AGENTS_READ)}, "User agents"),
     ("top_4xx_paths", "top_error_paths", {"status_class": "4xx"}, "Top 4xx paths"),
     ("top_5xx_paths", "top_error_paths", {"status_class": "5xx"}, "Top 5xx paths"),
     ("response_sizes", "response_size_percentiles", {}, "Response size percentiles"),
@@ -66,37 +75,63 @@ class ReportData:
     hit_statuses: list[str]
     generated_at: datetime
     sections: dict[str, Table] = field(default_factory=dict)
+    end: date | None = None  # the last day of a range report; None for a daily report
+    zone_names: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def is_range(self) -> bool:
+        return self.end is not None
 
     @property
     def scope(self) -> str:
         return f"zone-{self.zone}" if self.zone is not None else "all"
 
     @property
+    def period(self) -> str:
+        return self.day.isoformat() + (f"--{self.end.isoformat()}" if self.end else "")
+
+    @property
     def stem(self) -> str:
-        return f"report-{self.scope}-{self.day.isoformat()}"
+        return f"report-{self.scope}-{self.period}"
 
     @property
     def empty(self) -> bool:
+        if self.is_range:
+            return not self.sections["daily_trend"].rows
         return not self.sections["overview"].first().get("requests")
+
+    def zone_label(self, zone_id: int) -> str:
+        name = self.zone_names.get(zone_id)
+        return f"{zone_id} · {name}" if name else str(zone_id)
 
 
 def collect(
-    config: Config, day: date, zone: int | None = None, *, engine: str = "duckdb"
+    config: Config,
+    day: date,
+    zone: int | None = None,
+    *,
+    engine: str = "duckdb",
+    end: date | None = None,
 ) -> ReportData:
+    """Every section of the daily report of ``day`` (or of the range ``day``..``end``)."""
     data = ReportData(
         day=day,
         zone=zone,
         hit_statuses=sorted(config.report.hit_statuses),
         generated_at=datetime.now(UTC).replace(microsecond=0),
+        end=end,
+        zone_names={z.id: z.name for z in config.zones if z.name},
     )
     common = {
         "day": day.isoformat(),
+        "from_day": day.isoformat(),
+        "to_day": (end or day).isoformat(),
         "zone": "NULL" if zone is None else str(zone),
         "hit_statuses": ",".join(config.report.hit_statuses),
         "top_n": str(config.report.top_n),
     }
     with open_session(config, engine) as session:
-        for name, query_name, fixed, title in SECTIONS:
+        for name, query_name, fixed, title in RANGE_SECTIONS if end else SECTIONS:
             if name == "zones" and zone is not None:
                 continue
             query = get_named(query_name)
@@ -104,6 +139,16 @@ def collect(
             given = {k: v for k, v in {**common, **fixed}.items() if k in wanted}
             result = session.run_named(query, query.bind(given))
             data.sections[name] = Table(title, result.columns, result.rows)
+    agents = data.sections.pop("user_agents", None)
+    if agents is not None:
+        from cdnlake.reports.agents import group
+
+        grouped = group([(ua, int(n)) for ua, n in agents.rows], config.report.top_n)
+        at = list(data.sections).index("asns") + 1
+        items = list(data.sections.items())
+        for kind, title in reversed(AGENT_SECTIONS.items()):
+            items.insert(at, (kind, Table(title, [kind, "requests", "pct"], grouped[kind])))
+        data.sections = dict(items)
     return data
 
 
@@ -159,6 +204,7 @@ def write_reports(
     formats: tuple[str, ...] | None = None,
     out: Path | None = None,
     engine: str = "duckdb",
+    end: date | None = None,
 ) -> list[Path]:
     formats = config.report.formats if formats is None else formats
     if not formats:
@@ -168,7 +214,7 @@ def write_reports(
             raise UsageError(f"report: unknown format {fmt!r} (use {', '.join(FORMATS)})")
     out = out or config.storage.reports
     prepare_out_dir(out)
-    data = collect(config, day, zone, engine=engine)
+    data = collect(config, day, zone, engine=engine, end=end)
     written = []
     for fmt in formats:
         for suffix, content in render(data, fmt).items():

@@ -8,23 +8,41 @@ import re
 from typing import Any
 
 from cdnlake.reports.build import ReportData
+from cdnlake.reports.text import cell, header, metric_value
 from cdnlake.warehouse.output import plain, write_csv
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~&])")
 
 
 def to_json(data: ReportData) -> str:
-    payload = {
-        "report": "cdnlake daily report",
+    def rows(name: str) -> list[Any]:
+        table = data.sections.get(name)
+        return [] if table is None else [plain(r) for r in table.records()]
+
+    payload: dict[str, Any] = {
+        "report": "cdnlake report" if data.is_range else "cdnlake daily report",
         "date": data.day.isoformat(),
         "zone": data.zone,
         "hit_statuses": data.hit_statuses,
         "generated_at": plain(data.generated_at),
         "empty": data.empty,
-        "sections": {
-            name: {"title": t.title, "rows": [plain(r) for r in t.records()]}
-            for name, t in data.sections.items()
-        },
+    }
+    if data.is_range:
+        assert data.end is not None
+        payload["to_date"] = data.end.isoformat()
+    else:  # the panels, by the names people look for them under
+        payload["top_paths"] = {
+            "by_requests": rows("top_paths_by_requests"),
+            "by_bytes": rows("top_paths_by_bytes"),
+            "by_misses": rows("top_paths_by_misses"),
+        }
+        payload["top_referers"] = rows("top_referers")
+        payload["user_agents"] = {kind: rows(kind) for kind in ("browser", "os", "crawler")}
+        payload["countries"] = rows("countries")
+        payload["asns"] = rows("asns")
+    payload["sections"] = {
+        name: {"title": t.title, "rows": [plain(r) for r in t.records()]}
+        for name, t in data.sections.items()
     }
     return json.dumps(payload, ensure_ascii=False, indent=1) + "\n"
 
@@ -36,20 +54,14 @@ def md_escape(value: Any) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
-def fmt_number(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return md_escape(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    return md_escape(value)
-
-
 def to_markdown(data: ReportData) -> str:
     scope = f"pull zone {data.zone}" if data.zone is not None else "all pull zones"
+    period = (
+        f"{data.day.isoformat()} to {data.end.isoformat()}" if data.end else data.day.isoformat()
+    )
+    kind = "report" if data.is_range else "daily report"
     lines = [
-        f"# CDN daily report, {data.day.isoformat()} (UTC), {scope}",
+        f"# CDN {kind}, {period} (UTC), {md_escape(scope)}",
         "",
         f"Hits counted: {', '.join(data.hit_statuses)}. Generated {plain(data.generated_at)}.",
         "",
@@ -61,10 +73,16 @@ def to_markdown(data: ReportData) -> str:
         if not table.rows:
             lines += ["_No rows._", ""]
             continue
-        lines.append("| " + " | ".join(md_escape(c) for c in table.columns) + " |")
+        lines.append("| " + " | ".join(md_escape(header(c)) for c in table.columns) + " |")
         lines.append("|" + "|".join("---" for _ in table.columns) + "|")
         for row in table.rows:
-            lines.append("| " + " | ".join(fmt_number(v) for v in row) + " |")
+            if table.columns[:1] == ["metric"]:  # day over day: each figure in its own unit
+                metric = str(row[0])
+                shown = [header(metric), metric_value(metric, row[1]), metric_value(metric, row[2])]
+                shown += [cell(v, c) for v, c in zip(row[3:], table.columns[3:], strict=True)]
+            else:
+                shown = [cell(v, c) for v, c in zip(row, table.columns, strict=True)]
+            lines.append("| " + " | ".join(md_escape(v) for v in shown) + " |")
         lines.append("")
     return "\n".join(lines)
 

@@ -1,7 +1,8 @@
 """The HTML report: one self-contained page (inline CSS and SVG, no scripts at all).
 
-Text from the logs is written by strangers: Jinja2 escapes every value, and the page's
-Content-Security-Policy forbids scripts and remote loads even if something slipped.
+Text from the logs is written by strangers: Jinja2 escapes every value, the charts
+escape theirs, and the page's Content-Security-Policy forbids scripts and remote loads
+even if something slipped.
 """
 
 from __future__ import annotations
@@ -11,86 +12,249 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from cdnlake.reports.build import ReportData
-from cdnlake.warehouse.output import plain
+from cdnlake.reports import svg
+from cdnlake.reports.build import ReportData, Table
+from cdnlake.reports.text import (
+    METRICS,
+    cell,
+    change,
+    count,
+    header,
+    human_bytes,
+    metric_value,
+    percent,
+    points,
+)
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("cdnlake.reports", "templates"),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
 )
+_ENV.filters.update(cell=cell, header=header, human_bytes=human_bytes, count=count)
+_ENV.filters.update(percent=percent, metric_value=metric_value)
+
+CACHE_STATUSES = {
+    "HIT": ("#2e7d32", "served from the edge cache"),
+    "REVALIDATED": ("#66bb6a", "cached copy confirmed fresh by the origin (304), then served"),
+    "STALE": ("#9ccc65", "an expired copy served while the origin was slow or failing"),
+    "UPDATING": ("#c5e1a5", "an expired copy served while a fresh one was being fetched"),
+    "MISS": ("#ef6c00", "not in cache: fetched from the origin"),
+    "EXPIRED": ("#ffb300", "in cache but expired: fetched again from the origin"),
+    "BYPASS": ("#78909c", "not cacheable (rules, cookies, headers): passed to the origin"),
+    "-": ("#cfd8dc", "no cache status logged (errors before the cache, redirects)"),
+}
+OTHER = "#9e9e9e"
+
+# Panels with inline bars: section -> (label column, the column the bar shows).
+BAR_PANELS = {
+    "top_paths_by_requests": ("path", "requests"),
+    "top_paths_by_bytes": ("path", "bytes"),
+    "top_paths_by_misses": ("path", "misses"),
+    "top_referers": ("referer_host", "requests"),
+    "browser": ("browser", "requests"),
+    "os": ("os", "requests"),
+    "crawler": ("crawler", "requests"),
+    "countries": ("country_code", "requests"),
+    "asns": ("asn_organization", "requests"),
+    "status_codes": ("status_code", "requests"),
+    "cache_status_mix": ("cache_status", "requests"),
+    "zones": ("pull_zone_id", "requests"),
+}
+# Long tables folded under <details>; everything else that is neither a card, a chart
+# nor a bar panel is folded too.
+SHOWN = {"overview", "hit_ratio", "period_overview"}
 
 
-def human_bytes(value: Any) -> str:
-    if value is None:
-        return "–"
-    size = float(value)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(size) < 1000 or unit == "TB":
-            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
-        size /= 1000
-    return str(value)  # pragma: no cover
+def _hours(rows: list[dict[str, Any]], key: str) -> list[float | None]:
+    values: list[float | None] = [None] * 24
+    for row in rows:
+        hour = row["hour"] if "hour" in row else int(str(row["bucket"])[:2])
+        values[int(hour)] = row[key]
+    return values
 
 
-def cell(value: Any, column: str) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if "bytes" in column and isinstance(value, (int, float)):
-        return human_bytes(value)
-    if isinstance(value, int):
-        plain_int = column.endswith("_id") or column in ("hour", "status_code", "commonest_status")
-        return str(value) if plain_int else f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    return str(plain(value))
+def _stacked_hours(rows: list[dict[str, Any]], value: str) -> list[tuple[str, str, list[float]]]:
+    series: dict[str, list[float]] = {}
+    for row in rows:
+        status = str(row["cache_status"])
+        series.setdefault(status, [0.0] * 24)[int(row["hour"])] += float(row[value] or 0)
+    order = list(CACHE_STATUSES)
+    statuses = sorted(series, key=lambda s: (order.index(s) if s in order else 99, s))
+    return [(s, CACHE_STATUSES.get(s, (OTHER, ""))[0], series[s]) for s in statuses]
 
 
-_ENV.filters["human_bytes"] = human_bytes
-_ENV.filters["cell"] = cell
+def legend(items: list[tuple[str, str]]) -> Markup:
+    """The chart's key in HTML (it wraps and stays readable at any width)."""
+    spans = Markup("").join(
+        Markup('<span><i style="background:{}"></i>{}</span>').format(colour, label)
+        for label, colour in items
+    )
+    return Markup('<div class="legend">{}</div>').format(spans)
 
 
-def _charts(data: ReportData) -> dict[str, Markup]:
-    from cdnlake.reports import charts
+Series = list[tuple[str, str, list[float | None]]]
+Chart = tuple[str, str, Markup, Markup]
 
-    if data.empty:
-        return {}
+
+def _four_charts(
+    labels: list[str],
+    per: str,
+    requests: list[tuple[str, str, list[float]]],
+    bandwidth: list[tuple[str, str, list[float]]],
+    hit_ratio: Series,
+    errors: Series,
+) -> list[Chart]:
+    """(id, title, svg, legend): requests, bandwidth, hit ratios and error rates ``per``
+    hour or day. Stacks of one series need no legend."""
+    stacked = legend([(n, c) for n, c, _ in requests]) if len(requests) > 1 else Markup("")
+    split = " by cache status" if len(requests) > 1 else ""
+    return [
+        ("chart-requests", f"Requests {per}{split}",
+         svg.stacked_bars(labels, requests, count_short, f"requests {per}"), stacked),
+        ("chart-bandwidth", f"Bandwidth {per}{split}",
+         svg.stacked_bars(labels, bandwidth, bytes_short, f"bandwidth {per}"), stacked),
+        ("chart-hit-ratio", f"Hit ratio {per}",
+         svg.lines(labels, hit_ratio, whole_percent, f"hit ratio {per}", top=100.0),
+         legend([(n, c) for n, c, _ in hit_ratio])),
+        ("chart-errors", f"Error rates {per}",
+         svg.lines(labels, errors, whole_percent, f"error rates {per}"),
+         legend([(n, c) for n, c, _ in errors])),
+    ]  # fmt: skip
+
+
+def _daily_charts(data: ReportData) -> list[Chart]:
     by_hour = data.sections["traffic_by_hour"].records()
-    out = {
-        "requests_by_hour": charts.stacked_by_cache_status(by_hour, "requests", "requests", 1),
-        "bandwidth_by_hour": charts.stacked_by_cache_status(by_hour, "bytes", "GB", 1e9),
-        "hit_ratio_by_hour": charts.lines_by_hour(
-            data.sections["hit_ratio_by_hour"].records(),
-            [
-                ("request_hit_ratio_pct", "by requests", "#1565c0"),
-                ("byte_hit_ratio_pct", "by bytes", "#2e7d32"),
-            ],
-            "hit ratio %",
-        ),
-        "errors_by_hour": charts.lines_by_hour(
-            data.sections["errors_by_hour"].records(),
-            [("rate_4xx_pct", "4xx", "#ef6c00"), ("rate_5xx_pct", "5xx", "#c62828")],
-            "error rate %",
-        ),
-    }
-    # matplotlib writes the SVG and escapes every text it draws; the page adds no script.
-    return {k: Markup(v) for k, v in out.items()}
+    hit = data.sections["hit_ratio_by_hour"].records()
+    errors = data.sections["errors_by_hour"].records()
+    return _four_charts(
+        [f"{h:02d}" for h in range(24)],
+        "by hour (UTC)",
+        _stacked_hours(by_hour, "requests"),
+        _stacked_hours(by_hour, "bytes"),
+        [
+            ("by requests", "#1565c0", _hours(hit, "request_hit_ratio_pct")),
+            ("by bytes", "#2e7d32", _hours(hit, "byte_hit_ratio_pct")),
+        ],
+        [
+            ("4xx", "#ef6c00", _hours(errors, "rate_4xx_pct")),
+            ("5xx", "#c62828", _hours(errors, "rate_5xx_pct")),
+        ],
+    )
+
+
+def _range_charts(data: ReportData) -> list[Chart]:
+    rows = data.sections["daily_trend"].records()
+
+    def column(name: str) -> list[float | None]:
+        return [None if r[name] is None else float(r[name]) for r in rows]
+
+    return _four_charts(
+        [str(r["date"])[5:] for r in rows],  # MM-DD
+        "per day",
+        [("requests", "#1565c0", [float(r["requests"]) for r in rows])],
+        [("bytes", "#2e7d32", [float(r["bytes"]) for r in rows])],
+        [
+            ("by requests", "#1565c0", column("request_hit_ratio_pct")),
+            ("by bytes", "#2e7d32", column("byte_hit_ratio_pct")),
+        ],
+        [("4xx", "#ef6c00", column("rate_4xx_pct")), ("5xx", "#c62828", column("rate_5xx_pct"))],
+    )
+
+
+def count_short(value: float) -> str:
+    """An axis value: 1.2k, 3.4M."""
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.3g}{unit}"
+    return f"{value:.3g}"
+
+
+def bytes_short(value: float) -> str:
+    """An axis value: 750 MB, 1.2 GB."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(value) < 1000 or unit == "TB":
+            return f"{value:.3g} {unit}"
+        value /= 1000
+    return f"{value:.3g}"  # pragma: no cover
+
+
+def whole_percent(value: float) -> str:
+    return f"{value:.3g} %"
+
+
+def _cards(data: ReportData) -> list[dict[str, str]]:
+    """The headline figures, each with its change since the day before."""
+    if data.is_range:
+        totals = data.sections["period_overview"].first()
+        changes: dict[str, dict[str, Any]] = {}
+    else:
+        totals = {
+            **data.sections["overview"].first(),
+            **data.sections["hit_ratio"].first(),
+        }
+        for row in data.sections["day_over_day"].records():
+            totals.setdefault(row["metric"], row["today"])
+        changes = {r["metric"]: r for r in data.sections["day_over_day"].records()}
+    cards = []
+    for metric, label in METRICS.items():
+        value = totals.get(metric)
+        row = changes.get(metric, {})
+        if row.get("change_pp") is not None:
+            delta = f"{points(row['change_pp'])} vs day before"
+        elif row.get("change_pct") is not None:
+            delta = f"{change(row['change_pct'])} vs day before"
+        else:
+            delta = ""
+        cards.append({"label": label, "value": metric_value(metric, value), "delta": delta})
+    return cards
+
+
+def _bars(name: str, table: Table, data: ReportData) -> dict[str, Any]:
+    label_col, value_col = BAR_PANELS[name]
+    records = table.records()
+    top = max((float(r[value_col] or 0) for r in records), default=0.0) or 1.0
+    total = sum(float(r[value_col] or 0) for r in records) or 1.0
+    rows = []
+    for r in records:
+        label = r[label_col]
+        if name == "zones":
+            label = data.zone_label(int(label))
+        elif label_col == "path":
+            label = f"{r['host']}{r['path']}"
+        elif label_col == "asn_organization":
+            label = f"AS{r['asn']} {label or ''}".strip()
+        share = r.get("pct", r.get("share_pct", r.get("request_pct")))
+        if share is None and name == "zones":  # every zone is listed: shares of their sum
+            share = 100.0 * float(r[value_col] or 0) / total
+        rows.append(
+            {
+                "label": cell(label, label_col),
+                "value": cell(r[value_col], value_col),
+                "share": percent(share) if share is not None else "",
+                "width": round(100.0 * float(r[value_col] or 0) / top, 1),
+            }
+        )
+    return {"name": name, "title": table.title, "column": header(value_col), "rows": rows}
 
 
 def to_html(data: ReportData) -> str:
-    changes = {r["metric"]: r for r in data.sections["day_over_day"].records()}
-    errors = changes.get("rate_4xx_pct", {}), changes.get("rate_5xx_pct", {})
+    charts = [] if data.empty else (_range_charts(data) if data.is_range else _daily_charts(data))
+    panels = [_bars(n, t, data) for n, t in data.sections.items() if n in BAR_PANELS]
+    folded = [
+        (name, t)
+        for name, t in data.sections.items()
+        if name not in BAR_PANELS and name not in SHOWN
+    ]
+    statuses = [(s, colour, meaning) for s, (colour, meaning) in CACHE_STATUSES.items()]
     return _ENV.get_template("report.html").render(
         data=data,
-        overview=data.sections["overview"].first(),
-        hit=data.sections["hit_ratio"].first(),
-        changes=changes,
-        errors=errors,
-        charts=_charts(data),
-        tables=[
-            (name, t)
-            for name, t in data.sections.items()
-            if name not in ("overview", "hit_ratio", "traffic_by_hour")
-        ],
+        cards=_cards(data),
+        charts=charts,
+        panels=panels,
+        folded=folded,
+        statuses=statuses,
+        zone_title=(
+            f"Pull zone {data.zone_label(data.zone)}" if data.zone is not None else "All pull zones"
+        ),
     )

@@ -1,4 +1,4 @@
--- answers: The headline figures of a day beside the day before, with the change.
+-- answers: The headline figures of a day beside the day before: counts change in %, rates in percentage points.
 -- param: day DATE                  UTC day, YYYY-MM-DD
 -- param: zone BIGINT = NULL        pull zone id (NULL: all zones)
 -- param: hit_statuses VARCHAR[] = HIT,STALE,UPDATING,REVALIDATED   statuses counted as hits
@@ -45,6 +45,9 @@ paired AS (
 SELECT metric,
        today,
        previous_day,
-       round(100.0 * (today - previous_day) / nullif(previous_day, 0), 2)               AS change_pct
+       CASE WHEN metric IN ('requests', 'bytes')
+            THEN round(100.0 * (today - previous_day) / nullif(previous_day, 0), 2) END  AS change_pct,
+       CASE WHEN metric NOT IN ('requests', 'bytes')
+            THEN round(today - previous_day, 2) END                                      AS change_pp
 FROM paired
 ORDER BY ord;

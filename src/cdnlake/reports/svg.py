@@ -1,0 +1,129 @@
+"""Charts as inline SVG, written here: stacked bars and lines over hours or days.
+
+Each chart is drawn in a fixed coordinate box (``viewBox``) and scales to its panel; the
+page gives it a minimum width, so its 13-unit text never renders below 10.5 px (on a
+phone the panel scrolls sideways instead). Every text comes from the logs or the config
+and is escaped; a ``<title>`` on each bar and point names its value (a tooltip, no script).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from html import escape
+
+from markupsafe import Markup
+
+WIDTH, HEIGHT = 560, 220
+LEFT, RIGHT, TOP, BOTTOM = 62, 10, 14, 34
+FONT = 13  # user units; the page keeps a chart at least 460 px wide: 10.7 px or more
+
+Format = Callable[[float], str]
+
+
+def nice_ceiling(value: float) -> float:
+    """1, 2, 2.5 or 5 times a power of ten, at least ``value`` (the top of the y axis)."""
+    if value <= 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(value))
+    for step in (1.0, 2.0, 2.5, 5.0, 10.0):
+        if value <= step * power:
+            return step * power
+    return 10.0 * power  # pragma: no cover
+
+
+def _frame(labels: Sequence[str], top: float, fmt: Format, every: int) -> list[str]:
+    """Axes, four horizontal grid lines with their values, and every ``every``-th x label."""
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    parts = []
+    for i in range(5):
+        y = TOP + plot_h - plot_h * i / 4
+        parts.append(
+            f'<line x1="{LEFT}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" '
+            f'stroke="{"#9aa5b1" if i == 0 else "#e4e7eb"}" stroke-width="1"/>'
+        )
+        parts.append(
+            f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="{FONT}" '
+            f'fill="#52606d">{escape(fmt(top * i / 4))}</text>'
+        )
+    step = plot_w / max(1, len(labels))
+    for i, label in enumerate(labels):
+        if i % every:
+            continue
+        x = LEFT + step * (i + 0.5)
+        parts.append(
+            f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM + 18}" text-anchor="middle" '
+            f'font-size="{FONT}" fill="#52606d">{escape(label)}</text>'
+        )
+    return parts
+
+
+def _svg(parts: list[str], title: str) -> Markup:
+    body = "".join(parts)
+    return Markup(
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg" '
+        f'font-family="system-ui, sans-serif">{body}</svg>'
+    )
+
+
+def stacked_bars(
+    labels: Sequence[str],
+    series: Sequence[tuple[str, str, Sequence[float]]],
+    fmt: Format,
+    title: str,
+) -> Markup:
+    """Bars at ``labels``; ``series`` = (name, colour, one value per label), stacked."""
+    totals = [sum(values[i] for _, _, values in series) for i in range(len(labels))]
+    top = nice_ceiling(max(totals, default=0.0))
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    step = plot_w / max(1, len(labels))
+    parts = _frame(labels, top, fmt, every=max(1, math.ceil(len(labels) / 12)))
+    base = [0.0] * len(labels)
+    for name, colour, values in series:
+        for i, value in enumerate(values):
+            if value <= 0:
+                continue
+            h = plot_h * value / top
+            y = TOP + plot_h - plot_h * base[i] / top - h
+            parts.append(
+                f'<rect x="{LEFT + step * i + step * 0.1:.1f}" y="{y:.1f}" '
+                f'width="{step * 0.8:.1f}" height="{h:.1f}" fill="{escape(colour)}">'
+                f"<title>{escape(labels[i])} {escape(name)}: {escape(fmt(value))}</title></rect>"
+            )
+            base[i] += value
+    return _svg(parts, title)
+
+
+def lines(
+    labels: Sequence[str],
+    series: Sequence[tuple[str, str, Sequence[float | None]]],
+    fmt: Format,
+    title: str,
+    top: float | None = None,
+) -> Markup:
+    """One line per series over ``labels``; a None value breaks the line."""
+    values = [v for _, _, vs in series for v in vs if v is not None]
+    top = top or nice_ceiling(max(values, default=0.0))
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    step = plot_w / max(1, len(labels))
+    parts = _frame(labels, top, fmt, every=max(1, math.ceil(len(labels) / 12)))
+    for name, colour, points in series:
+        run: list[str] = []
+        for i, value in enumerate([*points, None]):
+            if value is None:
+                if len(run) > 1:
+                    parts.append(
+                        f'<polyline points="{" ".join(run)}" fill="none" '
+                        f'stroke="{escape(colour)}" stroke-width="2"/>'
+                    )
+                run = []
+                continue
+            x = LEFT + step * (i + 0.5)
+            y = TOP + plot_h - plot_h * min(value, top) / top
+            run.append(f"{x:.1f},{y:.1f}")
+            parts.append(
+                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{escape(colour)}">'
+                f"<title>{escape(labels[i])} {escape(name)}: {escape(fmt(value))}</title></circle>"
+            )
+    return _svg(parts, title)
