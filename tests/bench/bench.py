@@ -82,8 +82,8 @@ COPY (
 """
 
 
-def make_v1_file(path: Path, lines: int, seed: int = 1) -> Path:
-    start_ms = int(datetime(DAY.year, DAY.month, DAY.day, tzinfo=UTC).timestamp() * 1000)
+def make_v1_file(path: Path, lines: int, seed: int = 1, day: date = DAY) -> Path:
+    start_ms = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
     sql = V1_SQL.replace("{path}", str(path).replace("'", "''"))
     duckdb.execute(sql, {"start_ms": start_ms, "n": lines, "seed": seed})
     return path
@@ -466,6 +466,84 @@ def bench_report(work: Path, rows: int) -> Figure:
     )
 
 
+def make_month_lake(root: Path, zones: int, days: int, per_zone_day: int) -> Path:
+    """``zones`` x ``days`` partitions of ``per_zone_day`` requests, as one Delta table."""
+    lake = root / "lake" / "requests"
+    lake.parent.mkdir(parents=True, exist_ok=True)
+    first = DAY - timedelta(days=days - 1)
+    n = zones * days * per_zone_day
+    con = duckdb.connect()
+    con.execute(f"SET temp_directory = '{root / 'duckdb-spill'}'")  # not the working folder
+    con.execute(
+        f"""
+        COPY (
+          SELECT 1 + (i // $per) % $zones AS pull_zone_id,
+                 ($first::DATE + CAST(i // ($per * $zones) AS INTEGER)) AS date,
+                 make_timestamptz((epoch_ms(($first::DATE + CAST(i // ($per * $zones) AS INTEGER))::TIMESTAMP)
+                                   + (i % $per) * 86400000 // $per) * 1000) AS ts,
+                 printf('%016x', i) AS request_id,
+                 (['HIT','HIT','HIT','MISS','EXPIRED','STALE','BYPASS','-'])[1 + (hash(i, 1) % 8)::BIGINT] AS cache_status,
+                 (['200','200','200','206','304','404','500','503'])[1 + (hash(i, 2) % 8)::BIGINT]::INTEGER AS status_code,
+                 (100 + hash(i, 3) % 500000)::BIGINT AS bytes_sent,
+                 'DE' AS edge_location, 'https' AS scheme, 'cdn.example.com' AS host,
+                 '/a.js' AS path, 'https://cdn.example.com/a.js' AS url, '192.0.2.0' AS remote_ip,
+                 'DE' AS country_code, NULL::VARCHAR AS user_agent, NULL::VARCHAR AS referer,
+                 NULL::BIGINT AS body_bytes_sent, NULL::VARCHAR AS content_range,
+                 NULL::VARCHAR AS ja4_fingerprint, NULL::INTEGER AS asn,
+                 NULL::VARCHAR AS asn_organization, 'v2' AS source
+          FROM range($n) t(i)
+        ) TO '{lake}' (FORMAT parquet, PARTITION_BY (pull_zone_id, date))
+        """,
+        {"per": per_zone_day, "zones": zones, "first": first.isoformat(), "n": n},
+    )
+    import pyarrow as pa
+    from deltalake import Schema, convert_to_deltalake
+
+    partitions = Schema.from_arrow(pa.schema([("pull_zone_id", pa.int64()), ("date", pa.date32())]))
+    convert_to_deltalake(str(lake), partition_by=partitions, partition_strategy="hive")
+    return root
+
+
+def bench_range_report(work: Path, zones: int, days: int, per_zone_day: int) -> Figure:
+    """The range report's figures from rollups against a full scan of requests, in-process
+    (the same session set-up on both sides); maintain builds the rollups first."""
+    from cdnlake.config import build_config
+    from cdnlake.lake.rollups import refresh
+    from cdnlake.lake.store import Lake
+    from cdnlake.reports.build import collect
+    from cdnlake.warehouse.db import Warehouse
+    from cdnlake.warehouse.named import get_named
+
+    root = make_month_lake(work / "month", zones, days, per_zone_day)
+    config = build_config({"storage": {"root": str(root)}}, base_dir=root, env={})
+    built = timed(lambda: refresh(Lake.from_config(config.storage)))
+    first = DAY - timedelta(days=days - 1)
+    ours = min(timed(lambda: collect(config, first, end=DAY)) for _ in range(3))
+    trend = get_named("daily_trend")
+    full = trend.sql.replace(
+        "FROM requests_hourly",
+        "FROM (SELECT pull_zone_id, date, cache_status, status_code, count(*) AS requests, "
+        "sum(bytes_sent) AS bytes FROM requests GROUP BY ALL) AS rows",
+    )
+    params = trend.bind({"from_day": first.isoformat(), "to_day": DAY.isoformat()})
+
+    def scan() -> None:
+        with Warehouse(config.storage).connect() as con:
+            con.execute(full, params).fetchall()
+
+    reference = min(timed(scan) for _ in range(2))
+    return Figure(
+        f"range report, {days} days x {zones} zones ({zones * days * per_zone_day:,} requests),"
+        " from rollups",
+        ours,
+        reference,
+        "s",
+        ">= 20x faster than a full scan",
+        reference / ours >= 20,
+        f"rollups built by maintain in {built:.1f} s",
+    )
+
+
 def bench_report_spark(work: Path, rows: int) -> Figure:
     """The same report, as a user runs it (whole processes, json), on Spark Connect (Sail
     on this machine) against DuckDB: informational, not a target."""
@@ -539,6 +617,7 @@ SIZES = {
         "ingest": 1_000_000,
         "backlog": (90, (30, 10.0)),
         "report": 10_000_000,
+        "range": (50, 30, 66_667),
     },
     "small": {
         "import": 2_000,
@@ -547,6 +626,7 @@ SIZES = {
         "ingest": 5_000,
         "backlog": (3, (30, 1.0)),
         "report": 24_000,
+        "range": (3, 4, 500),
     },
 }
 
@@ -565,6 +645,7 @@ def run_all(size: str, only: set[str] | None = None) -> list[Figure]:
             ("backlog", lambda: bench_backlog(work / "backlog", *s["backlog"])),
             ("report", lambda: bench_report(work, s["report"])),
             ("spark", lambda: bench_report_spark(work, s["report"])),
+            ("range", lambda: bench_range_report(work, *s["range"])),
         ]
         for name, fn in plan:
             if only and name not in only:

@@ -20,6 +20,7 @@ BENCHMARKS = [
     "backlog",
     "report",
     "--engine spark",
+    "range report",
 ]
 
 

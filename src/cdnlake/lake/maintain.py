@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from cdnlake.errors import StorageError
+from cdnlake.lake import rollups
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.damage import DamagedFile, unreadable_files
 from cdnlake.lake.progress import rewind
+from cdnlake.lake.rollups import ROLLUP
 from cdnlake.lake.schema import TABLES, TableSpec
 from cdnlake.lake.store import Lake, first_line
 
@@ -38,12 +40,15 @@ class TableReport:
     compacted: int = 0  # small files rewritten
     vacuumed: int = 0  # data files removed from storage
     damaged: list[DamagedFile] = field(default_factory=list)
+    rolled_up: int = 0  # partitions of requests rolled up (requests_hourly)
 
     def line(self) -> str:
         text = (
             f"{self.table}: {self.files_before} -> {self.files_after} files, "
             f"{self.compacted} compacted, {self.vacuumed} vacuumed"
         )
+        if self.table == ROLLUP.name:
+            text += f", {self.rolled_up} partition(s) rolled up"
         for d in self.damaged:
             text += f"; DAMAGED {d.path} ({d.reason}), kept as {d.moved_to}"
         return text
@@ -70,11 +75,14 @@ def maintain(
     """
     now = now or datetime.now(UTC)
     report = MaintainReport()
-    for spec in TABLES:
+    for spec in (*TABLES, ROLLUP):
+        rolled_up = 0
+        if spec is ROLLUP:  # after requests' compaction, whose new files it records
+            rolled_up = rollups.refresh(lake, zones)
         table = lake.open(spec)
         if table is None:
             continue
-        item = TableReport(spec.name, files_before=len(table.file_uris()))
+        item = TableReport(spec.name, files_before=len(table.file_uris()), rolled_up=rolled_up)
         if spec.key is not None:
             since = None if check_all else now - PROVIDER_RETENTION
             item.damaged = unreadable_files(lake, spec, table, since)

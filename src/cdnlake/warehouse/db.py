@@ -15,14 +15,18 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import unquote
 
 import duckdb
 import pyarrow as pa
+from deltalake import DeltaTable
 
 from cdnlake.config import StorageConfig
 from cdnlake.errors import DataError, QueryError
-from cdnlake.lake.schema import TABLES, TableSpec
+from cdnlake.lake.rollups import ROLLUP, Partitions, partitions
+from cdnlake.lake.schema import REQUESTS, TABLES, TableSpec
 from cdnlake.lake.store import Lake, first_line
+from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.engine import Result
 from cdnlake.warehouse.named import NamedQuery
 
@@ -67,28 +71,79 @@ class Warehouse:
         con = duckdb.connect(":memory:")
         try:
             con.execute("SET TimeZone = 'UTC'")
+            opened = {}
             for spec in TABLES:
-                table = self.lake.open(spec)
-                source = f"_{spec.name}"
-                if table is None:
-                    con.register(source, pa.table(spec.arrow_schema().empty_table()))
-                elif self.lake.local is not None:
-                    files = table.file_uris()
-                    if files:
-                        con.execute(f"CREATE VIEW {source} AS {files_sql(spec, files)}")
-                    else:
-                        con.register(source, pa.table(spec.arrow_schema().empty_table()))
-                else:
-                    try:
-                        con.register(source, self.lake.dataset(spec, table))
-                    except Exception as exc:
-                        raise DataError(
-                            f"lake table {spec.name} cannot be read: {first_line(exc)}"
-                        ) from None
-                con.execute(relation_sql(spec, source))
+                table = opened[spec.name] = self.lake.open(spec)
+                self._register(con, spec, table, f"_{spec.name}")
+                con.execute(relation_sql(spec, f"_{spec.name}"))
+            self._requests_hourly(con, opened[REQUESTS.name])
             yield con
         finally:
             con.close()
+
+    def _register(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        spec: TableSpec,
+        table: DeltaTable | None,
+        source: str,
+        files: list[str] | None = None,
+    ) -> None:
+        """``source``: the table's snapshot (or only ``files`` of it, on local disk)."""
+        if table is None:
+            con.register(source, pa.table(spec.arrow_schema().empty_table()))
+        elif self.lake.local is not None:
+            files = table.file_uris() if files is None else files
+            if files:
+                con.execute(f"CREATE VIEW {source} AS {files_sql(spec, files)}")
+            else:
+                con.register(source, pa.table(spec.arrow_schema().empty_table()))
+        else:
+            try:
+                con.register(source, self.lake.dataset(spec, table))
+            except Exception as exc:
+                raise DataError(
+                    f"lake table {spec.name} cannot be read: {first_line(exc)}"
+                ) from None
+
+    def _requests_hourly(self, con: duckdb.DuckDBPyConnection, requests: DeltaTable | None) -> None:
+        """``requests_hourly``: rollups where they are fresh, rows where they are not."""
+        parts = partitions(requests) if requests is not None else Partitions()
+        current = parts.fingerprints()
+        rollup = self.lake.open(ROLLUP) if current else None
+        self._register(con, ROLLUP, rollup, "_rollup")
+        done = {
+            (int(zone), day): fingerprint
+            for zone, day, fingerprint in con.execute(
+                "SELECT DISTINCT pull_zone_id, date, files_hash FROM _rollup"
+            ).fetchall()
+        }
+        fresh = [key for key, fingerprint in current.items() if done.get(key) == fingerprint]
+        con.register(
+            "_fresh",
+            pa.table(
+                {
+                    "pull_zone_id": pa.array([k[0] for k in fresh], pa.int64()),
+                    "date": pa.array([k[1] for k in fresh], pa.date32()),
+                    "files_hash": pa.array([current[k] for k in fresh], pa.string()),
+                }
+            ),
+        )
+        if self.lake.local is not None and requests is not None:
+            base, rolled = self.lake.table_uri(REQUESTS), set(fresh)
+            stale = [
+                f"{base}/{unquote(path)}"
+                for key, paths in parts.files.items()
+                if key not in rolled
+                for path in paths
+            ]
+            self._register(con, REQUESTS, requests, "_requests_stale", files=stale)
+        else:  # an object store: the stale partitions by an anti-join
+            con.execute(
+                "CREATE VIEW _requests_stale AS SELECT * FROM requests "
+                "ANTI JOIN _fresh USING (pull_zone_id, date)"
+            )
+        con.execute(internal_sql("requests_hourly"))
 
 
 class DuckDBSession:

@@ -24,6 +24,7 @@ from cdnlake.config import StorageConfig
 from cdnlake.errors import EngineError, QueryError
 from cdnlake.lake.schema import TABLES, TableSpec
 from cdnlake.lake.store import Lake, first_line
+from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.db import ALIASES
 from cdnlake.warehouse.dialect import to_spark
 from cdnlake.warehouse.engine import Result
@@ -161,6 +162,7 @@ class SparkWarehouse:
         try:
             for spec in TABLES:
                 self._register(spark, spec)
+            spark.sql(internal_sql("requests_hourly_spark"))
             yield SparkSessionQueries(spark, self.remote)
         finally:
             try:

@@ -1,0 +1,150 @@
+"""Hourly rollups of ``requests``: what reports over weeks and months read instead of rows.
+
+One row per zone, UTC day, hour, cache status and status code, with requests and bytes,
+in the Delta table ``<lake>/requests_hourly`` (partitioned like ``requests``). Each rolled
+up partition carries the fingerprint of the ``requests`` files it was computed from (a
+hash of their paths). A partition whose files changed since (late records, a re-import,
+a compaction, a crash's leftovers that a later commit replaced) no longer matches, and
+readers compute it from ``requests`` instead: rollups can be late, never wrong.
+``cdnlake maintain`` (and the daemon, daily) brings the stale ones up to date.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+from cdnlake.errors import StorageError
+from cdnlake.lake.schema import REQUESTS, TableSpec
+from cdnlake.lake.store import Lake, first_line
+from cdnlake.sqlfiles import internal_sql
+
+log = logging.getLogger(__name__)
+
+ROLLUP = TableSpec(
+    "requests_hourly",
+    "pull_zone_id",
+    {
+        "hour": pl.Int32(),
+        "cache_status": pl.String(),
+        "status_code": pl.Int32(),
+        "requests": pl.Int64(),
+        "bytes": pl.Int64(),
+        "files_hash": pl.String(),  # the requests files this partition was computed from
+    },
+    by_date=True,
+)
+
+Key = tuple[int, date]
+
+
+@dataclass
+class Partitions:
+    """The ``requests`` snapshot by partition: its files and their fingerprint."""
+
+    files: dict[Key, list[str]] = field(default_factory=dict)  # paths, relative to the table
+
+    def fingerprint(self, key: Key) -> str:
+        joined = "\n".join(sorted(self.files[key]))
+        return hashlib.sha1(joined.encode(), usedforsecurity=False).hexdigest()
+
+    def fingerprints(self) -> dict[Key, str]:
+        return {key: self.fingerprint(key) for key in self.files}
+
+
+def partitions(table: DeltaTable) -> Partitions:
+    actions = pa.table(table.get_add_actions(flatten=True))
+    columns = ["path", "partition.pull_zone_id", "partition.date"]
+    out: dict[Key, list[str]] = defaultdict(list)
+    for path, zone, day in zip(*(actions.column(c).to_pylist() for c in columns), strict=True):
+        out[(int(zone), day)].append(path)
+    return Partitions(dict(out))
+
+
+def rolled_up(lake: Lake) -> dict[Key, str]:
+    """The fingerprint each rolled-up partition was computed from."""
+    table = lake.open(ROLLUP)
+    if table is None:
+        return {}
+    frame = pl.from_arrow(
+        lake.dataset(ROLLUP, table).to_table(columns=["pull_zone_id", "date", "files_hash"])
+    )
+    assert isinstance(frame, pl.DataFrame)
+    rows = frame.unique().iter_rows()
+    return {(int(zone), day): fingerprint for zone, day, fingerprint in rows}
+
+
+def stale(current: dict[Key, str], done: dict[Key, str]) -> list[Key]:
+    return sorted(key for key, fingerprint in current.items() if done.get(key) != fingerprint)
+
+
+def refresh(lake: Lake, zones: list[int] | None = None) -> int:
+    """Roll up every partition of ``requests`` (of ``zones``) that is missing or stale;
+    how many were. Idempotent: a second run finds nothing to do."""
+    table = lake.open(REQUESTS)
+    if table is None:
+        return 0
+    parts = partitions(table)
+    current = parts.fingerprints()
+    if zones:
+        current = {k: v for k, v in current.items() if k[0] in set(zones)}
+    todo = stale(current, rolled_up(lake))
+    by_zone: dict[int, list[date]] = defaultdict(list)
+    for zone, day in todo:
+        by_zone[zone].append(day)
+    for zone, days in sorted(by_zone.items()):
+        frame = _aggregate(lake, table, zone, days, {d: current[(zone, d)] for d in days})
+        _replace(lake, zone, days, frame)
+    if todo:
+        log.info("rollups: %d partition(s) of requests rolled up", len(todo))
+    return len(todo)
+
+
+def _aggregate(
+    lake: Lake, table: DeltaTable, zone: int, days: list[date], hashes: dict[date, str]
+) -> pa.Table:
+    partitions_wanted: list[Any] = [
+        ("pull_zone_id", "=", str(zone)),
+        ("date", "in", [d.isoformat() for d in days]),
+    ]
+    dataset = lake.dataset(REQUESTS, table, partitions_wanted)
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        con.register("_requests", dataset)
+        con.register(
+            "_hashes",
+            pa.table(
+                {"date": pa.array(list(hashes), pa.date32()), "files_hash": list(hashes.values())}
+            ),
+        )
+        result = con.sql(internal_sql("rollup_partitions")).to_arrow_table()
+    finally:
+        con.close()
+    assert result is not None
+    return result.select(list(ROLLUP.schema)).cast(ROLLUP.arrow_schema())
+
+
+def _replace(lake: Lake, zone: int, days: list[date], frame: pa.Table) -> None:
+    """The zone's rolled-up days, replaced in one commit (Delta's replaceWhere)."""
+    listed = ", ".join(f"'{d.isoformat()}'" for d in days)  # dates from the log, not input
+    table = lake.open_or_create(ROLLUP)
+    try:
+        write_deltalake(
+            table,
+            frame,
+            mode="overwrite",
+            predicate=f"pull_zone_id = {int(zone)} AND date IN ({listed})",
+            partition_by=ROLLUP.partition_by,
+        )
+    except Exception as exc:
+        raise StorageError(f"cannot write {ROLLUP.name}: {first_line(exc)}") from None
