@@ -14,7 +14,9 @@ from tests.conftest import REPO
 BENCHMARKS = [
     "start-up",
     "decode",
+    "split into pieces",
     "import-v1,",
+    "mallopt",
     "peak memory",
     "ingest",
     "backlog",

@@ -1,8 +1,9 @@
 """Hourly rollups of ``requests``: what reports over weeks and months read instead of rows.
 
 One row per zone, UTC day, hour, cache status and status code, with requests and bytes,
-in the Delta table ``<lake>/requests_hourly`` (partitioned like ``requests``). Each rolled
-up partition carries the fingerprint of the ``requests`` files it was computed from (a
+in the Delta table ``<lake>/requests_hourly``, partitioned by zone only: a month of a
+zone is one small file after ``maintain``, not thirty. Each rolled-up day of a zone
+carries the fingerprint of the ``requests`` files it was computed from (a
 hash of their paths). A partition whose files changed since (late records, a re-import,
 a compaction, a crash's leftovers that a later commit replaced) no longer matches, and
 readers compute it from ``requests`` instead: rollups can be late, never wrong.
@@ -34,6 +35,7 @@ ROLLUP = TableSpec(
     "requests_hourly",
     "pull_zone_id",
     {
+        "date": pl.Date(),
         "hour": pl.Int32(),
         "cache_status": pl.String(),
         "status_code": pl.Int32(),
@@ -41,7 +43,7 @@ ROLLUP = TableSpec(
         "bytes": pl.Int64(),
         "files_hash": pl.String(),  # the requests files this partition was computed from
     },
-    by_date=True,
+    by_date=False,
 )
 
 Key = tuple[int, date]
@@ -101,9 +103,12 @@ def refresh(lake: Lake, zones: list[int] | None = None) -> int:
     by_zone: dict[int, list[date]] = defaultdict(list)
     for zone, day in todo:
         by_zone[zone].append(day)
-    for zone, days in sorted(by_zone.items()):
-        frame = _aggregate(lake, table, zone, days, {d: current[(zone, d)] for d in days})
-        _replace(lake, zone, days, frame)
+    frames = [
+        _aggregate(lake, table, zone, days, {d: current[(zone, d)] for d in days})
+        for zone, days in sorted(by_zone.items())
+    ]
+    if frames:
+        _replace(lake, by_zone, pa.concat_tables(frames))
     if todo:
         log.info("rollups: %d partition(s) of requests rolled up", len(todo))
     return len(todo)
@@ -134,16 +139,22 @@ def _aggregate(
     return result.select(list(ROLLUP.schema)).cast(ROLLUP.arrow_schema())
 
 
-def _replace(lake: Lake, zone: int, days: list[date], frame: pa.Table) -> None:
-    """The zone's rolled-up days, replaced in one commit (Delta's replaceWhere)."""
-    listed = ", ".join(f"'{d.isoformat()}'" for d in days)  # dates from the log, not input
+def _replace(lake: Lake, days: dict[int, list[date]], frame: pa.Table) -> None:
+    """The zones' rolled-up days, replaced in one commit (Delta's replaceWhere)."""
+    # Zone ids and dates from the Delta log, not from input: no value is a stranger's.
+    predicate = " OR ".join(
+        f"(pull_zone_id = {int(zone)} AND date IN ("
+        + ", ".join(f"'{d.isoformat()}'" for d in listed)
+        + "))"
+        for zone, listed in sorted(days.items())
+    )
     table = lake.open_or_create(ROLLUP)
     try:
         write_deltalake(
             table,
             frame,
             mode="overwrite",
-            predicate=f"pull_zone_id = {int(zone)} AND date IN ({listed})",
+            predicate=predicate,
             partition_by=ROLLUP.partition_by,
         )
     except Exception as exc:
