@@ -60,7 +60,7 @@ def zone_statuses(
     now = now or datetime.now(UTC)
     max_lag = config.status.max_lag_seconds if max_lag_seconds is None else max_lag_seconds
     lake = Lake.from_config(config.storage)
-    with Warehouse(config.storage, lake).connect() as con:
+    with Warehouse(config.storage, lake).connect(hourly=False) as con:
 
         def counts(sql: str) -> dict[int, int]:
             return dict(con.execute(internal_sql(sql), {"today": now.date()}).fetchall())

@@ -610,6 +610,65 @@ def bench_range_report(work: Path, zones: int, days: int, per_zone_day: int) -> 
     )
 
 
+def bench_commit_on_history(work: Path, zones: int, days: int, per_zone_day: int) -> Figure:
+    """What a daemon pass adds to the lake (60 s of new requests, the exactly-once commit
+    with its deduplication) on a zone with ``days`` days of history, against the same
+    commit on an empty zone: its cost must follow the window, not the table."""
+    import polars as pl
+
+    from cdnlake.lake.commit import ZoneWriter
+    from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
+    from cdnlake.lake.store import Lake
+
+    root = work / "month"
+    if not (root / "lake" / "requests" / "_delta_log").exists():
+        make_month_lake(root, zones, days, per_zone_day)
+    start = datetime(DAY.year, DAY.month, DAY.day, 23, 58, tzinfo=UTC)
+    per_minute = max(1, per_zone_day // 1440)
+
+    def window(tag: str) -> pl.DataFrame:
+        n = per_minute
+        return (
+            pl.DataFrame(
+                {
+                    "ts": [start + timedelta(milliseconds=60_000 * i // n) for i in range(n)],
+                    "request_id": [f"{tag}-{i}" for i in range(n)],
+                    "cache_status": ["HIT"] * n,
+                    "status_code": [200] * n,
+                    "bytes_sent": [1000] * n,
+                }
+            )
+            .with_columns(
+                [
+                    pl.lit(None, dtype).alias(c)
+                    for c, dtype in REQUEST_SCHEMA.items()
+                    if c not in ("ts", "request_id", "cache_status", "status_code", "bytes_sent")
+                ]
+            )
+            .select(list(REQUEST_SCHEMA))
+            .with_columns(pl.col("ts").dt.cast_time_unit("us"))
+        )
+
+    def commit(lake: Lake, zone: int, tag: str) -> float:
+        writer = ZoneWriter(lake, REQUESTS, zone)
+        return timed(lambda: writer.commit(window(tag), {}))
+
+    full = Lake(str(root / "lake"), {})
+    empty = Lake(str(work / "empty-lake"), {})
+    commit(empty, 1, "warm")  # the first commit creates the table
+    ours = min(commit(full, 1, f"h{i}") for i in range(5))
+    reference = min(commit(empty, 1, f"e{i}") for i in range(5))
+    return Figure(
+        f"commit of 60 s of new rows on a zone with {days} days of history",
+        ours,
+        reference,
+        "s",
+        "<= 1.2x the same on an empty zone",
+        ours <= 1.2 * reference,
+        f"{per_minute:,} rows",
+    )
+
+
 def bench_report_spark(work: Path, rows: int) -> Figure:
     """The same report, as a user runs it (whole processes, json), on Spark Connect (Sail
     on this machine) against DuckDB: informational, not a target."""
@@ -714,6 +773,7 @@ def run_all(size: str, only: set[str] | None = None) -> list[Figure]:
             ("report", lambda: bench_report(work, s["report"])),
             ("spark", lambda: bench_report_spark(work, s["report"])),
             ("range", lambda: bench_range_report(work, *s["range"])),
+            ("history", lambda: bench_commit_on_history(work, *s["range"])),
         ]
         for name, fn in plan:
             if only and name not in only:

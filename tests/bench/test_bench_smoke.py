@@ -23,6 +23,7 @@ BENCHMARKS = [
     "report",
     "--engine spark",
     "range report",
+    "days of history",
 ]
 
 

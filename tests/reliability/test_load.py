@@ -41,18 +41,24 @@ def test_fifty_zones_one_daemon(tmp_path):
         path.write_text(path.read_text().replace("[ingest]", "[ingest]\nconcurrency = 16"))
         config = load_test_config(path)
         daemon = Daemon(config, make_client(config), clock=emu.clock.now)
+        fds_before = len(os.listdir("/proc/self/fd"))
         daemon.start()
         rss = []
-        fds = []
         try:
             assert wait_for(lambda: len(daemon.zone_passes) == ZONES, 120), daemon.zone_passes
             deadline = time.monotonic() + (300 if SOAK else 8)
             while time.monotonic() < deadline:
                 rss.append(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-                fds.append(len(os.listdir("/proc/self/fd")))
                 time.sleep(1)
         finally:
             assert daemon.stop()
+        # No open-file leak across passes: once stopped, the daemon holds what it held at
+        # start, give or take its HTTP pool and runtime threads (a leak of one file a pass
+        # would leave hundreds here). Counted in flight, the Delta log files that
+        # sixteen passes read at once swing by hundreds from one second to the next.
+        passes = sum(daemon.zone_passes.values())
+        fds_after = len(os.listdir("/proc/self/fd"))
+        assert fds_after <= fds_before + 40, (fds_before, fds_after, passes)
         assert sum(c.rate_limited for c in emu.counters.values()) == 0
         start = NOW - RETENTION + RETENTION_MARGIN
         for zone in ids:
@@ -61,6 +67,5 @@ def test_fifty_zones_one_daemon(tmp_path):
             assert set(got) == truth_ids(emu, zone, start, NOW)
         if len(rss) > 4:
             assert rss[-1] <= rss[len(rss) // 2] * 1.2  # flat after warm-up
-            assert fds[-1] <= fds[len(fds) // 2] + 8  # no open-file leak across passes
     finally:
         emu.stop()

@@ -116,8 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(
         sub,
         "sql",
-        "Run SQL on the warehouse (requests, ingest_runs, ingest_gaps, rejected_lines),\n"
-        "or a named query from sql/ with --query NAME --param key=value.",
+        "Run SQL on the lake's relations (requests, requests_hourly, shield_events,\n"
+        "ingest_runs, ingest_gaps, rejected_lines), or a named query from sql/ with\n"
+        "--query NAME --param key=value.",
         "cdnlake.cli.sql_cmd:sql",
     )
     p.add_argument("query", nargs="?", metavar="QUERY", help="SQL text")

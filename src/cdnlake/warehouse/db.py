@@ -67,7 +67,9 @@ class Warehouse:
         self.lake = lake or Lake.from_config(storage)
 
     @contextmanager
-    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def connect(self, *, hourly: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A session over the lake; ``hourly=False`` leaves out ``requests_hourly`` (its
+        set-up reads the rollups' fingerprints: not worth it for ``status``)."""
         con = duckdb.connect(":memory:")
         try:
             con.execute("SET TimeZone = 'UTC'")
@@ -76,7 +78,8 @@ class Warehouse:
                 table = opened[spec.name] = self.lake.open(spec)
                 self._register(con, spec, table, f"_{spec.name}")
                 con.execute(relation_sql(spec, f"_{spec.name}"))
-            self._requests_hourly(con, opened[REQUESTS.name])
+            if hourly:
+                self._requests_hourly(con, opened[REQUESTS.name])
             yield con
         finally:
             con.close()
