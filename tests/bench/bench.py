@@ -158,21 +158,13 @@ duckdb.execute(
 )
 """
 
-# import-v1 in a process whose allocator keeps glibc's defaults (no mallopt).
-NO_MALLOPT = """
-import sys
-import cdnlake.cli.main as cli
-cli.keep_freed_memory = lambda *args, **kwargs: False
-raise SystemExit(cli.main(sys.argv[1:]))
-"""
 
-
-def import_process(work: Path, src: Path, name: str, *, mallopt: bool = True) -> float:
+def import_process(work: Path, src: Path, name: str) -> float:
     """One whole ``cdnlake import-v1`` into a new lake, as a user runs it."""
     (work / name).mkdir(parents=True, exist_ok=True)
     config = write_config(work / name)
     args = ["--config", str(config), "import-v1", str(src), "--zone", "1234"]
-    command = cdnlake(*args) if mallopt else [sys.executable, "-c", NO_MALLOPT, *args]
+    command = cdnlake(*args)
     return timed(lambda: subprocess.run(command, check=True, env=env(), capture_output=True))
 
 
@@ -191,22 +183,6 @@ def bench_import_v1(work: Path, lines: int) -> Figure:
         "s",
         "<= 1.25x DuckDB COPY (python -c)",
         ours <= 1.25 * reference,
-    )
-
-
-def bench_mallopt(work: Path, lines: int) -> Figure:
-    """The process-wide mallopt settings, measured alone on a whole import-v1."""
-    src = make_v1_file(work / "mallopt.log", lines)
-    reference = min(import_process(work, src, f"plain{i}", mallopt=False) for i in range(2))
-    ours = min(import_process(work, src, f"tuned{i}") for i in range(2))
-    return Figure(
-        f"mallopt settings on a whole import-v1 of {lines:,} lines",
-        ours,
-        reference,
-        "s",
-        "keep if >= 15% faster",
-        ours <= reference / 1.15,
-        "reference: glibc's defaults",
     )
 
 
@@ -766,7 +742,6 @@ def run_all(size: str, only: set[str] | None = None) -> list[Figure]:
             ("decode", lambda: bench_decode(s["decode"])),
             ("split", lambda: bench_split(s["decode"])),
             ("import", lambda: bench_import_v1(work / "import", s["import"])),
-            ("mallopt", lambda: bench_mallopt(work / "import", s["import"])),
             ("memory", lambda: bench_import_memory(work / "memory", *s["mem"])),
             ("ingest", lambda: bench_ingest_v2(work / "ingest", s["ingest"])),
             ("backlog", lambda: bench_backlog(work / "backlog", *s["backlog"])),
@@ -793,11 +768,6 @@ def main() -> int:
     parser.add_argument("--small", action="store_true", help="tiny sizes (smoke test)")
     parser.add_argument("--only", action="append", help="run only these benchmarks")
     args = parser.parse_args()
-    from cdnlake.malloc import keep_freed_memory
-
-    # In-process benchmarks run with the allocator settings every cdnlake command uses
-    # (cdnlake.cli.main); the references run in this same process, so under them too.
-    keep_freed_memory()
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )

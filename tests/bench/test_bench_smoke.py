@@ -16,7 +16,6 @@ BENCHMARKS = [
     "decode",
     "split into pieces",
     "import-v1,",
-    "mallopt",
     "peak memory",
     "ingest",
     "backlog",

@@ -15,7 +15,6 @@ from typing import Any
 
 from cdnlake import __version__
 from cdnlake.errors import CdnlakeError, ConfigError, RequestValidationError, UsageError
-from cdnlake.malloc import keep_freed_memory
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 DEFAULT_TABLE_ROWS = 1000  # a terminal table is for reading; csv and json write every row
@@ -270,7 +269,6 @@ def setup_logging(level: str, fmt: str = "text") -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    keep_freed_memory()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

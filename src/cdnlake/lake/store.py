@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
@@ -107,10 +108,8 @@ class Lake:
         schema = spec.arrow_schema()
         parquet = ds.ParquetFileFormat()
         fragments = []
-        for action in pa.table(table.get_add_actions(flatten=True)).to_pylist():
+        for action in _actions(table, spec, partitions):
             values = {c: action.get(f"partition.{c}") for c in spec.partition_by}
-            if partitions and not _wanted(values, partitions):
-                continue
             where = ds.scalar(True)
             for column, value in values.items():
                 field = ds.field(column)
@@ -146,16 +145,21 @@ class Lake:
         return pafs.SubTreeFileSystem(self.uri.removeprefix("s3://").rstrip("/"), s3)
 
 
-def _wanted(values: dict[str, Any], partitions: list[Any]) -> bool:
-    """Whether a file's partition values meet every ``(column, op, text)`` condition."""
-    for column, op, wanted in partitions:
-        value = values.get(column)
-        text = value.isoformat() if isinstance(value, date) else str(value)
-        if op == "=" and text != str(wanted):
-            return False
-        if op == "in" and text not in {str(w) for w in wanted}:
-            return False
-    return True
+def _actions(
+    table: DeltaTable, spec: TableSpec, partitions: list[Any] | None
+) -> list[dict[str, Any]]:
+    """The log's add actions of the wanted partitions, with only the columns a dataset
+    needs: chosen in Arrow, so that a window's commit does not pay for the whole table."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    wanted = ["path", *(f"partition.{c}" for c in spec.partition_by)]
+    wanted += [c for c in ("min.ts", "max.ts", "null_count.ts") if c in actions.column_names]
+    actions = actions.select(wanted)
+    for column, op, value in partitions or []:
+        text = pc.cast(actions.column(f"partition.{column}"), pa.string())
+        values = pa.array([str(v) for v in (value if op == "in" else [value])], pa.string())
+        actions = actions.filter(pc.is_in(text, value_set=values))
+    rows: list[dict[str, Any]] = actions.to_pylist()
+    return rows
 
 
 def first_line(exc: BaseException) -> str:
