@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from cdnlake.reports.build import ReportData
+from cdnlake.reports.data import ReportData
 from cdnlake.reports.text import cell, header, metric_value
 from cdnlake.warehouse.output import plain, write_csv
 

@@ -13,7 +13,7 @@ import jinja2
 from markupsafe import Markup
 
 from cdnlake.reports import svg
-from cdnlake.reports.build import ReportData, Table
+from cdnlake.reports.data import ReportData, Table
 from cdnlake.reports.text import (
     METRICS,
     cell,

@@ -27,14 +27,10 @@ from cdnlake.lake.rollups import ROLLUP, Partitions, partitions
 from cdnlake.lake.schema import REQUESTS, TABLES, TableSpec
 from cdnlake.lake.store import Lake, first_line
 from cdnlake.sqlfiles import internal_sql
-from cdnlake.warehouse.engine import Result
 from cdnlake.warehouse.named import NamedQuery
+from cdnlake.warehouse.relations import ALIASES, Result
 
 log = logging.getLogger(__name__)
-
-# Relations keep the names users already query by: the bookkeeping tables are
-# partitioned by ``zone``, which the relations also show as ``pull_zone_id``.
-ALIASES = {"ingest_runs", "ingest_gaps", "rejected_lines"}
 
 
 def relation_sql(spec: TableSpec, source: str) -> str:

@@ -8,21 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cdnlake.config import Config
 from cdnlake.errors import ConfigError, UsageError
 from cdnlake.warehouse.named import NamedQuery
+from cdnlake.warehouse.relations import Result
 
 ENGINES = ("duckdb", "spark")
-
-
-@dataclass
-class Result:
-    columns: list[str]
-    rows: list[tuple[Any, ...]]
-    more: bool = False  # rows beyond the limit were left out
 
 
 class Session(Protocol):

@@ -25,10 +25,9 @@ from cdnlake.errors import EngineError, QueryError
 from cdnlake.lake.schema import TABLES, TableSpec
 from cdnlake.lake.store import Lake, first_line
 from cdnlake.sqlfiles import internal_sql
-from cdnlake.warehouse.db import ALIASES
 from cdnlake.warehouse.dialect import to_spark
-from cdnlake.warehouse.engine import Result
 from cdnlake.warehouse.named import NamedQuery
+from cdnlake.warehouse.relations import ALIASES, Result
 
 CONNECT_TIMEOUT_SECONDS = 10.0
 
