@@ -105,3 +105,16 @@ def test_the_newcomer_path_of_the_readme(tmp_path):
     finally:
         emulator.terminate()
         emulator.wait(timeout=30)
+
+
+def test_emulator_help_names_the_demo_zones_without_importing_the_emulator():
+    """Every command builds the emulator's options: they name its default zones as
+    text, which must stay the emulator's own."""
+    import argparse
+
+    from cdnlake.cli.emulator_cmd import add_arguments
+    from cdnlake.emulator.server import DEMO_ZONES
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert DEMO_ZONES in parser.format_help().replace("\n", "").replace(" ", "")

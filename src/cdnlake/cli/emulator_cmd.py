@@ -57,8 +57,8 @@ def _seconds(text: str) -> float:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from cdnlake.emulator.server import DEMO_ZONES
-
+    """The emulator's options. Every command builds this parser, so nothing of the
+    emulator itself is imported here (its zones default is resolved when it runs)."""
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     p.add_argument(
         "--port", type=_port, default=8765, help="port, 0 for any free one (default 8765)"
@@ -72,8 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bearer-token", default=None, help="also accept this Bearer token")
     p.add_argument(
         "--zones",
-        default=DEMO_ZONES,
-        help=f"ID[:v2|v1|extended|disabled|suspended],... (default: the demo zones, {DEMO_ZONES})",
+        default=None,
+        help="ID[:v2|v1|extended|disabled|suspended],... (default: the demo zones, "
+        "1234:v2:extended,1235:v1,1236:v2)",
     )
     p.add_argument(
         "--shield-zones",
@@ -108,11 +109,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_config(args: argparse.Namespace) -> Any:
-    from cdnlake.emulator.server import EmulatorConfig, parse_zones
+    from cdnlake.emulator.server import DEMO_ZONES, EmulatorConfig, parse_zones
     from cdnlake.emulator.state import Faults
 
     try:
-        zones = parse_zones(args.zones)
+        zones = parse_zones(args.zones or DEMO_ZONES)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     now = None
