@@ -33,10 +33,11 @@ from apscheduler.triggers.interval import IntervalTrigger
 from cdnlake.client.core import ApiClient
 from cdnlake.client.logging_api import LoggingClient
 from cdnlake.config import Config, ShieldZoneConfig, ZoneConfig
-from cdnlake.coordination import Fleet, fleet_for
+from cdnlake.coordination import Fleet, fleet_for, lease_key, lease_keys
 from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
 from cdnlake.ingest.result import ZoneResult, this_daemon, utcnow
 from cdnlake.ingest.runner import AnyStop
+from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS
 from cdnlake.monitoring.metrics import DaemonMetrics
 
 log = logging.getLogger("cdnlake.daemon")
@@ -60,9 +61,15 @@ class Daemon:
         self.config = config
         self.fleet = fleet or fleet_for(config, this_daemon())
         self.metrics = metrics
+        self._jobs: dict[str, str] = {}  # lease key -> its poll job
         self.api = api
         self.stop_event = api.abort
-        self.ingestor = Ingestor(config, LoggingClient(api), clock=clock, stop=self.stop_event)
+        self.ingestor = Ingestor(
+            config,
+            LoggingClient(api),
+            clock=clock,
+            stop=self.stop_event,
+        )
         self.clock = clock
         self.passes = 0
         self.zone_passes: dict[int, int] = {}
@@ -104,7 +111,7 @@ class Daemon:
 
     def poll_zone(self, zone: ZoneConfig) -> ZoneResult | None:
         result = self._held_pass(
-            f"requests/{zone.id}", lambda stop: self.ingestor.run_zone(zone, stop=stop)
+            lease_key(REQUESTS.name, zone.id), lambda stop: self.ingestor.run_zone(zone, stop=stop)
         )
         if result is not None:
             self._observe(result)
@@ -122,7 +129,7 @@ class Daemon:
         from cdnlake.client.shield import ShieldApi
 
         result = self._held_pass(
-            f"shield_events/{zone.id}",
+            lease_key(SHIELD_EVENTS.name, zone.id),
             lambda stop: ingest_shield_zone(
                 self.config, ShieldApi(self.api), zone, clock=self.clock, stop=stop
             ),
@@ -134,11 +141,9 @@ class Daemon:
     def _acquired(self, key: str, wait_seconds: float) -> None:
         """A zone just became ours: poll it as soon as its budget allows, not a whole
         interval later."""
-        table, _, zone_id = key.partition("/")
-        job_id = f"{'zone' if table == 'requests' else 'shield'}-{zone_id}"
-        with contextlib.suppress(JobLookupError):
+        with contextlib.suppress(JobLookupError, KeyError):
             when = datetime.now(UTC) + timedelta(seconds=wait_seconds)
-            self.scheduler.modify_job(job_id, next_run_time=when)
+            self.scheduler.modify_job(self._jobs[key], next_run_time=when)
 
     def write_report(self) -> None:
         """Yesterday's report, made by one daemon of the fleet (another may retry a day's
@@ -182,14 +187,14 @@ class Daemon:
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
-        keys = [f"requests/{z.id}" for z in self.config.zones]
-        keys += [f"shield_events/{z.id}" for z in self.config.shield_zones]
-        self.fleet.start(keys, self._acquired)
-        now = datetime.now(UTC)
         polls: list[tuple[Callable[[Any], Any], Any, str]] = [
             (self.poll_zone, zone, f"zone-{zone.id}") for zone in self.config.zones
         ]
         polls += [(self.poll_shield_zone, z, f"shield-{z.id}") for z in self.config.shield_zones]
+        keys = lease_keys(self.config)  # in the order of polls
+        self._jobs = {key: job_id for key, (_, _, job_id) in zip(keys, polls, strict=True)}
+        self.fleet.start(keys, self._acquired)
+        now = datetime.now(UTC)
         for i, (poll, zone, job_id) in enumerate(polls):
             self.scheduler.add_job(
                 poll,

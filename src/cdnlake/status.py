@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cdnlake.config import Config
+from cdnlake.coordination import lease_key, lease_keys
 from cdnlake.lake.progress import from_ms
 from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS, TableSpec
 from cdnlake.lake.store import Lake
@@ -128,7 +129,7 @@ class FleetStatus:
 
     def owner(self, zone: ZoneStatus) -> str | None:
         table = SHIELD_EVENTS if zone.source == "shield" else REQUESTS
-        return self.owners.get(f"{table.name}/{zone.zone_id}")
+        return self.owners.get(lease_key(table.name, zone.zone_id))
 
 
 def fleet_status(config: Config, *, now: datetime | None = None) -> FleetStatus:
@@ -140,9 +141,7 @@ def fleet_status(config: Config, *, now: datetime | None = None) -> FleetStatus:
         if running is None:
             return FleetStatus(False, {}, [])
         daemon = running.split()[0]
-        keys = [f"{REQUESTS.name}/{z.id}" for z in config.zones]
-        keys += [f"{SHIELD_EVENTS.name}/{z.id}" for z in config.shield_zones]
-        return FleetStatus(False, dict.fromkeys(keys, daemon), [running])
+        return FleetStatus(False, dict.fromkeys(lease_keys(config), daemon), [running])
     from cdnlake.coordination.postgres import fleet_view
     from cdnlake.errors import CoordinationError
 

@@ -134,12 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help=f"rows a table shows (default {DEFAULT_TABLE_ROWS}; 0: all); csv and json write all",
     )
-    p.add_argument(
-        "--engine",
-        choices=["duckdb", "spark"],
-        default="duckdb",
-        help="where the query runs: DuckDB here (default) or Spark Connect at engine.spark_remote",
-    )
+    _engine_option(p)
 
     p = _command(
         sub,
@@ -157,12 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", metavar="FORMATS", help="comma list of html,csv,json,md (default: config)"
     )
     p.add_argument("--out", metavar="DIR", help="output folder (default: <root>/reports)")
-    p.add_argument(
-        "--engine",
-        choices=["duckdb", "spark"],
-        default="duckdb",
-        help="where the query runs: DuckDB here (default) or Spark Connect at engine.spark_remote",
-    )
+    _engine_option(p)
 
     p = _command(
         sub,
@@ -227,6 +217,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_api_arguments(p)
     return parser
+
+
+def _engine_option(p: argparse.ArgumentParser) -> None:
+    """``--engine`` of ``sql`` and ``report``."""
+    p.add_argument(
+        "--engine",
+        choices=["duckdb", "spark"],
+        default="duckdb",
+        help="where the query runs: DuckDB here (default) or Spark Connect at engine.spark_remote",
+    )
 
 
 def _resolve(target: str) -> Callable[[argparse.Namespace], int]:

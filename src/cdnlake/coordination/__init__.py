@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from cdnlake.config import Config
+from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS
 
 
 class Fleet(Protocol):
@@ -26,6 +27,17 @@ class Fleet(Protocol):
     def fleet_job(self, job: str) -> contextlib.AbstractContextManager[bool]: ...
 
     def stop(self) -> None: ...
+
+
+def lease_key(table: str, zone_id: int) -> str:
+    """The name a zone's lease goes by: ``requests/<id>`` or ``shield_events/<id>``."""
+    return f"{table}/{zone_id}"
+
+
+def lease_keys(config: Config) -> list[str]:
+    """Every configured zone's lease key: pull zones, then shield zones."""
+    keys = [lease_key(REQUESTS.name, z.id) for z in config.zones]
+    return keys + [lease_key(SHIELD_EVENTS.name, z.id) for z in config.shield_zones]
 
 
 def fleet_for(config: Config, daemon_id: str) -> Fleet:

@@ -318,8 +318,6 @@ def fleet_view(dsn: str, fleet: str, *, timeout: float = 5.0) -> FleetView:
                 if "does not exist" in str(exc):  # no daemon has joined yet
                     return FleetView({}, [])
                 raise
-    except CoordinationError:
-        raise
     except Exception as exc:
         raise CoordinationError(f"coordination: PostgreSQL failed: {_first(exc)}") from None
     return FleetView(owners, daemons)  # type: ignore[arg-type]
