@@ -480,15 +480,22 @@ def make_report_lake(work: Path, rows: int) -> Path:
         """,
             {"start": start_ms, "hour": hour, "n": per_hour},
         )
-    # The hour files become a Delta table in place (the log names them; nothing is copied).
-    import pyarrow as pa
-    from deltalake import DeltaTable, Schema, convert_to_deltalake
+    from deltalake import DeltaTable
 
-    partitions = Schema.from_arrow(pa.schema([("pull_zone_id", pa.int64()), ("date", pa.date32())]))
     uri = str(root / "lake" / "requests")
-    convert_to_deltalake(uri, partition_by=partitions, partition_strategy="hive")
+    parquet_to_delta(uri)
     assert DeltaTable(uri).count() == per_hour * 24
     return root
+
+
+def parquet_to_delta(uri: str) -> None:
+    """Hive-partitioned Parquet files (zone, date) become a Delta table in place: the
+    log names them, nothing is copied."""
+    import pyarrow as pa
+    from deltalake import Schema, convert_to_deltalake
+
+    partitions = Schema.from_arrow(pa.schema([("pull_zone_id", pa.int64()), ("date", pa.date32())]))
+    convert_to_deltalake(uri, partition_by=partitions, partition_strategy="hive")
 
 
 def bench_report(work: Path, rows: int) -> Figure:
@@ -538,11 +545,7 @@ def make_month_lake(root: Path, zones: int, days: int, per_zone_day: int) -> Pat
         """,
         {"per": per_zone_day, "zones": zones, "first": first.isoformat(), "n": n},
     )
-    import pyarrow as pa
-    from deltalake import Schema, convert_to_deltalake
-
-    partitions = Schema.from_arrow(pa.schema([("pull_zone_id", pa.int64()), ("date", pa.date32())]))
-    convert_to_deltalake(str(lake), partition_by=partitions, partition_strategy="hive")
+    parquet_to_delta(str(lake))
     return root
 
 

@@ -85,8 +85,15 @@ def rolled_up(lake: Lake) -> dict[Key, str]:
     return {(int(zone), day): fingerprint for zone, day, fingerprint in rows}
 
 
+def fresh(current: dict[Key, str], done: dict[Key, str]) -> list[Key]:
+    """The partitions whose rollup was computed from the files they hold now."""
+    return sorted(key for key, fingerprint in current.items() if done.get(key) == fingerprint)
+
+
 def stale(current: dict[Key, str], done: dict[Key, str]) -> list[Key]:
-    return sorted(key for key, fingerprint in current.items() if done.get(key) != fingerprint)
+    """The others: never rolled up, or changed since."""
+    rolled = set(fresh(current, done))
+    return sorted(key for key in current if key not in rolled)
 
 
 def refresh(lake: Lake, zones: list[int] | None = None) -> int:

@@ -24,6 +24,7 @@ from cdnlake.reports.text import (
     metric_value,
     percent,
     points,
+    scaled_bytes,
 )
 
 _ENV = jinja2.Environment(
@@ -172,11 +173,8 @@ def count_short(value: float) -> str:
 
 def bytes_short(value: float) -> str:
     """An axis value: 750 MB, 1.2 GB."""
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(value) < 1000 or unit == "TB":
-            return f"{value:.3g} {unit}"
-        value /= 1000
-    return f"{value:.3g}"  # pragma: no cover
+    size, unit = scaled_bytes(value)
+    return f"{size:.3g} {unit}"
 
 
 def whole_percent(value: float) -> str:

@@ -81,15 +81,20 @@ def header(column: str) -> str:
     return HEADERS.get(column, column.replace("_", " ").capitalize())
 
 
+def scaled_bytes(value: float) -> tuple[float, str]:
+    """``value`` bytes in the largest decimal unit that keeps it under 1000 (up to TB)."""
+    for unit in ("B", "kB", "MB", "GB"):
+        if abs(value) < 1000:
+            return value, unit
+        value /= 1000
+    return value, "TB"
+
+
 def human_bytes(value: Any) -> str:
     if value is None:
         return "–"
-    size = float(value)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(size) < 1000 or unit == "TB":
-            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
-        size /= 1000
-    return str(value)  # pragma: no cover
+    size, unit = scaled_bytes(float(value))
+    return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
 
 
 def count(value: Any) -> str:

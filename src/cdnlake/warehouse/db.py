@@ -23,7 +23,7 @@ from deltalake import DeltaTable
 
 from cdnlake.config import StorageConfig
 from cdnlake.errors import DataError, QueryError
-from cdnlake.lake.rollups import ROLLUP, Partitions, partitions
+from cdnlake.lake.rollups import ROLLUP, Partitions, fresh, partitions, stale
 from cdnlake.lake.schema import REQUESTS, TABLES, TableSpec
 from cdnlake.lake.store import Lake, first_line
 from cdnlake.sqlfiles import internal_sql
@@ -117,26 +117,25 @@ class Warehouse:
                 "SELECT DISTINCT pull_zone_id, date, files_hash FROM _rollup"
             ).fetchall()
         }
-        fresh = [key for key, fingerprint in current.items() if done.get(key) == fingerprint]
+        rolled = fresh(current, done)
         con.register(
             "_fresh",
             pa.table(
                 {
-                    "pull_zone_id": pa.array([k[0] for k in fresh], pa.int64()),
-                    "date": pa.array([k[1] for k in fresh], pa.date32()),
-                    "files_hash": pa.array([current[k] for k in fresh], pa.string()),
+                    "pull_zone_id": pa.array([k[0] for k in rolled], pa.int64()),
+                    "date": pa.array([k[1] for k in rolled], pa.date32()),
+                    "files_hash": pa.array([current[k] for k in rolled], pa.string()),
                 }
             ),
         )
         if self.lake.local is not None and requests is not None:
-            base, rolled = self.lake.table_uri(REQUESTS), set(fresh)
-            stale = [
+            base = self.lake.table_uri(REQUESTS)
+            files = [
                 f"{base}/{unquote(path)}"
-                for key, paths in parts.files.items()
-                if key not in rolled
-                for path in paths
+                for key in stale(current, done)
+                for path in parts.files[key]
             ]
-            self._register(con, REQUESTS, requests, "_requests_stale", files=stale)
+            self._register(con, REQUESTS, requests, "_requests_stale", files=files)
         else:  # an object store: the stale partitions by an anti-join
             con.execute(
                 "CREATE VIEW _requests_stale AS SELECT * FROM requests "
