@@ -69,6 +69,7 @@ class Daemon:
             LoggingClient(api),
             clock=clock,
             stop=self.stop_event,
+            count_traffic=metrics is not None,  # the traffic counters need it
         )
         self.clock = clock
         self.passes = 0

@@ -34,8 +34,16 @@ class Ingestor:
         stop: threading.Event | None = None,
         progress: Progress | None = None,
         lake: Lake | None = None,
+        count_traffic: bool = False,
     ) -> None:
-        self.runner = Runner(config, clock=clock, stop=stop, progress=progress, lake=lake)
+        self.runner = Runner(
+            config,
+            clock=clock,
+            stop=stop,
+            progress=progress,
+            lake=lake,
+            count_traffic=count_traffic,
+        )
         self.v1: Source = V1DaySource(logging_client)
         self.v2: Source = V2Source(logging_client)
 

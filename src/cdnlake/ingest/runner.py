@@ -150,13 +150,17 @@ class Runner:
         stop: threading.Event | None = None,
         progress: Progress | None = None,
         lake: Lake | None = None,
+        count_traffic: bool = False,
     ) -> None:
+        """``count_traffic``: results carry their new rows by cache status and status
+        class (``ZoneResult.traffic``), for a daemon that serves metrics."""
         self.config = config
         self.clock = clock
         self.stop = stop or threading.Event()
         self.progress: Progress = progress or LogProgress()
         self.lake = lake or Lake.from_config(config.storage)
         self.bookkeeping = Bookkeeping(self.lake)
+        self.count_traffic = count_traffic
 
     def run_many(self, passes: Iterable[tuple[int, Source]]) -> list[ZoneResult]:
         jobs = list(passes)
@@ -172,7 +176,7 @@ class Runner:
         signal: StopSignal = self.stop if stop is None else AnyStop(self.stop, stop)
         locks = self.config.storage.work / "locks"
         with pass_outcome(result, f"zone {zone_id}"), zone_lock(locks, source.spec.name, zone_id):
-            writer = ZoneWriter(self.lake, source.spec, zone_id)
+            writer = ZoneWriter(self.lake, source.spec, zone_id, count_traffic=self.count_traffic)
             ctx = PassContext(
                 zone_id, writer, result, self.clock(), self.config, signal, self.bookkeeping
             )

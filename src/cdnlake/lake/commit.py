@@ -126,12 +126,17 @@ def prepare(spec: TableSpec, zone_id: int, rows: pl.DataFrame) -> pl.DataFrame:
 class ZoneWriter:
     """Commits rows of one zone into one exactly-once table (``requests``/``shield_events``)."""
 
-    def __init__(self, lake: Lake, spec: TableSpec, zone_id: int) -> None:
+    def __init__(
+        self, lake: Lake, spec: TableSpec, zone_id: int, *, count_traffic: bool = False
+    ) -> None:
+        """``count_traffic``: break each commit's new rows down for the metrics
+        (``Written.traffic``); only a daemon serving metrics reads it."""
         if spec.key is None:
             raise ValueError(f"{spec.name} has no key")
         self.lake = lake
         self.spec = spec
         self.zone_id = zone_id
+        self.count_traffic = count_traffic
         self.table = lake.open_or_create(spec)
 
     def empty(self) -> pl.DataFrame:
@@ -202,7 +207,8 @@ class ZoneWriter:
                 ) from None
             written.new = new.height
             written.duplicates = frame.height - new.height
-            written.traffic = traffic(new)
+            if self.count_traffic:
+                written.traffic = traffic(new)
             return written
         raise ZoneBusyError(
             f"zone {self.zone_id}: other processes kept committing to {self.spec.name}; "
