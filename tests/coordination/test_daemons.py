@@ -48,11 +48,17 @@ def log_of(proc: subprocess.Popen[str]) -> str:
     return proc.log.read_text()  # type: ignore[attr-defined]
 
 
-def daemon_id(proc: subprocess.Popen[str]) -> str:
+def recorded_runs(proc: subprocess.Popen[str]) -> set[str]:
+    """The daemon ids (host:pid) of ``proc`` in ingest_runs: empty before its first pass."""
     runs = lake_frame(proc.log.parent / "data", "ingest_runs")  # type: ignore[attr-defined]
-    ids = {d for d in runs["daemon"].unique().to_list() if d.endswith(f":{proc.pid}")}
-    assert len(ids) == 1, ids
-    return ids.pop()
+    return {d for d in runs["daemon"].unique().to_list() if d.endswith(f":{proc.pid}")}
+
+
+def daemon_id(proc: subprocess.Popen[str]) -> str:
+    """``proc``'s id, once it has recorded a pass (readiness: a new owner first waits
+    out the previous owner's rate window)."""
+    assert wait_for(lambda: len(recorded_runs(proc)) == 1, 60), log_of(proc)
+    return recorded_runs(proc).pop()
 
 
 def fleet_config(tmp_path: Path, emu, poll: int = POLL) -> Path:
@@ -122,6 +128,7 @@ def test_three_daemons_one_killed_one_joins_database_restarts(tmp_path, postgres
         d = spawn_daemon(path, "d")
         procs.append(d)
         assert wait_for(lambda: sorted(shares().values()) == [4, 4, 4], 60), shares()
+        daemon_id(d)  # and ingests it
 
         # PostgreSQL restarts: the daemons reconnect and go on.
         restarted = datetime.now(UTC)
