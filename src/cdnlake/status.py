@@ -5,19 +5,25 @@ Pull zones first, then shield zones (source "shield"), whose rows are WAF events
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
+
+import duckdb
+from deltalake import DeltaTable
 
 from cdnlake.config import Config
 from cdnlake.coordination import lease_key, lease_keys
 from cdnlake.lake.progress import from_ms
-from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS, TableSpec
+from cdnlake.lake.schema import INGEST_GAPS, INGEST_RUNS, REQUESTS, SHIELD_EVENTS, TableSpec
 from cdnlake.lake.store import Lake
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.db import Warehouse
 
 GAP_LOOKBACK = timedelta(days=7)
+# Runs files read first for each zone's newest run: those that end this recently.
+RUN_LOOKBACK = timedelta(days=1)
 
 
 @dataclass
@@ -42,9 +48,11 @@ class ZoneStatus:
         return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in vars(self).items()}
 
 
-def watermarks(lake: Lake, spec: TableSpec, zone_ids: list[int]) -> dict[int, datetime]:
+def watermarks(
+    lake: Lake, spec: TableSpec, zone_ids: list[int], table: DeltaTable | None = None
+) -> dict[int, datetime]:
     """Each zone's watermark: its Delta application transaction in the table."""
-    table = lake.open(spec) if zone_ids else None
+    table = table or (lake.open(spec) if zone_ids else None)
     if table is None:
         return {}
     marks = {}
@@ -55,30 +63,91 @@ def watermarks(lake: Lake, spec: TableSpec, zone_ids: list[int]) -> dict[int, da
     return marks
 
 
+def rows_on(lake: Lake, spec: TableSpec, table: DeltaTable | None, day: date) -> dict[int, int]:
+    """Rows per zone on ``day``, from the log's file statistics: no data file is read,
+    except one whose log entry lacks its row count."""
+    if table is None:
+        return {}
+    actions = lake.add_actions(
+        spec, table, [("date", "=", day.isoformat())], stats=("num_records",)
+    )
+    counts: dict[int, int] = defaultdict(int)
+    uncounted: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for action in actions:
+        zone = int(action[f"partition.{spec.zone_column}"])
+        if action["num_records"] is None:
+            uncounted[zone].append(action)
+        else:
+            counts[zone] += action["num_records"]
+    for zone, missing in uncounted.items():
+        counts[zone] += lake.dataset(spec, table, actions=missing).count_rows()
+    return dict(counts)
+
+
+def last_runs(
+    warehouse: Warehouse,
+    con: duckdb.DuckDBPyConnection,
+    wanted: set[tuple[int, bool]],
+    now: datetime,
+) -> dict[tuple[int, bool], tuple[Any, ...]]:
+    """The newest run of each wanted (zone, is shield).
+
+    Reads the runs files that the log says end within ``RUN_LOOKBACK`` (a daemon's
+    month is millions of runs); a zone without a run in them is looked up in all of its
+    files. A run found recent is the newest: any newer one ends later still.
+    """
+    lake = warehouse.lake
+    table = lake.open(INGEST_RUNS) if wanted else None
+    if table is None:
+        return {}
+    zones = sorted({zone for zone, _ in wanted})
+    actions = lake.add_actions(
+        INGEST_RUNS, table, [("zone", "in", [str(z) for z in zones])], stats=("max.finished",)
+    )
+    since = now - RUN_LOOKBACK
+    recent = [a for a in actions if a["max.finished"] is None or a["max.finished"] >= since]
+    warehouse.read_only(con, INGEST_RUNS, table, recent)
+    found = _newest_runs(con, since)
+    missing = {zone for zone, _ in wanted - found.keys()}
+    if missing and len(recent) < len(actions):
+        rest = [a for a in actions if int(a["partition.zone"]) in missing]
+        warehouse.read_only(con, INGEST_RUNS, table, rest)
+        older = _newest_runs(con, datetime.min.replace(tzinfo=UTC))
+        found.update({key: run for key, run in older.items() if key not in found})
+    return found
+
+
+def _newest_runs(
+    con: duckdb.DuckDBPyConnection, since: datetime
+) -> dict[tuple[int, bool], tuple[Any, ...]]:
+    rows = con.execute(internal_sql("status_last_runs"), {"since": since}).fetchall()
+    return {(row[0], bool(row[1])): row[2:] for row in rows}
+
+
 def zone_statuses(
     config: Config, *, now: datetime | None = None, max_lag_seconds: int | None = None
 ) -> list[ZoneStatus]:
     now = now or datetime.now(UTC)
     max_lag = config.status.max_lag_seconds if max_lag_seconds is None else max_lag_seconds
     lake = Lake.from_config(config.storage)
-    with Warehouse(config.storage, lake).connect(hourly=False) as con:
-
-        def counts(sql: str) -> dict[int, int]:
-            return dict(con.execute(internal_sql(sql), {"today": now.date()}).fetchall())
-
-        rows_today, events_today = counts("status_rows_today"), counts("status_shield_rows_today")
+    warehouse = Warehouse(config.storage, lake)
+    pull_ids = [z.id for z in config.zones]
+    shield_ids = [z.id for z in config.shield_zones]
+    requests = lake.open(REQUESTS) if pull_ids else None
+    events = lake.open(SHIELD_EVENTS) if shield_ids else None
+    rows_today = rows_on(lake, REQUESTS, requests, now.date())
+    events_today = rows_on(lake, SHIELD_EVENTS, events, now.date())
+    pull_marks = watermarks(lake, REQUESTS, pull_ids, requests)
+    shield_marks = watermarks(lake, SHIELD_EVENTS, shield_ids, events)
+    wanted = {(z, False) for z in pull_ids} | {(z, True) for z in shield_ids}
+    with warehouse.connect([INGEST_GAPS.name]) as con:
+        runs = last_runs(warehouse, con, wanted, now)
         gaps = {
             (z, bool(shield)): (n, s or 0.0)
             for z, shield, n, s in con.execute(
                 internal_sql("status_gaps"), {"since": now - GAP_LOOKBACK}
             ).fetchall()
         }
-        runs = {
-            (row[0], bool(row[1])): row[2:]
-            for row in con.execute(internal_sql("status_last_runs")).fetchall()
-        }
-    pull_marks = watermarks(lake, REQUESTS, [z.id for z in config.zones])
-    shield_marks = watermarks(lake, SHIELD_EVENTS, [z.id for z in config.shield_zones])
     # (id, name, source, is shield, its watermarks, its rows today)
     zones = [(z.id, z.name, z.source, False, pull_marks, rows_today) for z in config.zones]
     zones += [

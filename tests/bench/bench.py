@@ -10,6 +10,7 @@ on tiny data, and it checks that they run, not how fast.
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import platform
 import re
@@ -108,7 +109,13 @@ def write_config(root: Path, url: str = "http://127.0.0.1:9", **ingest: object) 
 
 
 def cdnlake(*args: str) -> list[str]:
-    return [sys.executable, "-m", "cdnlake", *args]
+    """The command as a user runs it: the installed console script."""
+    script = Path(sys.executable).with_name("cdnlake")
+    return [
+        str(script) if script.exists() else sys.executable,
+        *([] if script.exists() else ["-m", "cdnlake"]),
+        *args,
+    ]
 
 
 def env() -> dict[str, str]:
@@ -227,7 +234,7 @@ def v2_page(records: int) -> tuple[bytes, int]:
 def bench_decode(records: int) -> Figure:
     """A page into Arrow: the fast route against the project's own plain msgspec route
     (typed structs, then columns), both normalised the same way."""
-    from cdnlake.client.logging_api import decode_v2_page
+    from cdnlake.client.logging_wire import decode_v2_page
     from cdnlake.ingest.decode import decode_v2_batch, records_frame
     from cdnlake.ingest.normalize import normalize_v2
 
@@ -253,26 +260,6 @@ def bench_decode(records: int) -> Figure:
         ">= 2x faster than the msgspec route",
         mine * 2 <= reference,
         f"{rate / 1000:.0f}k records/s",
-    )
-
-
-def bench_split(records: int) -> Figure:
-    """The byte-splitting of a page into pieces read side by side, measured alone:
-    the same fast reader on the whole page in one piece is the reference."""
-    from cdnlake.ingest.decode import decode_v2_fast
-
-    body, count = v2_page(records)
-    rounds = 9
-    reference = min(timed(lambda: decode_v2_fast(body, threads=1)) for _ in range(rounds))
-    mine = min(timed(lambda: decode_v2_fast(body)) for _ in range(rounds))
-    return Figure(
-        f"page split into pieces read side by side ({count:,} records)",
-        mine,
-        reference,
-        "s",
-        "keep if >= 15% faster",
-        mine <= reference / 1.15,
-        "reference: the same reader, one piece",
     )
 
 
@@ -516,7 +503,11 @@ def bench_report(work: Path, rows: int) -> Figure:
 
 
 def make_month_lake(root: Path, zones: int, days: int, per_zone_day: int) -> Path:
-    """``zones`` x ``days`` partitions of ``per_zone_day`` requests, as one Delta table."""
+    """``zones`` x ``days`` partitions of ``per_zone_day`` requests, as one Delta table,
+    laid out as ``maintain`` leaves a day: one file sorted by ``ts`` in row groups of
+    ``SORTED_ROW_GROUP_ROWS``."""
+    from cdnlake.lake.maintain import SORTED_ROW_GROUP_ROWS
+
     lake = root / "lake" / "requests"
     lake.parent.mkdir(parents=True, exist_ok=True)
     first = DAY - timedelta(days=days - 1)
@@ -541,7 +532,8 @@ def make_month_lake(root: Path, zones: int, days: int, per_zone_day: int) -> Pat
                  NULL::VARCHAR AS ja4_fingerprint, NULL::INTEGER AS asn,
                  NULL::VARCHAR AS asn_organization, 'v2' AS source
           FROM range($n) t(i)
-        ) TO '{lake}' (FORMAT parquet, PARTITION_BY (pull_zone_id, date))
+        ) TO '{lake}' (FORMAT parquet, PARTITION_BY (pull_zone_id, date),
+               ROW_GROUP_SIZE {SORTED_ROW_GROUP_ROWS})
         """,
         {"per": per_zone_day, "zones": zones, "first": first.isoformat(), "n": n},
     )
@@ -555,7 +547,7 @@ def bench_range_report(work: Path, zones: int, days: int, per_zone_day: int) -> 
     from cdnlake.config import build_config
     from cdnlake.lake.rollups import refresh
     from cdnlake.lake.store import Lake
-    from cdnlake.reports.build import collect
+    from cdnlake.reports.build import RANGE_SECTIONS, collect
     from cdnlake.warehouse.db import Warehouse
     from cdnlake.warehouse.named import get_named
 
@@ -564,17 +556,18 @@ def bench_range_report(work: Path, zones: int, days: int, per_zone_day: int) -> 
     built = timed(lambda: refresh(Lake.from_config(config.storage)))
     first = DAY - timedelta(days=days - 1)
     ours = min(timed(lambda: collect(config, first, end=DAY)) for _ in range(3))
-    trend = get_named("daily_trend")
-    full = trend.sql.replace(
-        "FROM requests_hourly",
+    rows = (
         "FROM (SELECT pull_zone_id, date, cache_status, status_code, count(*) AS requests, "
-        "sum(bytes_sent) AS bytes FROM requests GROUP BY ALL) AS rows",
+        "sum(bytes_sent) AS bytes FROM requests GROUP BY ALL) AS rows"
     )
-    params = trend.bind({"from_day": first.isoformat(), "to_day": DAY.isoformat()})
+    period = {"from_day": first.isoformat(), "to_day": DAY.isoformat()}
+    sections = [get_named(query) for _, query, _, _ in RANGE_SECTIONS]
 
-    def scan() -> None:
-        with Warehouse(config.storage).connect() as con:
-            con.execute(full, params).fetchall()
+    def scan() -> None:  # every section of the range report, each by a scan of requests
+        with Warehouse(config.storage).connect(["requests"]) as con:
+            for query in sections:
+                con.execute(query.sql.replace("FROM requests_hourly", rows), query.bind(period))
+                con.fetchall()
 
     reference = min(timed(scan) for _ in range(2))
     return Figure(
@@ -690,18 +683,33 @@ def bench_report_spark(work: Path, rows: int) -> Figure:
     )
 
 
-def bench_startup() -> Figure:
-    def run(cmd: list[str]) -> float:
-        return statistics.median(
-            timed(lambda: subprocess.run(cmd, capture_output=True, check=True)) for _ in range(5)
-        )
+BARE_IMPORTS = [sys.executable, "-c", "import polars, duckdb, pyarrow, deltalake"]
 
-    reference = run([sys.executable, "-c", "pass"])
-    ours = run(
-        [shutil.which("cdnlake") or sys.executable, "--help"]
-        if shutil.which("cdnlake")
-        else cdnlake("--help")
-    )
+
+def median_run(
+    cmd: list[str],
+    runs: int = 7,
+    before: Callable[[], object] | None = None,
+    *,
+    check: bool = True,
+) -> float:
+    """The median time of ``runs`` whole processes (``before`` runs untimed before each).
+
+    ``check=False`` for a command whose exit code says something (status: 1 when a zone
+    is unhealthy)."""
+    times = []
+    for _ in range(runs):
+        if before is not None:
+            before()
+        times.append(
+            timed(lambda: subprocess.run(cmd, check=check, env=env(), capture_output=True))
+        )
+    return statistics.median(times)
+
+
+def bench_startup() -> Figure:
+    reference = median_run([sys.executable, "-c", "pass"], runs=5)
+    ours = median_run(cdnlake("--help"), runs=5)
     return Figure(
         "cdnlake --help start-up",
         ours,
@@ -709,6 +717,113 @@ def bench_startup() -> Figure:
         "s",
         "< 0.5 s more than python",
         ours - reference < 0.5,
+    )
+
+
+def bench_small_import(work: Path) -> Figure:
+    """A 1,000-line ``import-v1`` into a new lake, as a whole process, against the bare
+    imports of the libraries it stands on: what cdnlake adds to start-up."""
+    src = make_v1_file(work / "small.log", 1000, seed=7)
+    (work / "small").mkdir(parents=True, exist_ok=True)
+    config = write_config(work / "small")
+    lake = work / "small" / "data"
+    command = cdnlake("--config", str(config), "import-v1", str(src), "--zone", "1234")
+    ours = median_run(command, before=lambda: shutil.rmtree(lake, ignore_errors=True))
+    reference = median_run(BARE_IMPORTS)
+    return Figure(
+        "start-up: import-v1 of 1,000 lines, whole process",
+        ours,
+        reference,
+        "s",
+        "<= 1.3x bare imports",
+        ours <= 1.3 * reference,
+    )
+
+
+RUNS_SQL = """
+COPY (
+  SELECT 1 + i % $zones AS zone,
+         printf('run-%012x', i) AS run_id,
+         'v2' AS source,
+         $first::TIMESTAMPTZ + to_milliseconds(60000 * (i // $zones)) AS started,
+         $first::TIMESTAMPTZ + to_milliseconds(60000 * (i // $zones) + 900) AS finished,
+         $first::TIMESTAMPTZ + to_milliseconds(60000 * (i // $zones) - 360000) AS window_from,
+         $first::TIMESTAMPTZ + to_milliseconds(60000 * (i // $zones)) AS window_to,
+         1::INTEGER AS pages, 100::BIGINT AS rows, 0::BIGINT AS duplicates_dropped,
+         0::BIGINT AS rejected, 0::INTEGER AS rate_limited, 0::INTEGER AS retries,
+         0::INTEGER AS server_errors, 0::INTEGER AS transport_errors,
+         'ok' AS outcome, NULL::VARCHAR AS error, 'bench:1' AS daemon
+  FROM range($n) t(i)
+) TO '{path}' (FORMAT parquet, PARTITION_BY (zone))
+"""
+
+
+def add_daemon_history(root: Path, zones: int, days: int) -> None:
+    """What a daemon polling every minute leaves beside a month lake: one ``ingest_runs``
+    row per zone and minute up to now, each zone's watermark (its application
+    transaction), and the checkpoints its daily ``maintain`` writes."""
+    import pyarrow as pa
+    from deltalake import Schema, convert_to_deltalake
+
+    from cdnlake.lake.commit import ZoneWriter
+    from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
+    from cdnlake.lake.store import Lake
+
+    runs = root / "lake" / "ingest_runs"
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    first = now - timedelta(days=days)
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute(
+        RUNS_SQL.format(path=runs),
+        {"zones": zones, "first": first.isoformat(), "n": zones * days * 1440},
+    )
+    zone = Schema.from_arrow(pa.schema([("zone", pa.int64())]))
+    convert_to_deltalake(str(runs), partition_by=zone, partition_strategy="hive")
+    lake = Lake(str(root / "lake"), {})
+    mark = int(now.timestamp() * 1000) - 360_000
+    for zone_id in range(1, zones + 1):
+        writer = ZoneWriter(lake, REQUESTS, zone_id)
+        writer.commit(writer.empty(), {"": mark})
+    for spec in (REQUESTS, INGEST_RUNS):
+        table = lake.open(spec)
+        assert table is not None
+        table.create_checkpoint()
+
+
+def bench_status(work: Path, zones: int, days: int, per_zone_day: int) -> Figure:
+    """``cdnlake status`` as a whole process on ``zones`` zones with ``days`` days of
+    history (requests, a run a minute, watermarks), against the bare imports."""
+    root = work / "month"
+    if not (root / "lake" / "requests" / "_delta_log").exists():
+        make_month_lake(root, zones, days, per_zone_day)
+    if not (root / "lake" / "ingest_runs").exists():
+        add_daemon_history(root, zones, days)
+    config = root / "config.toml"
+    lines = [
+        "[api]",
+        'base_url = "http://127.0.0.1:9"',
+        "[storage]",
+        f'root = "{root}"',
+        f'lake_uri = "{root / "lake"}"',
+    ]
+    for zone_id in range(1, zones + 1):
+        lines += ["[[zones]]", f"id = {zone_id}", 'source = "v2"']
+    config.write_text("\n".join(lines) + "\n")
+    command = cdnlake("--config", str(config), "status", "--format", "json")
+    proc = subprocess.run(command, env=env(), capture_output=True, text=True)
+    if '"zone_id": 1,' not in proc.stdout:
+        raise RuntimeError(f"status failed: {proc.stderr[-2000:]}")
+    ours = median_run(command, check=False)
+    reference = median_run(BARE_IMPORTS)
+    return Figure(
+        f"start-up: status on {zones} zones with {days} days of history, whole process",
+        ours,
+        reference,
+        "s",
+        "<= 1.3x bare imports",
+        ours <= 1.3 * reference,
+        f"{zones * days * 1440:,} runs",
     )
 
 
@@ -742,8 +857,8 @@ def run_all(size: str, only: set[str] | None = None) -> list[Figure]:
         work = Path(tmp)
         plan: list[tuple[str, Callable[[], Figure]]] = [
             ("startup", bench_startup),
+            ("small-import", lambda: bench_small_import(work / "import")),
             ("decode", lambda: bench_decode(s["decode"])),
-            ("split", lambda: bench_split(s["decode"])),
             ("import", lambda: bench_import_v1(work / "import", s["import"])),
             ("memory", lambda: bench_import_memory(work / "memory", *s["mem"])),
             ("ingest", lambda: bench_ingest_v2(work / "ingest", s["ingest"])),
@@ -752,6 +867,7 @@ def run_all(size: str, only: set[str] | None = None) -> list[Figure]:
             ("spark", lambda: bench_report_spark(work, s["report"])),
             ("range", lambda: bench_range_report(work, *s["range"])),
             ("history", lambda: bench_commit_on_history(work, *s["range"])),
+            ("status", lambda: bench_status(work, *s["range"])),
         ]
         for name, fn in plan:
             if only and name not in only:
@@ -771,6 +887,9 @@ def main() -> int:
     parser.add_argument("--small", action="store_true", help="tiny sizes (smoke test)")
     parser.add_argument("--only", action="append", help="run only these benchmarks")
     args = parser.parse_args()
+    # As pip leaves an installed package: bytecode compiled (this checkout is installed
+    # editable, and PYTHONDONTWRITEBYTECODE would have every process compile it again).
+    compileall.compile_dir(REPO / "src" / "cdnlake", quiet=1)
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )

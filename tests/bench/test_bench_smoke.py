@@ -12,9 +12,9 @@ import sys
 from tests.conftest import REPO
 
 BENCHMARKS = [
-    "start-up",
+    "--help start-up",
+    "import-v1 of 1,000 lines",
     "decode",
-    "split into pieces",
     "import-v1,",
     "peak memory",
     "ingest",
@@ -22,7 +22,8 @@ BENCHMARKS = [
     "report",
     "--engine spark",
     "range report",
-    "days of history",
+    "commit of 60 s",
+    "status on",
 ]
 
 

@@ -11,7 +11,8 @@ import polars as pl
 from deltalake import DeltaTable
 
 from cdnlake.emulator import Faults
-from cdnlake.ingest.passes import Ingestor, import_v1_files
+from cdnlake.ingest.local_import import import_v1_files
+from cdnlake.ingest.passes import Ingestor
 from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.warehouse.db import Warehouse

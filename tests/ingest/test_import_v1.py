@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from cdnlake.ingest.passes import import_v1_files
+from cdnlake.ingest.local_import import import_v1_files
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
     KEY,

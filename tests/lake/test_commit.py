@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from datetime import UTC, datetime, timedelta
 
@@ -11,7 +12,7 @@ from deltalake import DeltaTable
 
 from cdnlake.config import build_config
 from cdnlake.lake.commit import ZoneWriter
-from cdnlake.lake.maintain import maintain
+from cdnlake.lake.maintain import SORTED_ROW_GROUP_ROWS, maintain
 from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, from_ms, to_ms
 from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
 from cdnlake.lake.store import Lake
@@ -130,3 +131,26 @@ def test_maintain_compacts_checkpoints_vacuums_and_keeps_progress(storage):
         assert len(list((local / "requests").rglob("*.parquet"))) == 1 + len(
             list(log.glob("*.checkpoint.parquet"))
         )
+
+
+def test_maintain_sorts_a_day_so_a_window_reads_only_its_minutes(storage):
+    """After maintain a day is sorted by ``ts`` in small row groups: a commit of repeats
+    reads the keys of the row group holding its minutes, not of the whole day."""
+    lake = Lake.from_config(storage)
+    writer = ZoneWriter(lake, REQUESTS, 1)
+    for hour in (3, 0, 4, 1, 2):  # late windows: commits out of time order
+        writer.commit(rows(hour * 10_000, 10_000, BASE + timedelta(hours=hour)), {})
+    maintain(lake, retention_hours=0, now=BASE)
+
+    table = lake.open(REQUESTS)
+    (fragment,) = lake.dataset(REQUESTS, table).get_fragments()
+    groups = [fragment.metadata.row_group(i) for i in range(fragment.metadata.num_row_groups)]
+    assert sum(g.num_rows for g in groups) == 50_000
+    assert all(g.num_rows <= SORTED_ROW_GROUP_ROWS for g in groups)
+    ts = fragment.physical_schema.get_field_index("ts")
+    spans = [(g.column(ts).statistics.min, g.column(ts).statistics.max) for g in groups]
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans
+
+    after = ZoneWriter(lake, REQUESTS, 1).commit(rows(20_000, 100, BASE + timedelta(hours=2)), {})
+    assert after.duplicates == 100 and after.new == 0
+    assert after.keys_read <= SORTED_ROW_GROUP_ROWS  # of the day's 50,000

@@ -8,7 +8,7 @@ from datetime import date, timedelta
 
 import polars as pl
 
-from cdnlake.ingest.passes import import_v1_files
+from cdnlake.ingest.local_import import import_v1_files
 from cdnlake.lake import rollups
 from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.maintain import maintain

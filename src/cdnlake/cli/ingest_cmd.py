@@ -7,11 +7,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-
 from cdnlake.cli.common import is_tty, load, open_api
 from cdnlake.errors import UsageError
-from cdnlake.ingest.passes import Ingestor, import_v1_files, ingest_shield_zone
 from cdnlake.ingest.result import ZoneResult, breakdown
 
 
@@ -19,8 +16,10 @@ class RichProgress:
     """One live row per zone on a terminal: rows, pages, window reached."""
 
     def __init__(self, zones: list[Any]) -> None:
+        from rich.markup import escape
         from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+        self._escape = escape
         self._progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -57,7 +56,7 @@ class RichProgress:
             info = f"{result.outcome}: {result.rows:,} rows, {result.pages} pages"
             if result.error:
                 info += f" - {result.error}"
-            self._progress.update(task, info=escape(info), completed=1, total=1)
+            self._progress.update(task, info=self._escape(info), completed=1, total=1)
 
 
 class LineProgress:
@@ -97,6 +96,7 @@ def print_notes(results: list[ZoneResult]) -> None:
 def ingest(args: argparse.Namespace) -> int:
     from cdnlake.client.logging_api import LoggingClient
     from cdnlake.client.shield import ShieldApi
+    from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
 
     config = load(args, default_level="WARNING")
     pull, shield_zones = config.select_all_zones(args.zone)
@@ -119,6 +119,8 @@ def ingest(args: argparse.Namespace) -> int:
 
 
 def import_v1(args: argparse.Namespace) -> int:
+    from cdnlake.ingest.local_import import import_v1_files
+
     config = load(args, default_level="WARNING")
     config.zone(args.zone)
     paths = [Path(f) for f in args.files]

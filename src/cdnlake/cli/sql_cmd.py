@@ -32,6 +32,7 @@ def sql(args: argparse.Namespace) -> int:
     from cdnlake.warehouse.engine import open_session
     from cdnlake.warehouse.named import get_named, parse_params
     from cdnlake.warehouse.output import render
+    from cdnlake.warehouse.relations import relations_named
 
     if args.list:
         sys.stdout.write(describe_named())
@@ -44,9 +45,11 @@ def sql(args: argparse.Namespace) -> int:
     limit = (DEFAULT_TABLE_ROWS if args.limit is None else args.limit) or None
     if args.format != "table":
         limit = None
-    with open_session(config, args.engine) as session:
-        if args.named:
-            named = get_named(args.named)
+    named = get_named(args.named) if args.named else None
+    # Only the relations the SQL names are set up; SQL naming none (SHOW TABLES) gets all.
+    relations = relations_named(named.sql if named is not None else args.query) or None
+    with open_session(config, args.engine, relations) as session:
+        if named is not None:
             result = session.run_named(named, named.bind(parse_params(args.param)), limit=limit)
         else:
             if args.param:

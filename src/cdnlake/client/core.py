@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +24,7 @@ import msgspec
 from cdnlake import __version__
 from cdnlake.client.budget import BudgetRegistry, RequestBudget
 from cdnlake.client.retry import RetryPolicy
+from cdnlake.client.stats import RequestStats
 from cdnlake.config import ApiConfig, Secret
 from cdnlake.errors import (
     ApiError,
@@ -73,23 +74,6 @@ def logging_error_body(body: Any) -> ErrorBody:
             err,
         )
     return ErrorBody()
-
-
-@dataclass
-class RequestStats:
-    """Counters one unit of work (a zone pass) keeps about its HTTP calls."""
-
-    requests: int = 0
-    retries: int = 0
-    rate_limited: int = 0
-    server_errors: int = 0
-    transport_errors: int = 0
-    budget_wait_seconds: float = 0.0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    def add(self, name: str, amount: float = 1) -> None:
-        with self.lock:
-            setattr(self, name, getattr(self, name) + amount)
 
 
 def parse_retry_after(value: str | None) -> float | None:

@@ -1,4 +1,4 @@
-"""The passes that commands run: configured zones, local v1 files, shield zones.
+"""The passes that commands run over the provider's API: configured zones, shield zones.
 
 Each picks the source for a zone and hands it to the one :class:`Runner`.
 """
@@ -6,10 +6,7 @@ Each picks the source for a zone and hands it to the one :class:`Runner`.
 from __future__ import annotations
 
 import threading
-from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterable
 
 from cdnlake.client.logging_api import LoggingClient
 from cdnlake.client.shield import ShieldApi
@@ -17,7 +14,7 @@ from cdnlake.config import Config, ShieldZoneConfig, ZoneConfig
 from cdnlake.ingest.result import Progress, ZoneResult, utcnow
 from cdnlake.ingest.runner import Clock, Runner, Source, StopSignal
 from cdnlake.ingest.shield import ShieldSource
-from cdnlake.ingest.v1_source import V1DaySource, V1FileSource
+from cdnlake.ingest.v1_source import V1DaySource
 from cdnlake.ingest.v2_source import V2Source
 from cdnlake.lake.store import Lake
 
@@ -68,51 +65,3 @@ def ingest_shield_zone(
 ) -> ZoneResult:
     runner = Runner(config, clock=clock, progress=progress)
     return runner.run(zone.id, ShieldSource(shield), stop)
-
-
-@dataclass
-class ImportResult:
-    files: int = 0
-    lines: int = 0
-    rows: int = 0
-    duplicates: int = 0
-    rejected: int = 0
-    blank: int = 0
-    reasons: Counter[str] = field(default_factory=Counter)
-    results: list[ZoneResult] = field(default_factory=list)
-
-    def add(self, result: ZoneResult) -> None:
-        self.files += 1
-        self.lines += result.lines
-        self.blank += result.blank
-        self.rows += result.rows
-        self.duplicates += result.duplicates
-        self.rejected += result.rejected
-        self.reasons.update(result.reasons)
-        self.results.append(result)
-
-
-class _Quiet:
-    def update(self, result: ZoneResult) -> None:
-        pass
-
-    def finished(self, result: ZoneResult) -> None:
-        pass
-
-
-def import_v1_files(
-    config: Config,
-    paths: list[Path],
-    zone_id: int,
-    *,
-    on_file: Callable[[Path, ZoneResult], None] | None = None,
-) -> ImportResult:
-    """Parse local v1 day files into the lake; bad lines go to ``rejected_lines``."""
-    runner = Runner(config, progress=_Quiet())
-    total = ImportResult()
-    for path in paths:
-        result = runner.run(zone_id, V1FileSource(path))
-        total.add(result)
-        if on_file is not None:
-            on_file(path, result)
-    return total

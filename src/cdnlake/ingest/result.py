@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from cdnlake.client.core import RequestStats
+from cdnlake.client.stats import RequestStats
 from cdnlake.errors import (
     CdnlakeError,
     DataError,

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Generator, Iterator
 from datetime import date, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
-from cdnlake.client.logging_api import LoggingClient
 from cdnlake.errors import DamagedInputError, DataError, TransportError
 from cdnlake.ingest.normalize import REJECT_SCHEMA
 from cdnlake.ingest.result import Gap
@@ -24,6 +24,9 @@ from cdnlake.ingest.runner import RETENTION, Chunk, PassContext, RowBuffer, floo
 from cdnlake.ingest.v1_parser import iter_parsed
 from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, day_start, to_ms
 from cdnlake.lake.schema import REQUESTS
+
+if TYPE_CHECKING:
+    from cdnlake.client.logging_api import LoggingClient
 
 ONE_DAY = timedelta(days=1)
 

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
-from cdnlake.client.logging_api import LoggingClient, V2Query, iso_utc
+from cdnlake.client.logging_wire import V2Query, iso_utc
 from cdnlake.ingest.decode import decode_v2_batch
 from cdnlake.ingest.normalize import normalize_v2
 from cdnlake.ingest.runner import Chunk, PassContext, RowBuffer, floor_ms, split_windows
 from cdnlake.lake.progress import WATERMARK, to_ms
 from cdnlake.lake.schema import REQUESTS
+
+if TYPE_CHECKING:
+    from cdnlake.client.logging_api import LoggingClient
 
 
 def v2_query_name(window_from: datetime, window_to: datetime) -> str:

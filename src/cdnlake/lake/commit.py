@@ -28,11 +28,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.dataset as ds
 from deltalake import CommitProperties, Transaction
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, RemoveAction
@@ -41,6 +40,9 @@ from cdnlake.errors import StorageError, ZoneBusyError
 from cdnlake.lake.damage import DamagedFile, set_aside
 from cdnlake.lake.schema import TableSpec
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,7 @@ class Written:
     duplicates: int = 0
     damaged: list[DamagedFile] = field(default_factory=list)
     files_read: int = 0  # data files read to find repeats (follows the window, not the table)
+    keys_read: int = 0  # rows of the row groups whose keys were read, likewise
     # New requests by (cache status, status class "2xx"...): what the metrics count.
     traffic: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -273,6 +276,14 @@ class ZoneWriter:
         lo = frame["ts"].min()
         hi = frame["ts"].max()
         assert isinstance(lo, datetime) and isinstance(hi, datetime)
+        partitions: list[tuple[str, str, Any]] = [(self.spec.zone_column, "=", str(self.zone_id))]
+        if self.spec.by_date:
+            partitions.append(("date", "in", [d.isoformat() for d in frame["date"].unique()]))
+        actions = self.lake.add_actions(self.spec, self.table, partitions)
+        if not actions:  # a new zone or day: nothing to read
+            return frame, []
+        import pyarrow.dataset as ds  # loads pandas when installed: only when reading
+
         where = ds.field(self.spec.zone_column) == self.zone_id
         if self.spec.by_date:
             days = pa.array(frame["date"].unique().to_list(), pa.date32())
@@ -281,17 +292,18 @@ class ZoneWriter:
         in_range = (ds.field("ts") >= pa.scalar(lo - TS_SLACK, stamp)) & (
             ds.field("ts") <= pa.scalar(hi + TS_SLACK, stamp)
         )
-        partitions: list[tuple[str, str, Any]] = [(self.spec.zone_column, "=", str(self.zone_id))]
-        if self.spec.by_date:
-            partitions.append(("date", "in", [d.isoformat() for d in frame["date"].unique()]))
-        dataset = self.lake.dataset(self.spec, self.table, partitions)
+        dataset = self.lake.dataset(self.spec, self.table, actions=actions)
         seen: list[pa.ChunkedArray] = []
         damaged: list[DamagedFile] = []
-        # Partitions and file statistics choose the files; the time range, their rows.
+        # Partitions and file statistics choose the files; row group statistics, the
+        # parts of them read (a day that maintain sorted: the window's minutes).
         for fragment in dataset.get_fragments(filter=where & in_range):
             written.files_read += 1
             try:
-                part = fragment.to_table(columns=[key, "ts"], filter=in_range)
+                parts = []
+                for piece in fragment.split_by_row_group(filter=in_range):
+                    written.keys_read += sum(group.num_rows for group in piece.row_groups)
+                    parts.append(piece.to_table(columns=[key, "ts"], filter=in_range).column(key))
             except (OSError, pa.ArrowInvalid) as exc:
                 if readable(fragment, key):
                     raise StorageError(
@@ -299,7 +311,7 @@ class ZoneWriter:
                     ) from None
                 damaged.append(set_aside(self.lake, self.spec, self.table, fragment.path, exc))
                 continue
-            seen.append(part.column(key))
+            seen += parts
         if damaged:
             self.table.repair(dry_run=False)  # drop the set-aside files from the table
         if not seen:

@@ -18,7 +18,7 @@ from deltalake import DeltaTable
 
 from cdnlake.errors import StorageError
 from cdnlake.lake.schema import TableSpec
-from cdnlake.lake.store import Lake, first_line
+from cdnlake.lake.store import Lake, add_actions_table, first_line
 
 log = logging.getLogger(__name__)
 QUARANTINE = "_quarantine"
@@ -39,7 +39,7 @@ class DamagedFile:
 
 
 def file_time_range(table: DeltaTable, path: str) -> tuple[datetime | None, datetime | None]:
-    actions = pa.table(table.get_add_actions(flatten=True))
+    actions = add_actions_table(table)
     if "min.ts" not in actions.column_names:
         return None, None
     for row in actions.select(["path", "min.ts", "max.ts"]).to_pylist():
@@ -74,7 +74,7 @@ def unreadable_files(
 ) -> list[DamagedFile]:
     """Read every data file whose rows reach past ``since`` (all with None); set aside
     the ones that do not read. Their log entries are dropped (Delta's repair)."""
-    actions = pa.table(table.get_add_actions(flatten=True))
+    actions = add_actions_table(table)
     columns = [c for c in ("path", "max.ts") if c in actions.column_names]
     dataset = lake.dataset(spec, table)
     wanted = {

@@ -18,9 +18,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import polars as pl
 from deltalake import write_deltalake
 
@@ -38,6 +37,9 @@ from cdnlake.lake.schema import (
 )
 from cdnlake.lake.store import Lake, first_line
 
+if TYPE_CHECKING:
+    import duckdb
+
 log = logging.getLogger(__name__)
 
 DONE_MARKER = "MIGRATED"
@@ -50,9 +52,9 @@ def legacy_lake(storage: StorageConfig) -> Path | None:
     lake = storage.root / "lake"
     for spec, _ in LEGACY_TABLES:
         folder = lake / spec.name
-        delta = (folder / "_delta_log").exists()
-        parts = folder.is_dir() and next(folder.glob(f"{spec.zone_column}=*/date=*/part-*"), None)
-        if parts and not delta:
+        if (folder / "_delta_log").exists():
+            continue
+        if folder.is_dir() and next(folder.glob(f"{spec.zone_column}=*/date=*/part-*"), None):
             return lake
     return None
 
@@ -136,6 +138,8 @@ def _progress(path: Path) -> dict[str, int]:
 
 def _bookkeeping(path: Path, lake: Lake, report: MigrationReport) -> None:
     """Runs, gaps and rejected lines from the earlier warehouse file, each once."""
+    import duckdb  # only a migration reads the earlier warehouse file
+
     con = duckdb.connect(str(path), read_only=True)
     try:
         con.execute("SET TimeZone = 'UTC'")

@@ -26,7 +26,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from cdnlake.errors import StorageError
 from cdnlake.lake.schema import REQUESTS, TableSpec
-from cdnlake.lake.store import Lake, first_line
+from cdnlake.lake.store import Lake, add_actions_table, first_line
 from cdnlake.sqlfiles import internal_sql
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ class Partitions:
 
 
 def partitions(table: DeltaTable) -> Partitions:
-    actions = pa.table(table.get_add_actions(flatten=True))
+    actions = add_actions_table(table)
     columns = ["path", "partition.pull_zone_id", "partition.date"]
     out: dict[Key, list[str]] = defaultdict(list)
     for path, zone, day in zip(*(actions.column(c).to_pylist() for c in columns), strict=True):

@@ -11,12 +11,11 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
@@ -24,6 +23,9 @@ from deltalake.exceptions import TableNotFoundError
 from cdnlake.config import StorageConfig
 from cdnlake.errors import ConfigError, DataError, StorageError
 from cdnlake.lake.schema import TableSpec
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +93,12 @@ class Lake:
             return table
 
     def dataset(
-        self, spec: TableSpec, table: DeltaTable, partitions: list[Any] | None = None
+        self,
+        spec: TableSpec,
+        table: DeltaTable,
+        partitions: list[Any] | None = None,
+        *,
+        actions: list[dict[str, Any]] | None = None,
     ) -> ds.Dataset:
         """The table's current snapshot as an Arrow dataset over Arrow's own filesystem.
 
@@ -102,13 +109,16 @@ class Lake:
         deltalake's own ``to_pyarrow_dataset`` turns a missing statistic into
         ``column >= null``, which prunes every file for any filter on that column.
 
-        ``partitions``: ``(column, "=" | "in", text)`` conditions on partition values.
+        ``partitions``: ``(column, "=" | "in", text)`` conditions on partition values;
+        ``actions``: the :meth:`add_actions` they chose, when the caller has them already.
         """
+        import pyarrow.dataset as ds  # loads pandas when installed: only when reading
+
         files = pafs.SubTreeFileSystem(spec.name, self.filesystem())
         schema = spec.arrow_schema()
         parquet = ds.ParquetFileFormat()
         fragments = []
-        for action in _actions(table, spec, partitions):
+        for action in actions if actions is not None else self.add_actions(spec, table, partitions):
             values = {c: action.get(f"partition.{c}") for c in spec.partition_by}
             where = ds.scalar(True)
             for column, value in values.items():
@@ -144,22 +154,40 @@ class Lake:
         )
         return pafs.SubTreeFileSystem(self.uri.removeprefix("s3://").rstrip("/"), s3)
 
+    @staticmethod
+    def add_actions(
+        spec: TableSpec,
+        table: DeltaTable,
+        partitions: list[Any] | None = None,
+        *,
+        stats: tuple[str, ...] = (),
+    ) -> list[dict[str, Any]]:
+        """The log's add actions of the wanted partitions, with only the columns a dataset
+        needs (and ``stats``, such as ``num_records`` or ``max.finished``; None where the
+        log has none): chosen in polars, so that a window's commit does not pay for the
+        whole table."""
+        log = add_actions_table(table)
+        wanted = ["path", *(f"partition.{c}" for c in spec.partition_by)]
+        wanted += [c for c in ("min.ts", "max.ts", "null_count.ts") if c in log.column_names]
+        for column in stats:
+            if column not in log.column_names:
+                log = log.append_column(column, pa.nulls(log.num_rows))
+        wanted += [c for c in stats if c not in wanted]
+        actions = pl.from_arrow(log.select(wanted))
+        assert isinstance(actions, pl.DataFrame)
+        for column, op, value in partitions or []:
+            values = [str(v) for v in (value if op == "in" else [value])]
+            actions = actions.filter(pl.col(f"partition.{column}").cast(pl.String).is_in(values))
+        return actions.to_dicts()
 
-def _actions(
-    table: DeltaTable, spec: TableSpec, partitions: list[Any] | None
-) -> list[dict[str, Any]]:
-    """The log's add actions of the wanted partitions, with only the columns a dataset
-    needs: chosen in Arrow, so that a window's commit does not pay for the whole table."""
-    actions = pa.table(table.get_add_actions(flatten=True))
-    wanted = ["path", *(f"partition.{c}" for c in spec.partition_by)]
-    wanted += [c for c in ("min.ts", "max.ts", "null_count.ts") if c in actions.column_names]
-    actions = actions.select(wanted)
-    for column, op, value in partitions or []:
-        text = pc.cast(actions.column(f"partition.{column}"), pa.string())
-        values = pa.array([str(v) for v in (value if op == "in" else [value])], pa.string())
-        actions = actions.filter(pc.is_in(text, value_set=values))
-    rows: list[dict[str, Any]] = actions.to_pylist()
-    return rows
+
+def add_actions_table(table: DeltaTable) -> pa.Table:
+    """The table's add actions (flattened) as an Arrow table.
+
+    Read through the Arrow C stream: ``pa.table`` would first import pandas, when it is
+    installed, only to ask whether this is a DataFrame.
+    """
+    return pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
 
 
 def first_line(exc: BaseException) -> str:

@@ -16,6 +16,7 @@ from cdnlake.errors import UsageError
 from cdnlake.reports.data import ReportData, Table
 from cdnlake.warehouse.engine import open_session
 from cdnlake.warehouse.named import get_named
+from cdnlake.warehouse.relations import relations_named
 
 AGENTS_READ = 1000  # distinct user agents read for grouping; the rest count as "(others)"
 # The user-agent families (grouped from the user_agents query): section -> title.
@@ -80,11 +81,17 @@ def collect(
         "hit_statuses": ",".join(config.report.hit_statuses),
         "top_n": str(config.report.top_n),
     }
-    with open_session(config, engine) as session:
-        for name, query_name, fixed, title in RANGE_SECTIONS if end else SECTIONS:
-            if name == "zones" and zone is not None:
-                continue
-            query = get_named(query_name)
+    sections = [
+        (name, get_named(query_name), fixed, title)
+        for name, query_name, fixed, title in (RANGE_SECTIONS if end else SECTIONS)
+        if not (name == "zones" and zone is not None)
+    ]
+    relations: set[str] | None = set()
+    for _, query, _, _ in sections:
+        found = relations_named(query.sql)
+        relations = None if found is None or relations is None else relations | found
+    with open_session(config, engine, relations) as session:
+        for name, query, fixed, title in sections:
             wanted = {p.name for p in query.params}
             given = {k: v for k, v in {**common, **fixed}.items() if k in wanted}
             result = session.run_named(query, query.bind(given))

@@ -12,12 +12,13 @@ a DuckDB file and nothing stored holds a path, so the lake can move.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import unquote
 
 import duckdb
+import polars as pl
 import pyarrow as pa
 from deltalake import DeltaTable
 
@@ -28,7 +29,7 @@ from cdnlake.lake.schema import REQUESTS, TABLES, TableSpec
 from cdnlake.lake.store import Lake, first_line
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.named import NamedQuery
-from cdnlake.warehouse.relations import ALIASES, Result
+from cdnlake.warehouse.relations import ALIASES, HOURLY, RELATIONS, Result
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,23 @@ def relation_sql(spec: TableSpec, source: str) -> str:
 
 
 _HIVE_TYPES = {"date": "DATE"}
+_DUCKDB_TYPES = {
+    pl.String: "VARCHAR",
+    pl.Int64: "BIGINT",
+    pl.Int32: "INTEGER",
+    pl.Date: "DATE",
+    pl.Datetime: "TIMESTAMPTZ",  # every instant in the lake is UTC
+}
+
+
+def empty_sql(spec: TableSpec) -> str:
+    """The table's columns and no rows, in SQL: registering an empty Arrow table instead
+    makes DuckDB import pandas when it is installed (a fifth of a second)."""
+    columns = ", ".join(
+        f'NULL::{_DUCKDB_TYPES[dtype.base_type()]} AS "{name}"'
+        for name, dtype in spec.schema.items()
+    )
+    return f"SELECT {columns} WHERE false"
 
 
 def files_sql(spec: TableSpec, files: list[str]) -> str:
@@ -63,22 +81,58 @@ class Warehouse:
         self.lake = lake or Lake.from_config(storage)
 
     @contextmanager
-    def connect(self, *, hourly: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A session over the lake; ``hourly=False`` leaves out ``requests_hourly`` (its
-        set-up reads the rollups' fingerprints: not worth it for ``status``)."""
+    def connect(
+        self, relations: Collection[str] | None = None
+    ) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A session over the lake with a view per relation of ``relations`` (all of
+        :data:`RELATIONS` by default).
+
+        Defining a view over a month of files, or ``requests_hourly`` (it reads the
+        rollups' fingerprints), costs more than many questions: commands ask only for
+        the relations their SQL names (:func:`relations_named`).
+        """
+        wanted = set(RELATIONS if relations is None else relations)
+        hourly = HOURLY in wanted
+        if hourly and self.lake.local is None:
+            wanted.add(REQUESTS.name)  # the stale partitions come from it by a join
         con = duckdb.connect(":memory:")
         try:
             con.execute("SET TimeZone = 'UTC'")
             opened = {}
             for spec in TABLES:
+                if spec.name not in wanted:
+                    continue
                 table = opened[spec.name] = self.lake.open(spec)
                 self._register(con, spec, table, f"_{spec.name}")
                 con.execute(relation_sql(spec, f"_{spec.name}"))
             if hourly:
-                self._requests_hourly(con, opened[REQUESTS.name])
+                requests = (
+                    opened[REQUESTS.name] if REQUESTS.name in opened else self.lake.open(REQUESTS)
+                )
+                self._requests_hourly(con, requests)
             yield con
         finally:
             con.close()
+
+    def read_only(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        spec: TableSpec,
+        table: DeltaTable | None,
+        actions: list[dict[str, Any]],
+    ) -> None:
+        """(Re)define the session's view of ``spec`` over only the files of these add
+        actions (:meth:`Lake.add_actions`)."""
+        source = f"_{spec.name}"
+        con.execute(f"DROP VIEW IF EXISTS {spec.name}")
+        con.execute(f"DROP VIEW IF EXISTS {source}")
+        if table is not None and self.lake.local is None:
+            con.register(source, self.lake.dataset(spec, table, actions=actions))
+        else:
+            base = self.lake.table_uri(spec)
+            files = [f"{base}/{unquote(action['path'])}" for action in actions]
+            self._register(con, spec, table, source, files=files)
+        con.execute(relation_sql(spec, source))
 
     def _register(
         self,
@@ -90,13 +144,11 @@ class Warehouse:
     ) -> None:
         """``source``: the table's snapshot (or only ``files`` of it, on local disk)."""
         if table is None:
-            con.register(source, pa.table(spec.arrow_schema().empty_table()))
+            con.execute(f"CREATE VIEW {source} AS {empty_sql(spec)}")
         elif self.lake.local is not None:
             files = table.file_uris() if files is None else files
-            if files:
-                con.execute(f"CREATE VIEW {source} AS {files_sql(spec, files)}")
-            else:
-                con.register(source, pa.table(spec.arrow_schema().empty_table()))
+            rows = files_sql(spec, files) if files else empty_sql(spec)
+            con.execute(f"CREATE VIEW {source} AS {rows}")
         else:
             try:
                 con.register(source, self.lake.dataset(spec, table))
@@ -128,7 +180,9 @@ class Warehouse:
                 }
             ),
         )
-        if self.lake.local is not None and requests is not None:
+        if requests is None:
+            self._register(con, REQUESTS, None, "_requests_stale")
+        elif self.lake.local is not None:
             base = self.lake.table_uri(REQUESTS)
             files = [
                 f"{base}/{unquote(path)}"

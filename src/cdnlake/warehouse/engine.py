@@ -6,7 +6,7 @@ queries, written once in DuckDB's dialect (``run_named``), over the same Delta t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -31,12 +31,15 @@ class Session(Protocol):
 
 
 @contextmanager
-def open_session(config: Config, engine: str = "duckdb") -> Iterator[Session]:
-    """A session of ``engine`` over the lake that ``config`` names."""
+def open_session(
+    config: Config, engine: str = "duckdb", relations: Collection[str] | None = None
+) -> Iterator[Session]:
+    """A session of ``engine`` over the lake that ``config`` names, with ``relations``
+    (the names the SQL to run mentions, :func:`relations_named`; all by default)."""
     if engine == "duckdb":
         from cdnlake.warehouse.db import DuckDBSession, Warehouse
 
-        with Warehouse(config.storage).connect() as con:
+        with Warehouse(config.storage).connect(relations) as con:
             yield DuckDBSession(con)
     elif engine == "spark":
         if not config.engine.spark_remote:
