@@ -491,7 +491,7 @@ def bench_report(work: Path, rows: int) -> Figure:
 
     root = make_report_lake(work, rows)
     config = build_config({"storage": {"root": str(root)}}, base_dir=root, env={})
-    ours = timed(lambda: write_reports(config, DAY))
+    ours = min(timed(lambda: write_reports(config, DAY)) for _ in range(2))
     return Figure(
         f"report of one day, {rows // 24 * 24:,} requests, all formats",
         ours,
