@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import date, timedelta
 
 import pytest
 
@@ -88,3 +89,19 @@ def test_sql_injection_through_a_parameter_is_just_a_value(session):
         query, query.bind({"day": "2026-11-20", "hit_statuses": "HIT') OR 1=1 --"})
     ).rows
     assert rows[0][1] == 0  # no status is literally that string
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c for c in CASES if "day" in c["params"]],
+    ids=lambda c: c["query"] + ":" + ",".join(f"{k}={v}" for k, v in c["params"].items()),
+)
+def test_a_report_session_answers_its_days_the_same(fixture_config, case):
+    """A report's session computes requests_hourly once, for its days only: every daily
+    query over it gives the rows it gives over the live relation."""
+    day = date.fromisoformat(case["params"]["day"])
+    with open_session(fixture_config, hourly_days=(day - timedelta(days=1), day)) as session:
+        query = get_named(case["query"])
+        result = session.run_named(query, query.bind(case["params"]))
+    assert result.columns == case["columns"]
+    assert same_rows([plain(list(r)) for r in result.rows], case["rows"])

@@ -7,7 +7,7 @@ the formats cannot disagree with each other or with ``cdnlake sql --query``.
 from __future__ import annotations
 
 import os
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +90,9 @@ def collect(
     for _, query, _, _ in sections:
         found = relations_named(query.sql)
         relations = None if found is None or relations is None else relations | found
-    with open_session(config, engine, relations) as session:
+    # Every section asks about these days only (the day before: day over day).
+    days = (day if end else day - timedelta(days=1), end or day)
+    with open_session(config, engine, relations, hourly_days=days) as session:
         for name, query, fixed, title in sections:
             wanted = {p.name for p in query.params}
             given = {k: v for k, v in {**common, **fixed}.items() if k in wanted}

@@ -2,14 +2,15 @@
 -- param: day DATE                  UTC day, YYYY-MM-DD
 -- param: zone BIGINT = NULL        pull zone id (NULL: all zones)
 -- param: hit_statuses VARCHAR[] = HIT,STALE,UPDATING,REVALIDATED   statuses counted as hits
-SELECT CAST(hour(ts) AS INTEGER)                                                       AS hour,
-       count(*)                                                                  AS requests,
-       coalesce(sum(bytes_sent), 0)                                              AS bytes,
-       round(coalesce(sum(bytes_sent), 0) * 8 / 3600 / 1e6, 3)                   AS avg_mbps,
-       coalesce(sum(bytes_sent) FILTER (WHERE list_contains($hit_statuses, cache_status)), 0)
-                                                                                 AS hit_bytes
-FROM requests
+-- From requests_hourly: the rollups where fresh, the rows elsewhere (the same figures).
+SELECT hour,
+       CAST(sum(requests) AS BIGINT)                                             AS requests,
+       CAST(coalesce(sum(bytes), 0) AS BIGINT)                                   AS bytes,
+       round(CAST(coalesce(sum(bytes), 0) AS BIGINT) * 8 / 3600 / 1e6, 3)        AS avg_mbps,
+       CAST(coalesce(sum(bytes) FILTER (WHERE list_contains($hit_statuses, cache_status)), 0)
+            AS BIGINT)                                                           AS hit_bytes
+FROM requests_hourly
 WHERE date = $day
   AND ($zone IS NULL OR pull_zone_id = $zone)
-GROUP BY CAST(hour(ts) AS INTEGER)
+GROUP BY hour
 ORDER BY hour;

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+from datetime import date
 from typing import Any
 from urllib.parse import unquote
 
@@ -82,14 +83,19 @@ class Warehouse:
 
     @contextmanager
     def connect(
-        self, relations: Collection[str] | None = None
+        self,
+        relations: Collection[str] | None = None,
+        *,
+        hourly_days: tuple[date, date] | None = None,
     ) -> Iterator[duckdb.DuckDBPyConnection]:
         """A session over the lake with a view per relation of ``relations`` (all of
         :data:`RELATIONS` by default).
 
         Defining a view over a month of files, or ``requests_hourly`` (it reads the
         rollups' fingerprints), costs more than many questions: commands ask only for
-        the relations their SQL names (:func:`relations_named`).
+        the relations their SQL names (:func:`relations_named`). ``hourly_days``
+        (first, last): ``requests_hourly`` holds only those days, computed once for
+        the session (a report's sections then aggregate no row twice).
         """
         wanted = set(RELATIONS if relations is None else relations)
         hourly = HOURLY in wanted
@@ -110,6 +116,8 @@ class Warehouse:
                     opened[REQUESTS.name] if REQUESTS.name in opened else self.lake.open(REQUESTS)
                 )
                 self._requests_hourly(con, requests)
+                if hourly_days is not None:
+                    _materialize_hourly(con, *hourly_days)
             yield con
         finally:
             con.close()
@@ -196,6 +204,15 @@ class Warehouse:
                 "ANTI JOIN _fresh USING (pull_zone_id, date)"
             )
         con.execute(internal_sql("requests_hourly"))
+
+
+def _materialize_hourly(con: duckdb.DuckDBPyConnection, first: date, last: date) -> None:
+    con.execute(f"ALTER VIEW {HOURLY} RENAME TO _hourly_live")
+    con.execute(f"CREATE TEMP TABLE {HOURLY} AS SELECT * FROM _hourly_live WHERE false")
+    con.execute(
+        f"INSERT INTO {HOURLY} SELECT * FROM _hourly_live WHERE date BETWEEN $first AND $last",
+        {"first": first, "last": last},
+    )
 
 
 class DuckDBSession:

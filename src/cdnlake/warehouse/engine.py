@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+from datetime import date
 from typing import Any, Protocol
 
 from cdnlake.config import Config
@@ -32,14 +33,20 @@ class Session(Protocol):
 
 @contextmanager
 def open_session(
-    config: Config, engine: str = "duckdb", relations: Collection[str] | None = None
+    config: Config,
+    engine: str = "duckdb",
+    relations: Collection[str] | None = None,
+    *,
+    hourly_days: tuple[date, date] | None = None,
 ) -> Iterator[Session]:
     """A session of ``engine`` over the lake that ``config`` names, with ``relations``
-    (the names the SQL to run mentions, :func:`relations_named`; all by default)."""
+    (the names the SQL to run mentions, :func:`relations_named`; all by default).
+    ``hourly_days``: the only days the session asks ``requests_hourly`` about, which
+    DuckDB then computes once (see :meth:`Warehouse.connect`)."""
     if engine == "duckdb":
         from cdnlake.warehouse.db import DuckDBSession, Warehouse
 
-        with Warehouse(config.storage).connect(relations) as con:
+        with Warehouse(config.storage).connect(relations, hourly_days=hourly_days) as con:
             yield DuckDBSession(con)
     elif engine == "spark":
         if not config.engine.spark_remote:
