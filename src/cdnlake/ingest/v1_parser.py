@@ -38,6 +38,13 @@ class Block:
     first_line: int  # 1-based number of the block's first line
     data: bytes  # whole lines; the last one without newline only at end of file
     unterminated_tail: bool  # the block's last line had no newline (end of file)
+    newlines: int = field(init=False)  # counted once: numbering and parsing both need it
+
+    def __post_init__(self) -> None:
+        self.newlines = self.data.count(b"\n")
+
+    def lines(self) -> int:
+        return self.newlines + (1 if self.unterminated_tail else 0)
 
 
 class LogStream:
@@ -144,8 +151,9 @@ def read_blocks(
         # whole lines, joined through a view (a slice would copy the chunk once more).
         body = b"".join((carry, memoryview(chunk)[: cut + 1]))
         carry = chunk[cut + 1 :]
-        yield Block(line_no, body, False)
-        line_no += body.count(b"\n")
+        block = Block(line_no, body, False)
+        yield block
+        line_no += block.newlines
     if carry and getattr(stream, "damage", None) is None:
         yield Block(line_no, carry, True)
 
@@ -157,7 +165,7 @@ def block_lines(block: Block) -> pl.Series:
     do not contain, so each row is one whole line. A block that does contain it, or whose
     row count does not match its line count, takes the plain Python route instead.
     """
-    expected = block.data.count(b"\n") + (1 if block.unterminated_tail else 0)
+    expected = block.lines()
     if b"\x1f" not in block.data and block.data:
         frame = pl.read_csv(
             block.data,
@@ -386,7 +394,7 @@ def iter_parsed(
     with LogStream(path) as stream, ThreadPoolExecutor(max_workers=workers) as pool:
         pending: deque[Future[tuple[pl.DataFrame, pl.DataFrame, ParseCounts]]] = deque()
         for block in read_blocks(stream, block_bytes, first_line):
-            last_line = block.first_line + block.data.count(b"\n") - 1
+            last_line = block.first_line + block.newlines - 1
             pending.append(pool.submit(parse, block))
             if len(pending) > workers:
                 yield pending.popleft().result()
