@@ -105,7 +105,8 @@ def last_runs(
         INGEST_RUNS, table, [("zone", "in", [str(z) for z in zones])], stats=("max.finished",)
     )
     since = now - RUN_LOOKBACK
-    recent = [a for a in actions if a["max.finished"] is None or a["max.finished"] >= since]
+    stat_since = since - timedelta(milliseconds=1)  # the log keeps statistics to the ms
+    recent = [a for a in actions if a["max.finished"] is None or a["max.finished"] >= stat_since]
     warehouse.read_only(con, INGEST_RUNS, table, recent)
     found = _newest_runs(con, since)
     missing = {zone for zone, _ in wanted - found.keys()}
