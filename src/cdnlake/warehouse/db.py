@@ -137,9 +137,7 @@ class Warehouse:
         if table is not None and self.lake.local is None:
             con.register(source, self.lake.dataset(spec, table, actions=actions))
         else:
-            base = self.lake.table_uri(spec)
-            files = [f"{base}/{unquote(action['path'])}" for action in actions]
-            self._register(con, spec, table, source, files=files)
+            self._register(con, spec, table, source, paths=[a["path"] for a in actions])
         con.execute(relation_sql(spec, source))
 
     def _register(
@@ -148,13 +146,15 @@ class Warehouse:
         spec: TableSpec,
         table: DeltaTable | None,
         source: str,
-        files: list[str] | None = None,
+        paths: list[str] | None = None,
     ) -> None:
-        """``source``: the table's snapshot (or only ``files`` of it, on local disk)."""
+        """``source``: the table's snapshot (or only the files at ``paths``, as the log
+        names them, on local disk)."""
         if table is None:
             con.execute(f"CREATE VIEW {source} AS {empty_sql(spec)}")
         elif self.lake.local is not None:
-            files = table.file_uris() if files is None else files
+            base = self.lake.table_uri(spec)
+            files = table.file_uris() if paths is None else [f"{base}/{unquote(p)}" for p in paths]
             rows = files_sql(spec, files) if files else empty_sql(spec)
             con.execute(f"CREATE VIEW {source} AS {rows}")
         else:
@@ -191,13 +191,8 @@ class Warehouse:
         if requests is None:
             self._register(con, REQUESTS, None, "_requests_stale")
         elif self.lake.local is not None:
-            base = self.lake.table_uri(REQUESTS)
-            files = [
-                f"{base}/{unquote(path)}"
-                for key in stale(current, done)
-                for path in parts.files[key]
-            ]
-            self._register(con, REQUESTS, requests, "_requests_stale", files=files)
+            paths = [path for key in stale(current, done) for path in parts.files[key]]
+            self._register(con, REQUESTS, requests, "_requests_stale", paths=paths)
         else:  # an object store: the stale partitions by an anti-join
             con.execute(
                 "CREATE VIEW _requests_stale AS SELECT * FROM requests "
