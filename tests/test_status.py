@@ -4,29 +4,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import polars as pl
-
 from cdnlake.config import build_config
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.progress import to_ms
-from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
+from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
 from cdnlake.status import zone_statuses
 from cdnlake.warehouse.db import Warehouse
+from tests.lake.test_commit import rows
 
 DAY = datetime(2026, 11, 20, tzinfo=UTC)
-
-
-def requests(n: int, at: datetime, tag: str) -> pl.DataFrame:
-    frame = pl.DataFrame(
-        {
-            "ts": [at + timedelta(seconds=i) for i in range(n)],
-            "request_id": [f"{tag}{i}" for i in range(n)],
-        }
-    ).with_columns(pl.col("ts").dt.cast_time_unit("ms"))
-    missing = [pl.lit(None, t).alias(c) for c, t in REQUEST_SCHEMA.items() if c not in frame]
-    return frame.with_columns(missing).select(list(REQUEST_SCHEMA))
 
 
 def run(finished: datetime, outcome: str = "ok", source: str = "v2") -> dict:
@@ -53,9 +41,9 @@ def test_status_figures_equal_a_full_scan_recent_or_not(tmp_path):
     )
     lake = Lake.from_config(config.storage)
     writer = ZoneWriter(lake, REQUESTS, 1)
-    writer.commit(requests(30, DAY + timedelta(hours=1), "a"), {"": to_ms(DAY)})
-    writer.commit(requests(12, DAY - timedelta(hours=2), "b"), {})  # the day before
-    writer.commit(requests(5, DAY + timedelta(hours=2), "c"), {"": to_ms(DAY) + 1})
+    writer.commit(rows(0, 30, DAY + timedelta(hours=1), "a"), {"": to_ms(DAY)})
+    writer.commit(rows(0, 12, DAY - timedelta(hours=2), "b"), {})  # the day before
+    writer.commit(rows(0, 5, DAY + timedelta(hours=2), "c"), {"": to_ms(DAY) + 1})
     books = Bookkeeping(lake)
     # Pull zone 1's newest run is older than shield zone 1's newest (same partition,
     # another numbering); zone 2 has one failed run, in an older file.

@@ -52,7 +52,8 @@ def watermarks(
     lake: Lake, spec: TableSpec, zone_ids: list[int], table: DeltaTable | None = None
 ) -> dict[int, datetime]:
     """Each zone's watermark: its Delta application transaction in the table."""
-    table = table or (lake.open(spec) if zone_ids else None)
+    if table is None and zone_ids:
+        table = lake.open(spec)
     if table is None:
         return {}
     marks = {}
