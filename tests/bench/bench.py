@@ -505,8 +505,8 @@ def bench_report(work: Path, rows: int) -> Figure:
 def make_month_lake(root: Path, zones: int, days: int, per_zone_day: int) -> Path:
     """``zones`` x ``days`` partitions of ``per_zone_day`` requests, as one Delta table,
     laid out as ``maintain`` leaves a day: one file sorted by ``ts`` in row groups of
-    ``SORTED_ROW_GROUP_ROWS``."""
-    from cdnlake.lake.maintain import SORTED_ROW_GROUP_ROWS
+    ``ROW_GROUP_ROWS``."""
+    from cdnlake.lake.commit import ROW_GROUP_ROWS
 
     lake = root / "lake" / "requests"
     lake.parent.mkdir(parents=True, exist_ok=True)
@@ -533,7 +533,7 @@ def make_month_lake(root: Path, zones: int, days: int, per_zone_day: int) -> Pat
                  NULL::VARCHAR AS asn_organization, 'v2' AS source
           FROM range($n) t(i)
         ) TO '{lake}' (FORMAT parquet, PARTITION_BY (pull_zone_id, date),
-               ROW_GROUP_SIZE {SORTED_ROW_GROUP_ROWS})
+               ROW_GROUP_SIZE {ROW_GROUP_ROWS})
         """,
         {"per": per_zone_day, "zones": zones, "first": first.isoformat(), "n": n},
     )
@@ -585,7 +585,9 @@ def bench_range_report(work: Path, zones: int, days: int, per_zone_day: int) -> 
 def bench_commit_on_history(work: Path, zones: int, days: int, per_zone_day: int) -> Figure:
     """What a daemon pass adds to the lake (60 s of new requests, the exactly-once commit
     with its deduplication) on a zone with ``days`` days of history, against the same
-    commit on an empty zone: its cost must follow the window, not the table."""
+    commit on an empty zone of the same lake: cdnlake's cost must follow the window, not
+    the zone's history. The note gives the same commit on an empty lake too: the rest is
+    delta-rs's, whose snapshot grows with the table's files."""
     import polars as pl
 
     from cdnlake.lake.commit import ZoneWriter
@@ -626,18 +628,23 @@ def bench_commit_on_history(work: Path, zones: int, days: int, per_zone_day: int
         return timed(lambda: writer.commit(window(tag), {}))
 
     full = Lake(str(root / "lake"), {})
+    new_zone = zones + 1  # no history: its first commit only creates its partition
     empty = Lake(str(work / "empty-lake"), {})
+    commit(full, new_zone, "warm")
     commit(empty, 1, "warm")  # the first commit creates the table
-    ours = min(commit(full, 1, f"h{i}") for i in range(5))
-    reference = min(commit(empty, 1, f"e{i}") for i in range(5))
+    ours, reference, bare = [], [], []
+    for i in range(5):  # alternated, so that the machine's moods hit all three alike
+        ours.append(commit(full, 1, f"h{i}"))
+        reference.append(commit(full, new_zone, f"n{i}"))
+        bare.append(commit(empty, 1, f"e{i}"))
     return Figure(
         f"commit of 60 s of new rows on a zone with {days} days of history",
-        ours,
-        reference,
+        min(ours),
+        min(reference),
         "s",
         "<= 1.2x the same on an empty zone",
-        ours <= 1.2 * reference,
-        f"{per_minute:,} rows",
+        min(ours) <= 1.2 * min(reference),
+        f"{per_minute:,} rows; on an empty lake {min(bare) * 1000:.1f} ms",
     )
 
 

@@ -11,8 +11,8 @@ import pytest
 from deltalake import DeltaTable
 
 from cdnlake.config import build_config
-from cdnlake.lake.commit import ZoneWriter
-from cdnlake.lake.maintain import SORTED_ROW_GROUP_ROWS, maintain
+from cdnlake.lake.commit import ROW_GROUP_ROWS, ZoneWriter
+from cdnlake.lake.maintain import maintain
 from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, from_ms, to_ms
 from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
 from cdnlake.lake.store import Lake
@@ -146,11 +146,11 @@ def test_maintain_sorts_a_day_so_a_window_reads_only_its_minutes(storage):
     (fragment,) = lake.dataset(REQUESTS, table).get_fragments()
     groups = [fragment.metadata.row_group(i) for i in range(fragment.metadata.num_row_groups)]
     assert sum(g.num_rows for g in groups) == 50_000
-    assert all(g.num_rows <= SORTED_ROW_GROUP_ROWS for g in groups)
+    assert all(g.num_rows <= ROW_GROUP_ROWS for g in groups)
     ts = fragment.physical_schema.get_field_index("ts")
     spans = [(g.column(ts).statistics.min, g.column(ts).statistics.max) for g in groups]
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans
 
     after = ZoneWriter(lake, REQUESTS, 1).commit(rows(20_000, 100, BASE + timedelta(hours=2)), {})
     assert after.duplicates == 100 and after.new == 0
-    assert after.keys_read <= SORTED_ROW_GROUP_ROWS  # of the day's 50,000
+    assert after.keys_read <= ROW_GROUP_ROWS  # of the day's 50,000

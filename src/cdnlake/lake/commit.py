@@ -28,10 +28,13 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
+from urllib.parse import unquote
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from deltalake import CommitProperties, Transaction
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, RemoveAction
@@ -41,15 +44,17 @@ from cdnlake.lake.damage import DamagedFile, set_aside
 from cdnlake.lake.schema import TableSpec
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
 
-if TYPE_CHECKING:
-    import pyarrow.dataset as ds
-
 log = logging.getLogger(__name__)
 
 CONFLICT_RETRIES = 5  # re-reads after a concurrent commit on the same zone
 # A repeat of a request may carry its time in seconds (some v1 exports) where the lake
 # has milliseconds: look this much around the rows' time range for their keys.
 TS_SLACK = timedelta(seconds=1)
+# Rows per row group of every data file (commits and ``maintain`` alike): deduplication
+# reads the keys of the groups whose ``ts`` statistics meet its rows, so a window reads
+# about its minutes of a busy zone, and a day's file footer stays small.
+ROW_GROUP_ROWS = 16_384
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass
@@ -102,15 +107,6 @@ def _instant(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def readable(fragment: ds.Fragment, key: str) -> bool:
-    """Whether a data file reads at all: only a file that does not is set aside."""
-    try:
-        fragment.to_table(columns=[key])
-    except (OSError, pa.ArrowInvalid):
-        return False
-    return True
-
-
 def prepare(spec: TableSpec, zone_id: int, rows: pl.DataFrame) -> pl.DataFrame:
     """Rows as the table stores them: partitions added, microsecond UTC times, each key
     once (the first wins), ordered by time so each file's ``ts`` statistics are tight."""
@@ -119,11 +115,17 @@ def prepare(spec: TableSpec, zone_id: int, rows: pl.DataFrame) -> pl.DataFrame:
         columns.append(pl.col("ts").dt.date().alias("date"))
     frame = rows.with_columns(pl.col("ts").dt.cast_time_unit("us")).with_columns(columns)
     frame = frame.select([pl.col(c).cast(t) for c, t in spec.schema.items()])
-    if spec.key is not None and frame.height and frame[spec.key].n_unique() < frame.height:
+    if spec.key is not None and frame.height and _may_repeat(frame[spec.key]):
         frame = frame.unique(subset=[spec.key], keep="first", maintain_order=True)
     if frame.height and not frame["ts"].is_sorted():
         frame = frame.sort("ts")
     return frame
+
+
+def _may_repeat(keys: pl.Series) -> bool:
+    """Whether a key may occur twice: distinct hashes prove it does not, at a third of the
+    cost of counting distinct strings; a collision only sends the rows to ``unique``."""
+    return keys.hash().n_unique() < keys.len()
 
 
 class ZoneWriter:
@@ -237,7 +239,13 @@ class ZoneWriter:
             data = part.drop(keys)
             buffer = io.BytesIO()
             # zstd level 1: files as small as the default level 3 here, a fifth faster
-            data.write_parquet(buffer, compression="zstd", compression_level=1, statistics=True)
+            data.write_parquet(
+                buffer,
+                compression="zstd",
+                compression_level=1,
+                statistics=True,
+                row_group_size=ROW_GROUP_ROWS,
+            )
             content = buffer.getvalue()
             target = f"{self.spec.name}/{path}"
             files.create_dir(target.rsplit("/", 1)[0], recursive=True)
@@ -269,7 +277,13 @@ class ZoneWriter:
     def _new_rows(
         self, frame: pl.DataFrame, written: Written
     ) -> tuple[pl.DataFrame, list[DamagedFile]]:
-        """The rows whose key the table does not hold yet, reading only where they can be."""
+        """The rows whose key the table does not hold yet, reading only where they can be.
+
+        The log's partition values and ``ts`` statistics choose the files; each file's row
+        group statistics, the parts of it read (a day that ``maintain`` sorted: the
+        window's minutes). Read with Arrow's Parquet reader alone: its dataset layer
+        would import pandas, when installed, in every commit's process.
+        """
         if frame.height == 0:
             return frame, []
         key = self.spec.key
@@ -277,45 +291,87 @@ class ZoneWriter:
         lo = frame["ts"].min()
         hi = frame["ts"].max()
         assert isinstance(lo, datetime) and isinstance(hi, datetime)
+        lo, hi = lo - TS_SLACK, hi + TS_SLACK
         partitions: list[tuple[str, str, Any]] = [(self.spec.zone_column, "=", str(self.zone_id))]
         if self.spec.by_date:
             partitions.append(("date", "in", [d.isoformat() for d in frame["date"].unique()]))
-        actions = self.lake.add_actions(self.spec, self.table, partitions)
+        actions = [
+            action
+            for action in self.lake.add_actions(self.spec, self.table, partitions)
+            if _may_hold(action, lo, hi)
+        ]
         if not actions:  # a new zone or day: nothing to read
             return frame, []
-        import pyarrow.dataset as ds  # loads pandas when installed: only when reading
-
-        where = ds.field(self.spec.zone_column) == self.zone_id
-        if self.spec.by_date:
-            days = pa.array(frame["date"].unique().to_list(), pa.date32())
-            where = where & ds.field("date").isin(days)
-        stamp = pa.timestamp("us", "UTC")
-        in_range = (ds.field("ts") >= pa.scalar(lo - TS_SLACK, stamp)) & (
-            ds.field("ts") <= pa.scalar(hi + TS_SLACK, stamp)
-        )
-        dataset = self.lake.dataset(self.spec, self.table, actions=actions)
-        seen: list[pa.ChunkedArray] = []
+        files = self.lake.filesystem()
+        seen: list[pl.DataFrame] = []
         damaged: list[DamagedFile] = []
-        # Partitions and file statistics choose the files; row group statistics, the
-        # parts of them read (a day that maintain sorted: the window's minutes).
-        for fragment in dataset.get_fragments(filter=where & in_range):
+        for action in actions:
+            path = unquote(action["path"])
             written.files_read += 1
             try:
-                parts = []
-                for piece in fragment.split_by_row_group(filter=in_range):
-                    written.keys_read += sum(group.num_rows for group in piece.row_groups)
-                    parts.append(piece.to_table(columns=[key, "ts"], filter=in_range).column(key))
+                keys, rows = _keys_near(files, f"{self.spec.name}/{path}", key, lo, hi)
             except (OSError, pa.ArrowInvalid) as exc:
-                if readable(fragment, key):
+                if _readable(files, f"{self.spec.name}/{path}", key):
                     raise StorageError(
-                        f"cannot read {self.spec.name}/{fragment.path}: {first_line(exc)}"
+                        f"cannot read {self.spec.name}/{path}: {first_line(exc)}"
                     ) from None
-                damaged.append(set_aside(self.lake, self.spec, self.table, fragment.path, exc))
+                damaged.append(set_aside(self.lake, self.spec, self.table, path, exc))
                 continue
-            seen += parts
+            written.keys_read += rows
+            frame_of_keys = pl.from_arrow(keys)  # a table: no detour through pyarrow.compute
+            assert isinstance(frame_of_keys, pl.DataFrame)
+            seen.append(frame_of_keys.select(pl.col(key).cast(pl.String)))
         if damaged:
             self.table.repair(dry_run=False)  # drop the set-aside files from the table
         if not seen:
             return frame, damaged
-        existing = pl.concat([pl.Series(key, c, pl.String) for c in seen])
+        existing = pl.concat(seen)[key]
         return frame.filter(~pl.col(key).is_in(existing.implode())), damaged
+
+
+def _may_hold(action: dict[str, Any], lo: datetime, hi: datetime) -> bool:
+    """Whether a file's logged ``ts`` range meets [lo, hi] (a file without one may)."""
+    first, last = action.get("min.ts"), action.get("max.ts")
+    if first is None or last is None or action.get("null_count.ts"):
+        return True
+    # The log keeps times to the millisecond: the last one counts whole.
+    return bool(first <= hi and last + timedelta(milliseconds=1) > lo)
+
+
+def _keys_near(
+    files: pafs.FileSystem, path: str, key: str, lo: datetime, hi: datetime
+) -> tuple[pa.Table, int]:
+    """The keys of a data file's row groups whose ``ts`` statistics meet [lo, hi], and
+    how many rows those groups hold.
+
+    Statistics are compared raw (microseconds since the epoch, as the lake stores ``ts``):
+    Arrow boxes a timestamp statistic through pandas, when installed.
+    """
+    low, high = _epoch_us(lo), _epoch_us(hi)
+    with files.open_input_file(path) as source:
+        parquet = pq.ParquetFile(source)
+        meta = parquet.metadata
+        ts = next(i for i in range(meta.num_columns) if meta.schema.column(i).path == "ts")
+        in_us = '"timeUnit":"microseconds"' in meta.schema.column(ts).logical_type.to_json()
+        groups = []
+        for number in range(meta.num_row_groups):
+            stats = meta.row_group(number).column(ts).statistics
+            known = in_us and stats is not None and stats.has_min_max
+            if not known or (stats.min_raw <= high and stats.max_raw >= low):
+                groups.append(number)
+        rows = sum(meta.row_group(number).num_rows for number in groups)
+        return parquet.read_row_groups(groups, columns=[key]), rows
+
+
+def _epoch_us(moment: datetime) -> int:
+    return (moment - EPOCH) // timedelta(microseconds=1)
+
+
+def _readable(files: pafs.FileSystem, path: str, key: str) -> bool:
+    """Whether a data file's keys read at all: only a file that does not is set aside."""
+    try:
+        with files.open_input_file(path) as source:
+            pq.read_table(source, columns=[key])
+    except (OSError, pa.ArrowInvalid):
+        return False
+    return True

@@ -3,9 +3,9 @@
 Every pass adds a few small files (a daemon polling each minute: over a thousand a day
 per zone and table). ``maintain`` rewrites each partition's small files into few large
 ones: a day of ``requests`` or ``shield_events`` sorted by ``ts`` in row groups of
-``SORTED_ROW_GROUP_ROWS``, so that the row groups' statistics let a pass's
-deduplication, and any query on a time range, read only the rows of its minutes. It
-then writes a checkpoint (so opening a table reads one file, not every commit since
+``ROW_GROUP_ROWS`` (as every commit writes them), so that the row groups' statistics let
+a pass's deduplication, and any query on a time range, read only the rows of its
+minutes. It then writes a checkpoint (so opening a table reads one file, not every commit since
 the first), vacuums data files that no version within the retention period needs, and
 drops log files older than Delta's log retention. Application transactions (the zones'
 watermarks and cursors) live in the log and its checkpoints and are kept.
@@ -24,7 +24,7 @@ from deltalake import DeltaTable, WriterProperties
 from cdnlake.errors import StorageError
 from cdnlake.lake import rollups
 from cdnlake.lake.bookkeeping import Bookkeeping
-from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake.commit import ROW_GROUP_ROWS, ZoneWriter
 from cdnlake.lake.damage import DamagedFile, unreadable_files
 from cdnlake.lake.progress import rewind
 from cdnlake.lake.rollups import ROLLUP
@@ -36,10 +36,7 @@ log = logging.getLogger(__name__)
 DEFAULT_RETENTION_HOURS = 168  # Delta's default: readers of week-old snapshots still work
 PROVIDER_RETENTION = timedelta(days=3)  # what can still be read again
 TARGET_FILE_BYTES = 256 << 20
-# Rows per row group of a sorted day: a minute of a busy zone, read alone by a window's
-# deduplication, without making a day's file footer large.
-SORTED_ROW_GROUP_ROWS = 16_384
-SORTED_FILES = WriterProperties(max_row_group_size=SORTED_ROW_GROUP_ROWS, compression="ZSTD")
+SORTED_FILES = WriterProperties(max_row_group_size=ROW_GROUP_ROWS, compression="ZSTD")
 
 
 @dataclass
