@@ -11,7 +11,7 @@ text of a rejected line.
 from __future__ import annotations
 
 import zlib
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -361,11 +361,11 @@ def parse_block(
 
 @dataclass
 class ParseCounts:
+    """What a block's frames do not show: its lines, and how many of them were blank.
+    (Its rows and rejects, and the rejects' kinds, are the frames' own.)"""
+
     lines: int = 0
-    rows: int = 0
-    rejected: int = 0
     blank: int = 0
-    reasons: Counter[str] = field(default_factory=Counter)  # rejects by kind
 
 
 def iter_parsed(
@@ -386,9 +386,7 @@ def iter_parsed(
 
     def parse(block: Block) -> tuple[pl.DataFrame, pl.DataFrame, ParseCounts]:
         good, rejects, blank = parse_block(block, zone_id, keep_unterminated=keep_unterminated)
-        total = good.height + rejects.height + blank
-        reasons = Counter(rejects["kind"].to_list()) if rejects.height else Counter()
-        return good, rejects, ParseCounts(total, good.height, rejects.height, blank, reasons)
+        return good, rejects, ParseCounts(good.height + rejects.height + blank, blank)
 
     last_line = first_line - 1
     with LogStream(path) as stream, ThreadPoolExecutor(max_workers=workers) as pool:

@@ -42,7 +42,7 @@ from deltalake.transaction import AddAction, RemoveAction
 from cdnlake.errors import StorageError, ZoneBusyError
 from cdnlake.lake.damage import DamagedFile, set_aside
 from cdnlake.lake.schema import TableSpec
-from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
+from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line, logged_span
 
 log = logging.getLogger(__name__)
 
@@ -331,11 +331,8 @@ class ZoneWriter:
 
 def _may_hold(action: dict[str, Any], lo: datetime, hi: datetime) -> bool:
     """Whether a file's logged ``ts`` range meets [lo, hi] (a file without one may)."""
-    first, last = action.get("min.ts"), action.get("max.ts")
-    if first is None or last is None or action.get("null_count.ts"):
-        return True
-    # The log keeps times to the millisecond: the last one counts whole.
-    return bool(first <= hi and last + timedelta(milliseconds=1) > lo)
+    span = logged_span(action)
+    return span is None or bool(span[0] <= hi and span[1] > lo)
 
 
 def _keys_near(

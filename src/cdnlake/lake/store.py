@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -128,12 +128,11 @@ class Lake:
                     if value is None
                     else field == pa.scalar(value, schema.field(column).type)
                 )
-            lo, hi = action.get("min.ts"), action.get("max.ts")
-            if lo is not None and hi is not None and not action.get("null_count.ts"):
-                # The log keeps times to the millisecond: the last one counts whole.
+            span = logged_span(action)
+            if span is not None:
                 stamp = schema.field("ts").type
-                where &= (ds.field("ts") >= pa.scalar(lo, stamp)) & (
-                    ds.field("ts") < pa.scalar(hi + timedelta(milliseconds=1), stamp)
+                where &= (ds.field("ts") >= pa.scalar(span[0], stamp)) & (
+                    ds.field("ts") < pa.scalar(span[1], stamp)
                 )
             path = unquote(action["path"])
             fragments.append(parquet.make_fragment(path, files, partition_expression=where))
@@ -179,6 +178,16 @@ class Lake:
             values = [str(v) for v in (value if op == "in" else [value])]
             actions = actions.filter(pl.col(f"partition.{column}").cast(pl.String).is_in(values))
         return actions.to_dicts()
+
+
+def logged_span(action: dict[str, Any]) -> tuple[datetime, datetime] | None:
+    """A data file's ``ts`` range by its log statistics, as [first, end), or None where
+    the log does not know it. The log keeps times to the millisecond: the last one
+    counts whole."""
+    first, last = action.get("min.ts"), action.get("max.ts")
+    if first is None or last is None or action.get("null_count.ts"):
+        return None
+    return first, last + timedelta(milliseconds=1)
 
 
 def add_actions_table(table: DeltaTable) -> pa.Table:
