@@ -345,12 +345,12 @@ def lake_frame(where: Path | Config, table: str = "requests") -> Any:
     """A whole lake table as a polars frame (empty if the table does not exist yet)."""
     import polars as pl
 
-    from cdnlake.lake.schema import TABLES_BY_NAME
+    from cdnlake.lake.schema import TABLES_BY_NAME, polars_schema
 
     spec = TABLES_BY_NAME[table]
     delta = lake_of(where).open(spec)
     if delta is None:
-        return pl.DataFrame(schema=spec.schema)
+        return pl.DataFrame(schema=polars_schema(spec.schema))
     return pl.from_arrow(delta.to_pyarrow_table())
 
 

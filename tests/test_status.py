@@ -66,3 +66,41 @@ def test_status_figures_equal_a_full_scan_recent_or_not(tmp_path):
         ).fetchone()
     assert got[(1, "v2")].rows_today == today == 35
     assert got[(2, "v2")].rows_today == 0
+
+
+STATUS_MODULES = """
+import json, sys
+from cdnlake.cli.main import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in ("polars", "pyarrow", "pandas", "numpy") if m in sys.modules)
+print(json.dumps({"code": code, "heavy": heavy}), file=sys.stderr)
+"""
+
+
+def test_status_loads_neither_polars_nor_pyarrow(tmp_path):
+    """``status`` reads the log, the application transactions and the runs with
+    deltalake and DuckDB alone: polars and pyarrow would more than double the start-up
+    that a monitoring probe pays every time it asks."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "config.toml").write_text(
+        f'[storage]\nroot = "{tmp_path}"\n[[zones]]\nid = 1\nsource = "v2"\n'
+    )
+    config = build_config(
+        {"storage": {"root": str(tmp_path)}, "zones": [{"id": 1, "source": "v2"}]},
+        base_dir=tmp_path,
+        env={},
+    )
+    lake = Lake.from_config(config.storage)
+    ZoneWriter(lake, REQUESTS, 1).commit(rows(0, 10, DAY, "a"), {"": to_ms(DAY)})
+    Bookkeeping(lake).record_run(1, run(DAY), [])
+
+    args = ["--config", str(tmp_path / "config.toml"), "status", "--format", "json"]
+    proc = subprocess.run(
+        [sys.executable, "-c", STATUS_MODULES, *args], capture_output=True, text=True
+    )
+    assert '"zone_id": 1' in proc.stdout, proc.stderr
+    report = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert report["heavy"] == [], report

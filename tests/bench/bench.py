@@ -591,7 +591,7 @@ def bench_commit_on_history(work: Path, zones: int, days: int, per_zone_day: int
     import polars as pl
 
     from cdnlake.lake.commit import ZoneWriter
-    from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
+    from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS, polars_schema
     from cdnlake.lake.store import Lake
 
     root = work / "month"
@@ -615,7 +615,7 @@ def bench_commit_on_history(work: Path, zones: int, days: int, per_zone_day: int
             .with_columns(
                 [
                     pl.lit(None, dtype).alias(c)
-                    for c, dtype in REQUEST_SCHEMA.items()
+                    for c, dtype in polars_schema(REQUEST_SCHEMA).items()
                     if c not in ("ts", "request_id", "cache_status", "status_code", "bytes_sent")
                 ]
             )

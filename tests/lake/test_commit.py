@@ -14,7 +14,7 @@ from cdnlake.config import build_config
 from cdnlake.lake.commit import ROW_GROUP_ROWS, ZoneWriter
 from cdnlake.lake.maintain import maintain
 from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, from_ms, to_ms
-from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
+from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS, polars_schema
 from cdnlake.lake.store import Lake
 from cdnlake.warehouse.db import Warehouse
 
@@ -29,7 +29,8 @@ def rows(first: int, n: int, at: datetime, tag: str = "r") -> pl.DataFrame:
             "request_id": [f"{tag}{first + i:08d}" for i in range(n)],
         }
     ).with_columns(pl.col("ts").dt.cast_time_unit("ms"))
-    missing = [pl.lit(None, t).alias(c) for c, t in REQUEST_SCHEMA.items() if c not in frame]
+    columns = polars_schema(REQUEST_SCHEMA)
+    missing = [pl.lit(None, t).alias(c) for c, t in columns.items() if c not in frame]
     return frame.with_columns(missing).select(list(REQUEST_SCHEMA))
 
 

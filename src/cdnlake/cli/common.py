@@ -22,7 +22,7 @@ def load(
     command but ``migrate-lake`` (``legacy_ok``), which converts it.
     """
     from cdnlake.cli.main import setup_logging
-    from cdnlake.lake.migrate import legacy_lake
+    from cdnlake.lake.legacy import legacy_lake
 
     config = load_config(args.config)
     setup_logging(

@@ -34,7 +34,7 @@ from cdnlake.ingest.result import (
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.commit import Written, ZoneWriter
 from cdnlake.lake.progress import WATERMARK, from_ms, rewind
-from cdnlake.lake.schema import TableSpec
+from cdnlake.lake.schema import TableSpec, polars_schema
 from cdnlake.lake.store import Lake
 
 log = logging.getLogger("cdnlake.ingest")
@@ -283,6 +283,8 @@ class RowBuffer:
 
     def take(self, progress: dict[str, int] | None = None) -> Chunk:
         frames, self.frames, self.rows = self.frames, [], 0
-        rows = pl.concat(frames) if frames else pl.DataFrame(schema=self.spec.columns)
+        rows = (
+            pl.concat(frames) if frames else pl.DataFrame(schema=polars_schema(self.spec.columns))
+        )
         self.progress.update(progress or {})
         return Chunk(rows, dict(self.progress))

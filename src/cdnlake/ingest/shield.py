@@ -11,7 +11,7 @@ import polars as pl
 from cdnlake.client.shield import EventLog, ShieldApi
 from cdnlake.ingest.runner import Chunk, PassContext
 from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, day_start, to_ms
-from cdnlake.lake.schema import SHIELD_EVENTS, SHIELD_SCHEMA
+from cdnlake.lake.schema import SHIELD_EVENTS, SHIELD_SCHEMA, conform, polars_schema
 
 DAYS_BACK = 2  # besides today: the event log's own retention is not documented
 CLOSE_AFTER = timedelta(hours=1)  # a day is read once more this long after it ends
@@ -45,7 +45,7 @@ def events_frame(logs: list[EventLog]) -> pl.DataFrame:
     frame = frame.with_columns(
         pl.from_epoch(pl.col("ts"), time_unit="ms").dt.replace_time_zone("UTC").alias("ts")
     )
-    return frame.select([pl.col(c).cast(t) for c, t in SHIELD_SCHEMA.items()])
+    return conform(frame, SHIELD_SCHEMA)
 
 
 class ShieldSource:
@@ -80,7 +80,9 @@ class ShieldSource:
                 ctx.check_stop()
                 result.pages += 1
                 logs.extend(page.logs or [])
-            frame = events_frame(logs) if logs else pl.DataFrame(schema=SHIELD_SCHEMA)
+            frame = (
+                events_frame(logs) if logs else pl.DataFrame(schema=polars_schema(SHIELD_SCHEMA))
+            )
             result.parsed += frame.height
             if closed and day == cursor:
                 cursor = day + timedelta(days=1)

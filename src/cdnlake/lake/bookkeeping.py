@@ -17,16 +17,22 @@ import polars as pl
 from deltalake import CommitProperties, write_deltalake
 
 from cdnlake.errors import StorageError
-from cdnlake.lake.schema import INGEST_GAPS, INGEST_RUNS, REJECTED_LINES, TableSpec
+from cdnlake.lake.schema import (
+    INGEST_GAPS,
+    INGEST_RUNS,
+    REJECTED_LINES,
+    TableSpec,
+    conform,
+    polars_schema,
+)
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
 
 log = logging.getLogger(__name__)
 
 
 def _frame(spec: TableSpec, zone_id: int, rows: list[dict[str, Any]]) -> pl.DataFrame:
-    schema = spec.schema
     records = [{spec.zone_column: zone_id, **row} for row in rows]
-    return pl.DataFrame(records, schema=schema)
+    return pl.DataFrame(records, schema=polars_schema(spec.schema))
 
 
 class Bookkeeping:
@@ -78,18 +84,15 @@ class Bookkeeping:
             )
         else:
             key = pl.concat_str(pl.lit(f"{file}:"), pl.col("line_number").cast(pl.String))
-        frame = (
-            rejects.with_columns(
-                pl.lit(zone_id, pl.Int64).alias("zone"),
-                pl.lit(source).alias("source"),
-                pl.lit(file).alias("file"),
-                pl.lit(rejected_at).dt.cast_time_unit("us").alias("rejected_at"),
-                pl.lit(run_id).alias("run_id"),
-                key.alias("record_key"),
-            )
-            .unique(subset=["record_key"], keep="first", maintain_order=True)
-            .select([pl.col(c).cast(t) for c, t in REJECTED_LINES.schema.items()])
-        )
+        frame = rejects.with_columns(
+            pl.lit(zone_id, pl.Int64).alias("zone"),
+            pl.lit(source).alias("source"),
+            pl.lit(file).alias("file"),
+            pl.lit(rejected_at).dt.cast_time_unit("us").alias("rejected_at"),
+            pl.lit(run_id).alias("run_id"),
+            key.alias("record_key"),
+        ).unique(subset=["record_key"], keep="first", maintain_order=True)
+        frame = conform(frame, REJECTED_LINES.schema)
         table = self.lake.open_or_create(REJECTED_LINES)
         try:
             (

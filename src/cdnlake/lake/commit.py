@@ -41,7 +41,7 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from cdnlake.errors import StorageError, ZoneBusyError
 from cdnlake.lake.damage import DamagedFile, set_aside
-from cdnlake.lake.schema import TableSpec
+from cdnlake.lake.schema import TableSpec, conform, polars_schema
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line, logged_span
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def prepare(spec: TableSpec, zone_id: int, rows: pl.DataFrame) -> pl.DataFrame:
     if spec.by_date:
         columns.append(pl.col("ts").dt.date().alias("date"))
     frame = rows.with_columns(pl.col("ts").dt.cast_time_unit("us")).with_columns(columns)
-    frame = frame.select([pl.col(c).cast(t) for c, t in spec.schema.items()])
+    frame = conform(frame, spec.schema)
     if spec.key is not None and frame.height and _may_repeat(frame[spec.key]):
         frame = frame.unique(subset=[spec.key], keep="first", maintain_order=True)
     if frame.height and not frame["ts"].is_sorted():
@@ -146,7 +146,7 @@ class ZoneWriter:
 
     def empty(self) -> pl.DataFrame:
         """No rows: a commit of progress alone."""
-        return pl.DataFrame(schema=self.spec.columns)
+        return pl.DataFrame(schema=polars_schema(self.spec.columns))
 
     # -- progress ------------------------------------------------------------------------
     def progress(self, part: str = "") -> int | None:

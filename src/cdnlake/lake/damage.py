@@ -18,7 +18,7 @@ from deltalake import DeltaTable
 
 from cdnlake.errors import StorageError
 from cdnlake.lake.schema import TableSpec
-from cdnlake.lake.store import Lake, add_actions_table, first_line
+from cdnlake.lake.store import Lake, action_rows, add_actions_table, first_line
 
 log = logging.getLogger(__name__)
 QUARANTINE = "_quarantine"
@@ -39,10 +39,7 @@ class DamagedFile:
 
 
 def file_time_range(table: DeltaTable, path: str) -> tuple[datetime | None, datetime | None]:
-    actions = add_actions_table(table)
-    if "min.ts" not in actions.column_names:
-        return None, None
-    for row in actions.select(["path", "min.ts", "max.ts"]).to_pylist():
+    for row in action_rows(add_actions_table(table), ["path", "min.ts", "max.ts"]):
         if row["path"] == path:
             return row["min.ts"], row["max.ts"]
     return None, None
@@ -74,13 +71,11 @@ def unreadable_files(
 ) -> list[DamagedFile]:
     """Read every data file whose rows reach past ``since`` (all with None); set aside
     the ones that do not read. Their log entries are dropped (Delta's repair)."""
-    actions = add_actions_table(table)
-    columns = [c for c in ("path", "max.ts") if c in actions.column_names]
     dataset = lake.dataset(spec, table)
     wanted = {
         row["path"]
-        for row in actions.select(columns).to_pylist()
-        if since is None or row.get("max.ts") is None or row["max.ts"] >= since
+        for row in action_rows(add_actions_table(table), ["path", "max.ts"])
+        if since is None or row["max.ts"] is None or row["max.ts"] >= since
     }
     damaged = []
     for fragment in dataset.get_fragments():

@@ -26,14 +26,14 @@ from deltalake import write_deltalake
 from cdnlake.config import StorageConfig
 from cdnlake.errors import StorageError
 from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake.legacy import LEGACY_TABLES, legacy_lake
 from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, to_ms
 from cdnlake.lake.schema import (
     INGEST_GAPS,
     INGEST_RUNS,
     REJECTED_LINES,
-    REQUESTS,
-    SHIELD_EVENTS,
     TableSpec,
+    polars_schema,
 )
 from cdnlake.lake.store import Lake, first_line
 
@@ -43,20 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DONE_MARKER = "MIGRATED"
-# (table, the state folder of its zones' watermarks)
-LEGACY_TABLES = ((REQUESTS, "zones"), (SHIELD_EVENTS, "shield"))
-
-
-def legacy_lake(storage: StorageConfig) -> Path | None:
-    """``<root>/lake`` when it holds hour files of an earlier cdnlake, else None."""
-    lake = storage.root / "lake"
-    for spec, _ in LEGACY_TABLES:
-        folder = lake / spec.name
-        if (folder / "_delta_log").exists():
-            continue
-        if folder.is_dir() and next(folder.glob(f"{spec.zone_column}=*/date=*/part-*"), None):
-            return lake
-    return None
 
 
 @dataclass
@@ -176,7 +162,7 @@ def _append_new(
     frame = frame.rename({"pull_zone_id": spec.zone_column}) if "pull_zone_id" in frame else frame
     frame = frame.rename({"duplicates": "duplicates_dropped"}) if "duplicates" in frame else frame
     columns = []
-    for name, dtype in spec.schema.items():
+    for name, dtype in polars_schema(spec.schema).items():
         if name in frame.columns:
             column = pl.col(name)
             if dtype == pl.Datetime("us", "UTC"):

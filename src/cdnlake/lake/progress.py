@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING
 
-from cdnlake.lake.commit import ZoneWriter
+if TYPE_CHECKING:  # status reads progress without loading the writer (and polars)
+    from cdnlake.lake.commit import ZoneWriter
 
 WATERMARK = ""
 DAYS = "days"

@@ -17,17 +17,18 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import polars as pl
-import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from cdnlake.errors import StorageError
-from cdnlake.lake.schema import REQUESTS, TableSpec
+from cdnlake.lake.schema import DATE, INTEGER, LONG, REQUESTS, STRING, TableSpec
 from cdnlake.lake.store import Lake, add_actions_table, first_line
 from cdnlake.sqlfiles import internal_sql
+
+if TYPE_CHECKING:  # loaded by the refresh alone: status reads this module's bookkeeping
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +36,13 @@ ROLLUP = TableSpec(
     "requests_hourly",
     "pull_zone_id",
     {
-        "date": pl.Date(),
-        "hour": pl.Int32(),
-        "cache_status": pl.String(),
-        "status_code": pl.Int32(),
-        "requests": pl.Int64(),
-        "bytes": pl.Int64(),
-        "files_hash": pl.String(),  # the requests files this partition was computed from
+        "date": DATE,
+        "hour": INTEGER,
+        "cache_status": STRING,
+        "status_code": INTEGER,
+        "requests": LONG,
+        "bytes": LONG,
+        "files_hash": STRING,  # the requests files this partition was computed from
     },
     by_date=False,
 )
@@ -77,12 +78,9 @@ def rolled_up(lake: Lake) -> dict[Key, str]:
     table = lake.open(ROLLUP)
     if table is None:
         return {}
-    frame = pl.from_arrow(
-        lake.dataset(ROLLUP, table).to_table(columns=["pull_zone_id", "date", "files_hash"])
-    )
-    assert isinstance(frame, pl.DataFrame)
-    rows = frame.unique().iter_rows()
-    return {(int(zone), day): fingerprint for zone, day, fingerprint in rows}
+    columns = ["pull_zone_id", "date", "files_hash"]
+    rows = lake.dataset(ROLLUP, table).to_table(columns=columns).group_by(columns).aggregate([])
+    return {(int(r["pull_zone_id"]), r["date"]): r["files_hash"] for r in rows.to_pylist()}
 
 
 def fresh(current: dict[Key, str], done: dict[Key, str]) -> list[Key]:
@@ -115,6 +113,8 @@ def refresh(lake: Lake, zones: list[int] | None = None) -> int:
         for zone, days in sorted(by_zone.items())
     ]
     if frames:
+        import pyarrow as pa
+
         _replace(lake, by_zone, pa.concat_tables(frames))
     if todo:
         log.info("rollups: %d partition(s) of requests rolled up", len(todo))
@@ -128,6 +128,8 @@ def _aggregate(
         ("pull_zone_id", "=", str(zone)),
         ("date", "in", [d.isoformat() for d in days]),
     ]
+    import pyarrow as pa
+
     dataset = lake.dataset(REQUESTS, table, partitions_wanted)
     con = duckdb.connect(":memory:")
     try:

@@ -1,97 +1,111 @@
 """The five Delta tables of the lake: their columns, partitions and keys.
 
-Rows are built as polars frames with these schemas; ``arrow_schema`` is what each table
-is created with. Delta keeps instants in microseconds (UTC), so ``ts`` is stored as
-``timestamp[us, UTC]`` whatever precision the provider sent (milliseconds).
+Columns are typed in the Delta protocol's own names (``string``, ``long``, ``integer``,
+``date``, ``timestamp``): what the tables are, whichever engine reads them. The Arrow
+schema a table is created with (:meth:`TableSpec.arrow_schema`) and the polars schema
+ingestion builds its rows in (:func:`polars_schema`) are derived where they are needed,
+so that a command that only reads the lake's state (``status``) loads neither pyarrow
+nor polars, more than a fifth of a second of its start-up. Delta keeps instants in
+microseconds (UTC), so ``ts`` is stored as ``timestamp[us, UTC]`` whatever precision the
+provider sent (milliseconds).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
-import polars as pl
-import pyarrow as pa
+if TYPE_CHECKING:
+    import polars as pl
+    import pyarrow as pa
 
-TS = pl.Datetime("us", "UTC")
+ColumnType = Literal["string", "long", "integer", "date", "timestamp"]
+Columns = dict[str, ColumnType]
+STRING: ColumnType = "string"
+LONG: ColumnType = "long"
+INTEGER: ColumnType = "integer"
+DATE: ColumnType = "date"
+TS: ColumnType = "timestamp"  # an instant: microseconds, UTC
 
-REQUEST_SCHEMA: dict[str, pl.DataType] = {
+REQUEST_SCHEMA: Columns = {
     "ts": TS,
-    "request_id": pl.String(),
-    "cache_status": pl.String(),
-    "status_code": pl.Int32(),
-    "bytes_sent": pl.Int64(),
-    "edge_location": pl.String(),
-    "scheme": pl.String(),
-    "host": pl.String(),
-    "path": pl.String(),
-    "url": pl.String(),
-    "remote_ip": pl.String(),
-    "country_code": pl.String(),
-    "user_agent": pl.String(),
-    "referer": pl.String(),
-    "body_bytes_sent": pl.Int64(),
-    "content_range": pl.String(),
-    "ja4_fingerprint": pl.String(),
-    "asn": pl.Int32(),
-    "asn_organization": pl.String(),
-    "source": pl.String(),
+    "request_id": STRING,
+    "cache_status": STRING,
+    "status_code": INTEGER,
+    "bytes_sent": LONG,
+    "edge_location": STRING,
+    "scheme": STRING,
+    "host": STRING,
+    "path": STRING,
+    "url": STRING,
+    "remote_ip": STRING,
+    "country_code": STRING,
+    "user_agent": STRING,
+    "referer": STRING,
+    "body_bytes_sent": LONG,
+    "content_range": STRING,
+    "ja4_fingerprint": STRING,
+    "asn": INTEGER,
+    "asn_organization": STRING,
+    "source": STRING,
 }
 
-SHIELD_SCHEMA: dict[str, pl.DataType] = {
-    "log_id": pl.String(),
+SHIELD_SCHEMA: Columns = {
+    "log_id": STRING,
     "ts": TS,
-    "asn": pl.String(),
-    "country": pl.String(),
-    "rule_id": pl.String(),
-    "severity": pl.String(),
-    "method": pl.String(),
-    "rule_group": pl.String(),
-    "status": pl.String(),
-    "server_zone": pl.String(),
-    "labels_json": pl.String(),
-    "log": pl.String(),
+    "asn": STRING,
+    "country": STRING,
+    "rule_id": STRING,
+    "severity": STRING,
+    "method": STRING,
+    "rule_group": STRING,
+    "status": STRING,
+    "server_zone": STRING,
+    "labels_json": STRING,
+    "log": STRING,
 }
 
-RUN_SCHEMA: dict[str, pl.DataType] = {
-    "run_id": pl.String(),
-    "source": pl.String(),  # v2, v1, v1-file, shield
+RUN_SCHEMA: Columns = {
+    "run_id": STRING,
+    "source": STRING,  # v2, v1, v1-file, shield
     "started": TS,
     "finished": TS,
     "window_from": TS,
     "window_to": TS,
-    "pages": pl.Int32(),
-    "rows": pl.Int64(),  # new rows that reached the lake
-    "duplicates_dropped": pl.Int64(),
-    "rejected": pl.Int64(),
-    "rate_limited": pl.Int32(),  # 429 answers received
-    "retries": pl.Int32(),
-    "server_errors": pl.Int32(),
-    "transport_errors": pl.Int32(),
-    "outcome": pl.String(),  # ok, failed, busy, stopped
-    "error": pl.String(),
-    "daemon": pl.String(),  # host:pid of the process that ran the pass
+    "pages": INTEGER,
+    "rows": LONG,  # new rows that reached the lake
+    "duplicates_dropped": LONG,
+    "rejected": LONG,
+    "rate_limited": INTEGER,  # 429 answers received
+    "retries": INTEGER,
+    "server_errors": INTEGER,
+    "transport_errors": INTEGER,
+    "outcome": STRING,  # ok, failed, busy, stopped
+    "error": STRING,
+    "daemon": STRING,  # host:pid of the process that ran the pass
 }
 
-GAP_SCHEMA: dict[str, pl.DataType] = {
+GAP_SCHEMA: Columns = {
     "gap_from": TS,
     "gap_to": TS,
-    "reason": pl.String(),
+    "reason": STRING,
     "detected_at": TS,
-    "run_id": pl.String(),
-    "source": pl.String(),
+    "run_id": STRING,
+    "source": STRING,
 }
 
-REJECT_TABLE_SCHEMA: dict[str, pl.DataType] = {
-    "source": pl.String(),  # v1 or v2
-    "file": pl.String(),  # local path, api:v1:<MM-dd-yy>/<zone>.log, or api:v2?from=&to=
-    "line_number": pl.Int64(),  # v1: line in the file; v2: offset in the query
-    "reason": pl.String(),
-    "raw_line": pl.String(),  # Authorization field redacted
+REJECT_TABLE_SCHEMA: Columns = {
+    "source": STRING,  # v1 or v2
+    "file": STRING,  # local path, api:v1:<MM-dd-yy>/<zone>.log, or api:v2?from=&to=
+    "line_number": LONG,  # v1: line in the file; v2: offset in the query
+    "reason": STRING,
+    "raw_line": STRING,  # Authorization field redacted
     "rejected_at": TS,
-    "run_id": pl.String(),
-    "kind": pl.String(),  # what summaries count it by, e.g. 'bad timestamp'
-    "request_id": pl.String(),
-    "record_key": pl.String(),  # each rejected record once (see bookkeeping)
+    "run_id": STRING,
+    "kind": STRING,  # what summaries count it by, e.g. 'bad timestamp'
+    "request_id": STRING,
+    "record_key": STRING,  # each rejected record once (see bookkeeping)
 }
 
 
@@ -101,7 +115,7 @@ class TableSpec:
 
     name: str
     zone_column: str  # the partition column holding the zone id
-    columns: dict[str, pl.DataType]
+    columns: Columns
     by_date: bool  # also partitioned by the UTC date of ``ts``
     key: str | None = None  # each value once per zone (exactly-once tables)
 
@@ -110,15 +124,24 @@ class TableSpec:
         return [self.zone_column, "date"] if self.by_date else [self.zone_column]
 
     @property
-    def schema(self) -> dict[str, pl.DataType]:
+    def schema(self) -> Columns:
         """Every column of a row as written: partitions first."""
-        head: dict[str, pl.DataType] = {self.zone_column: pl.Int64()}
+        head: Columns = {self.zone_column: LONG}
         if self.by_date:
-            head["date"] = pl.Date()
+            head["date"] = DATE
         return {**head, **self.columns}
 
     def arrow_schema(self) -> pa.Schema:
-        return pl.DataFrame(schema=self.schema).to_arrow().schema
+        import pyarrow as pa
+
+        types = {
+            STRING: pa.large_string(),  # as polars hands its strings to Arrow
+            LONG: pa.int64(),
+            INTEGER: pa.int32(),
+            DATE: pa.date32(),
+            TS: pa.timestamp("us", "UTC"),
+        }
+        return pa.schema([(name, types[kind]) for name, kind in self.schema.items()])
 
     def app_id(self, zone_id: int, part: str = "") -> str:
         """The Delta application transaction that carries a zone's progress in this table."""
@@ -132,3 +155,22 @@ INGEST_GAPS = TableSpec("ingest_gaps", "zone", GAP_SCHEMA, by_date=False)
 REJECTED_LINES = TableSpec("rejected_lines", "zone", REJECT_TABLE_SCHEMA, by_date=False)
 TABLES = (REQUESTS, SHIELD_EVENTS, INGEST_RUNS, INGEST_GAPS, REJECTED_LINES)
 TABLES_BY_NAME = {t.name: t for t in TABLES}
+
+
+def polars_schema(columns: Mapping[str, ColumnType]) -> pl.Schema:
+    """The same columns as polars types, for building rows."""
+    import polars as pl
+
+    types: dict[str, pl.DataType] = {
+        STRING: pl.String(),
+        LONG: pl.Int64(),
+        INTEGER: pl.Int32(),
+        DATE: pl.Date(),
+        TS: pl.Datetime("us", "UTC"),
+    }
+    return pl.Schema({name: types[kind] for name, kind in columns.items()})
+
+
+def conform(frame: pl.DataFrame, columns: Mapping[str, ColumnType]) -> pl.DataFrame:
+    """``frame`` as rows of ``columns``: those columns only, in their order and types."""
+    return frame.select(list(columns)).cast(polars_schema(columns))

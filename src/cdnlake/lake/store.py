@@ -8,15 +8,13 @@ from the standard AWS environment only; the config names the endpoint and region
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-import polars as pl
-import pyarrow as pa
-import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
@@ -26,6 +24,8 @@ from cdnlake.lake.schema import TableSpec
 
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+    from arro3.core import Table as ArrowTable
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,9 @@ class Lake:
         ``partitions``: ``(column, "=" | "in", text)`` conditions on partition values;
         ``actions``: the :meth:`add_actions` they chose, when the caller has them already.
         """
+        import pyarrow as pa
         import pyarrow.dataset as ds  # loads pandas when installed: only when reading
+        import pyarrow.fs as pafs
 
         files = pafs.SubTreeFileSystem(spec.name, self.filesystem())
         schema = spec.arrow_schema()
@@ -140,6 +142,8 @@ class Lake:
 
     def filesystem(self) -> pafs.FileSystem:
         """A pyarrow filesystem rooted at the lake."""
+        import pyarrow.fs as pafs
+
         if self.local is not None:
             self.local.mkdir(parents=True, exist_ok=True)
             return pafs.SubTreeFileSystem(str(self.local.resolve()), pafs.LocalFileSystem())
@@ -163,21 +167,18 @@ class Lake:
     ) -> list[dict[str, Any]]:
         """The log's add actions of the wanted partitions, with only the columns a dataset
         needs (and ``stats``, such as ``num_records`` or ``max.finished``; None where the
-        log has none): chosen in polars, so that a window's commit does not pay for the
-        whole table."""
+        log has none). Partitions are chosen on their columns alone and only the chosen
+        files become dicts, so that a window's commit does not pay for the whole table."""
         log = add_actions_table(table)
         wanted = ["path", *(f"partition.{c}" for c in spec.partition_by)]
         wanted += [c for c in ("min.ts", "max.ts", "null_count.ts") if c in log.column_names]
-        for column in stats:
-            if column not in log.column_names:
-                log = log.append_column(column, pa.nulls(log.num_rows))
         wanted += [c for c in stats if c not in wanted]
-        actions = pl.from_arrow(log.select(wanted))
-        assert isinstance(actions, pl.DataFrame)
+        rows: Sequence[int] = range(log.num_rows)
         for column, op, value in partitions or []:
-            values = [str(v) for v in (value if op == "in" else [value])]
-            actions = actions.filter(pl.col(f"partition.{column}").cast(pl.String).is_in(values))
-        return actions.to_dicts()
+            values = {str(v) for v in (value if op == "in" else [value])}
+            cells = log.column(f"partition.{column}").to_pylist()
+            rows = [i for i in rows if cells[i] is not None and str(cells[i]) in values]
+        return action_rows(log, wanted, rows)
 
 
 def logged_span(action: dict[str, Any]) -> tuple[datetime, datetime] | None:
@@ -190,13 +191,24 @@ def logged_span(action: dict[str, Any]) -> tuple[datetime, datetime] | None:
     return first, last + timedelta(milliseconds=1)
 
 
-def add_actions_table(table: DeltaTable) -> pa.Table:
-    """The table's add actions (flattened) as an Arrow table.
+def add_actions_table(table: DeltaTable) -> ArrowTable:
+    """The table's add actions (flattened), as delta-rs returns them: an arro3 table,
+    which needs neither pyarrow nor (for its instants) pandas."""
+    return table.get_add_actions(flatten=True)
 
-    Read through the Arrow C stream: ``pa.table`` would first import pandas, when it is
-    installed, only to ask whether this is a DataFrame.
-    """
-    return pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
+
+def action_rows(
+    actions: ArrowTable, columns: list[str], rows: Sequence[int] | None = None
+) -> list[dict[str, Any]]:
+    """The add actions' ``columns`` as one dict per file (those at ``rows``, else all);
+    None in a column that the log does not have."""
+    present = set(actions.column_names)
+    empty = [None] * actions.num_rows
+    values = [actions.column(c).to_pylist() if c in present else empty for c in columns]
+    return [
+        {c: cells[i] for c, cells in zip(columns, values, strict=True)}
+        for i in (range(actions.num_rows) if rows is None else rows)
+    ]
 
 
 def first_line(exc: BaseException) -> str:

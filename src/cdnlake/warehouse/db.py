@@ -19,14 +19,12 @@ from typing import Any
 from urllib.parse import unquote
 
 import duckdb
-import polars as pl
-import pyarrow as pa
 from deltalake import DeltaTable
 
 from cdnlake.config import StorageConfig
 from cdnlake.errors import DataError, QueryError
 from cdnlake.lake.rollups import ROLLUP, Partitions, fresh, partitions, stale
-from cdnlake.lake.schema import REQUESTS, TABLES, TableSpec
+from cdnlake.lake.schema import REQUESTS, TABLES, ColumnType, TableSpec
 from cdnlake.lake.store import Lake, first_line
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.named import NamedQuery
@@ -41,12 +39,12 @@ def relation_sql(spec: TableSpec, source: str) -> str:
 
 
 _HIVE_TYPES = {"date": "DATE"}
-_DUCKDB_TYPES = {
-    pl.String: "VARCHAR",
-    pl.Int64: "BIGINT",
-    pl.Int32: "INTEGER",
-    pl.Date: "DATE",
-    pl.Datetime: "TIMESTAMPTZ",  # every instant in the lake is UTC
+_DUCKDB_TYPES: dict[ColumnType, str] = {
+    "string": "VARCHAR",
+    "long": "BIGINT",
+    "integer": "INTEGER",
+    "date": "DATE",
+    "timestamp": "TIMESTAMPTZ",  # every instant in the lake is UTC
 }
 
 
@@ -54,8 +52,7 @@ def empty_sql(spec: TableSpec) -> str:
     """The table's columns and no rows, in SQL: registering an empty Arrow table instead
     makes DuckDB import pandas when it is installed (a fifth of a second)."""
     columns = ", ".join(
-        f'NULL::{_DUCKDB_TYPES[dtype.base_type()]} AS "{name}"'
-        for name, dtype in spec.schema.items()
+        f'NULL::{_DUCKDB_TYPES[dtype]} AS "{name}"' for name, dtype in spec.schema.items()
     )
     return f"SELECT {columns} WHERE false"
 
@@ -167,6 +164,8 @@ class Warehouse:
 
     def _requests_hourly(self, con: duckdb.DuckDBPyConnection, requests: DeltaTable | None) -> None:
         """``requests_hourly``: rollups where they are fresh, rows where they are not."""
+        import pyarrow as pa  # reports need it; status, which reads no rollup, does not
+
         parts = partitions(requests) if requests is not None else Partitions()
         current = parts.fingerprints()
         rollup = self.lake.open(ROLLUP) if current else None
