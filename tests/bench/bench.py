@@ -166,23 +166,22 @@ duckdb.execute(
 """
 
 
-def import_process(work: Path, src: Path, name: str) -> float:
-    """One whole ``cdnlake import-v1`` into a new lake, as a user runs it."""
-    (work / name).mkdir(parents=True, exist_ok=True)
-    config = write_config(work / name)
-    args = ["--config", str(config), "import-v1", str(src), "--zone", "1234"]
-    command = cdnlake(*args)
-    return timed(lambda: subprocess.run(command, check=True, env=env(), capture_output=True))
-
-
 def bench_import_v1(work: Path, lines: int) -> Figure:
-    """Whole processes on both sides: cdnlake import-v1 against DuckDB's COPY of the same
-    file to Parquet, run as ``python -c`` in a fresh process."""
+    """Whole processes on both sides, in turns: cdnlake import-v1 into a new lake against
+    DuckDB's COPY of the same file to Parquet, run as ``python -c`` in a fresh process."""
     src = make_v1_file(work / "day.log", lines)
     out = work / "ref.parquet"
     copy = [sys.executable, "-c", COPY_SCRIPT, str(src), str(out)]
-    reference = timed(lambda: subprocess.run(copy, check=True, capture_output=True))
-    ours = import_process(work, src, "import")
+    (work / "import").mkdir(parents=True, exist_ok=True)
+    config = write_config(work / "import")
+    command = cdnlake("--config", str(config), "import-v1", str(src), "--zone", "1234")
+    ours, reference = in_turns(
+        lambda: process_time(
+            command, before=lambda: shutil.rmtree(work / "import" / "data", ignore_errors=True)
+        ),
+        lambda: process_time(copy),
+        rounds=3,
+    )
     return Figure(
         f"import-v1, {lines:,} lines (Delta lake), whole process",
         ours,
@@ -248,9 +247,7 @@ def bench_decode(records: int) -> Figure:
         good, _ = normalize_v2(records_frame(decode_v2_page(body).data), 1234)
         good.to_arrow()
 
-    rounds = 9
-    reference = min(timed(plain_msgspec) for _ in range(rounds))
-    mine = min(timed(ours) for _ in range(rounds))
+    mine, reference = in_turns(lambda: timed(ours), lambda: timed(plain_msgspec), 9, min)
     rate = count / mine
     return Figure(
         f"decode a {count:,}-record v2 page into Arrow",
@@ -693,30 +690,41 @@ def bench_report_spark(work: Path, rows: int) -> Figure:
 BARE_IMPORTS = [sys.executable, "-c", "import polars, duckdb, pyarrow, deltalake"]
 
 
-def median_run(
-    cmd: list[str],
-    runs: int = 7,
-    before: Callable[[], object] | None = None,
-    *,
-    check: bool = True,
+def process_time(
+    cmd: list[str], before: Callable[[], object] | None = None, *, check: bool = True
 ) -> float:
-    """The median time of ``runs`` whole processes (``before`` runs untimed before each).
+    """One whole process, timed (``before`` runs untimed first).
 
     ``check=False`` for a command whose exit code says something (status: 1 when a zone
     is unhealthy)."""
-    times = []
-    for _ in range(runs):
-        if before is not None:
-            before()
-        times.append(
-            timed(lambda: subprocess.run(cmd, check=check, env=env(), capture_output=True))
-        )
-    return statistics.median(times)
+    if before is not None:
+        before()
+    return timed(lambda: subprocess.run(cmd, check=check, env=env(), capture_output=True))
+
+
+def in_turns(
+    ours: Callable[[], float],
+    reference: Callable[[], float],
+    rounds: int = 7,
+    pick: Callable[[list[float]], float] = statistics.median,
+) -> tuple[float, float]:
+    """Both sides measured in turns, ``rounds`` times each: this machine's speed drifts
+    from minute to minute, and a drift must fall on both sides alike, not on whichever
+    ran second. The median of each side's times (or ``pick``)."""
+    mine: list[float] = []
+    theirs: list[float] = []
+    for _ in range(rounds):
+        theirs.append(reference())
+        mine.append(ours())
+    return pick(mine), pick(theirs)
 
 
 def bench_startup() -> Figure:
-    reference = median_run([sys.executable, "-c", "pass"], runs=5)
-    ours = median_run(cdnlake("--help"), runs=5)
+    ours, reference = in_turns(
+        lambda: process_time(cdnlake("--help")),
+        lambda: process_time([sys.executable, "-c", "pass"]),
+        rounds=5,
+    )
     return Figure(
         "cdnlake --help start-up",
         ours,
@@ -735,8 +743,10 @@ def bench_small_import(work: Path) -> Figure:
     config = write_config(work / "small")
     lake = work / "small" / "data"
     command = cdnlake("--config", str(config), "import-v1", str(src), "--zone", "1234")
-    ours = median_run(command, before=lambda: shutil.rmtree(lake, ignore_errors=True))
-    reference = median_run(BARE_IMPORTS)
+    ours, reference = in_turns(
+        lambda: process_time(command, before=lambda: shutil.rmtree(lake, ignore_errors=True)),
+        lambda: process_time(BARE_IMPORTS),
+    )
     return Figure(
         "start-up: import-v1 of 1,000 lines, whole process",
         ours,
@@ -821,8 +831,9 @@ def bench_status(work: Path, zones: int, days: int, per_zone_day: int) -> Figure
     proc = subprocess.run(command, env=env(), capture_output=True, text=True)
     if '"zone_id": 1,' not in proc.stdout:
         raise RuntimeError(f"status failed: {proc.stderr[-2000:]}")
-    ours = median_run(command, check=False)
-    reference = median_run(BARE_IMPORTS)
+    ours, reference = in_turns(
+        lambda: process_time(command, check=False), lambda: process_time(BARE_IMPORTS)
+    )
     return Figure(
         f"start-up: status on {zones} zones with {days} days of history, whole process",
         ours,
