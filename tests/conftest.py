@@ -395,6 +395,32 @@ def run_cli(
     )
 
 
+# Runs the CLI in this process, then reports which heavy libraries it loaded on stderr.
+_MODULES_WRAPPER = """
+import json, sys
+from cdnlake.cli.main import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in ("polars", "pyarrow", "pandas", "numpy") if m in sys.modules)
+print(json.dumps({"code": code, "heavy": heavy}), file=sys.stderr)
+"""
+
+
+def cli_heavy_modules(*args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """A whole CLI process, and which of polars, pyarrow, pandas and numpy it loaded."""
+    import json
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _MODULES_WRAPPER, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CDNLAKE_ACCESS_KEY": KEY},
+        timeout=120,
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert lines and lines[-1].startswith('{"code"'), proc.stderr[-2000:]
+    return proc, json.loads(lines[-1])["heavy"]
+
+
 __all__ = ["NOW", "timedelta"]
 
 

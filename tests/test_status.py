@@ -12,6 +12,7 @@ from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
 from cdnlake.status import zone_statuses
 from cdnlake.warehouse.db import Warehouse
+from tests.conftest import cli_heavy_modules
 from tests.lake.test_commit import rows
 
 DAY = datetime(2026, 11, 20, tzinfo=UTC)
@@ -68,23 +69,10 @@ def test_status_figures_equal_a_full_scan_recent_or_not(tmp_path):
     assert got[(2, "v2")].rows_today == 0
 
 
-STATUS_MODULES = """
-import json, sys
-from cdnlake.cli.main import main
-code = main(sys.argv[1:])
-heavy = sorted(m for m in ("polars", "pyarrow", "pandas", "numpy") if m in sys.modules)
-print(json.dumps({"code": code, "heavy": heavy}), file=sys.stderr)
-"""
-
-
 def test_status_loads_neither_polars_nor_pyarrow(tmp_path):
     """``status`` reads the log, the application transactions and the runs with
     deltalake and DuckDB alone: polars and pyarrow would more than double the start-up
     that a monitoring probe pays every time it asks."""
-    import json
-    import subprocess
-    import sys
-
     (tmp_path / "config.toml").write_text(
         f'[storage]\nroot = "{tmp_path}"\n[[zones]]\nid = 1\nsource = "v2"\n'
     )
@@ -98,9 +86,6 @@ def test_status_loads_neither_polars_nor_pyarrow(tmp_path):
     Bookkeeping(lake).record_run(1, run(DAY), [])
 
     args = ["--config", str(tmp_path / "config.toml"), "status", "--format", "json"]
-    proc = subprocess.run(
-        [sys.executable, "-c", STATUS_MODULES, *args], capture_output=True, text=True
-    )
+    proc, heavy = cli_heavy_modules(*args)
     assert '"zone_id": 1' in proc.stdout, proc.stderr
-    report = json.loads(proc.stderr.strip().splitlines()[-1])
-    assert report["heavy"] == [], report
+    assert heavy == []

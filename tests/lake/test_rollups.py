@@ -21,6 +21,7 @@ from cdnlake.warehouse.named import get_named
 from tests.bench.bench import make_v1_file
 from tests.conftest import (
     NOW,
+    cli_heavy_modules,
     lake_frame,
     load_test_config,
     s3_lake_lines,
@@ -109,3 +110,19 @@ def test_rollups_equal_a_full_scan_through_everything(tmp_path, lake_kind, reque
     same_as_full_scan(config)
     rollups.refresh(lake)
     same_as_full_scan(config)
+
+
+def test_sql_on_requests_hourly_loads_neither_pandas_nor_pyarrow(tmp_path, request):
+    """A session hands DuckDB the fresh partitions as bound lists: a registered Arrow
+    table would load pyarrow, and DuckDB would load pandas to look at it (together
+    more than a third of a second of every ``sql`` and ``report`` process)."""
+    path, config = config_for(tmp_path, "local", request)
+    import_v1_files(config, [make_v1_file(tmp_path / "day.log", 2_000, seed=9)], 1234)
+    assert rollups.refresh(Lake.from_config(config.storage)) >= 1
+    _, rolled = same_as_full_scan(config)
+    assert rolled >= 1
+
+    query = "SELECT sum(requests) FROM requests_hourly"
+    proc, heavy = cli_heavy_modules("--config", str(path), "sql", query, "--format", "csv")
+    assert proc.stdout.splitlines()[-1] == "2000", proc.stdout + proc.stderr
+    assert "pandas" not in heavy and "pyarrow" not in heavy

@@ -164,8 +164,6 @@ class Warehouse:
 
     def _requests_hourly(self, con: duckdb.DuckDBPyConnection, requests: DeltaTable | None) -> None:
         """``requests_hourly``: rollups where they are fresh, rows where they are not."""
-        import pyarrow as pa  # reports need it; status, which reads no rollup, does not
-
         parts = partitions(requests) if requests is not None else Partitions()
         current = parts.fingerprints()
         rollup = self.lake.open(ROLLUP) if current else None
@@ -177,15 +175,15 @@ class Warehouse:
             ).fetchall()
         }
         rolled = fresh(current, done)
-        con.register(
-            "_fresh",
-            pa.table(
-                {
-                    "pull_zone_id": pa.array([k[0] for k in rolled], pa.int64()),
-                    "date": pa.array([k[1] for k in rolled], pa.date32()),
-                    "files_hash": pa.array([current[k] for k in rolled], pa.string()),
-                }
-            ),
+        # Bound lists, not a registered Arrow table: DuckDB imports pandas (a third of a
+        # second) to ask whether what it is handed is a DataFrame.
+        con.execute(
+            internal_sql("fresh_partitions"),
+            {
+                "zones": [zone for zone, _ in rolled],
+                "dates": [day for _, day in rolled],
+                "hashes": [current[key] for key in rolled],
+            },
         )
         if requests is None:
             self._register(con, REQUESTS, None, "_requests_stale")
