@@ -61,6 +61,22 @@ def test_repeats_are_dropped_and_progress_rides_with_the_rows(storage):
     assert table.transaction_version("cdnlake/requests/1") == to_ms(BASE)
 
 
+def test_a_commit_across_midnight_writes_one_file_per_day(storage):
+    lake = Lake.from_config(storage)
+    writer = ZoneWriter(lake, REQUESTS, 1)
+    midnight = BASE + timedelta(days=1)
+    writer.commit(rows(0, 300, midnight - timedelta(milliseconds=100)), {})  # 100 + 200
+    writer.commit(rows(300, 50, midnight + timedelta(hours=1)), {})  # one day: one file
+    table = DeltaTable(lake.table_uri(REQUESTS), storage_options=lake.storage_options)
+    files = table.get_add_actions(flatten=True)
+    days = files.column("partition.date").to_pylist()
+    counts = files.column("num_records").to_pylist()
+    per_day = sorted(zip(days, counts, strict=True))
+    assert per_day == [(BASE.date(), 100), (midnight.date(), 50), (midnight.date(), 200)]
+    stored = pl.from_arrow(table.to_pyarrow_table(columns=["date", "ts"]))
+    assert stored.filter(pl.col("ts").dt.date() != pl.col("date")).height == 0
+
+
 def test_deduplication_reads_what_the_window_touches_not_the_table(storage):
     writer = ZoneWriter(Lake.from_config(storage), REQUESTS, 1)
     for hour in range(30):

@@ -232,7 +232,7 @@ class ZoneWriter:
         files = self.lake.filesystem()
         keys = self.spec.partition_by
         actions: list[AddAction | RemoveAction] = []
-        for values, part in frame.partition_by(keys, as_dict=True, maintain_order=True).items():
+        for values, part in _by_partition(frame, keys):
             partition = {k: _partition_text(v) for k, v in zip(keys, values, strict=True)}
             folder = "/".join(f"{k}={v}" for k, v in partition.items())
             path = f"{folder}/part-{uuid.uuid4()}.zstd.parquet"
@@ -327,6 +327,17 @@ class ZoneWriter:
             return frame, damaged
         existing = pl.concat(seen)[key]
         return frame.filter(~pl.col(key).is_in(existing.implode())), damaged
+
+
+def _by_partition(
+    frame: pl.DataFrame, keys: list[str]
+) -> list[tuple[tuple[Any, ...], pl.DataFrame]]:
+    """The frame's rows by partition, in order. A frame of one partition (the usual
+    commit: a window or a chunk of one zone's day) is handed over as it is: splitting
+    it would copy every column (a fifth of a 250,000-row commit's page faults)."""
+    if all(frame[k].null_count() == 0 and frame[k].min() == frame[k].max() for k in keys):
+        return [(tuple(frame[k][0] for k in keys), frame)]
+    return list(frame.partition_by(keys, as_dict=True, maintain_order=True).items())
 
 
 def _may_hold(action: dict[str, Any], lo: datetime, hi: datetime) -> bool:
