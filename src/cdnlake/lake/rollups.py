@@ -124,12 +124,12 @@ def refresh(lake: Lake, zones: list[int] | None = None) -> int:
 def _aggregate(
     lake: Lake, table: DeltaTable, zone: int, days: list[date], hashes: dict[date, str]
 ) -> pa.Table:
+    import pyarrow as pa
+
     partitions_wanted: list[Any] = [
         ("pull_zone_id", "=", str(zone)),
         ("date", "in", [d.isoformat() for d in days]),
     ]
-    import pyarrow as pa
-
     dataset = lake.dataset(REQUESTS, table, partitions_wanted)
     con = duckdb.connect(":memory:")
     try:
