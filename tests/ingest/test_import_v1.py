@@ -13,6 +13,7 @@ from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
     KEY,
     NOW,
+    cli_heavy_modules,
     lake_frame,
     lake_ids,
     lake_text_contains,
@@ -145,3 +146,21 @@ def test_a_lake_that_cannot_be_written_is_one_line_and_exit_code_1(tmp_path, emu
     with Warehouse(load_test_config(path).storage).connect() as con:
         outcome = con.execute("SELECT outcome, error FROM ingest_runs").fetchall()
     assert outcome and outcome[0][0] == "failed" and "StorageError" not in outcome[0][1]
+
+
+def test_a_first_import_loads_no_pyarrow(tmp_path):
+    """A short import into a new lake needs polars and deltalake only: pyarrow (and numpy
+    with it) is loaded by a commit that reads earlier files, a tenth of a second that
+    a short import would otherwise pay for nothing."""
+    from tests.bench.bench import make_v1_file
+
+    config = tmp_path / "config.toml"
+    config.write_text(f'[storage]\nroot = "{tmp_path / "data"}"\n[[zones]]\nid = 1234\n')
+    day = make_v1_file(tmp_path / "day.log", 1_000, seed=3)
+    proc, heavy = cli_heavy_modules(
+        "--config", str(config), "import-v1", str(day), "--zone", "1234"
+    )
+    assert proc.returncode == 0 and "1000 new rows" in proc.stdout, proc.stdout + proc.stderr
+    assert heavy == ["polars"]
+    # The rows are there, readable by any Delta reader.
+    assert len(lake_frame(tmp_path / "data")) == 1_000

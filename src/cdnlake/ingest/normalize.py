@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import polars as pl
-import pyarrow as pa
 
 from cdnlake.client.logging_wire import V2Record
 from cdnlake.ingest.decode import V2_WIRE_SCHEMA as V2_SCHEMA
@@ -88,6 +87,7 @@ def parse_timestamps(text: pl.Series) -> pl.Series:
     then polars parses value by value. (Imported here: v1 files never need it, and it
     is a tenth of a short ``import-v1``'s start-up.)
     """
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     try:

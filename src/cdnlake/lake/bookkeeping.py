@@ -46,7 +46,7 @@ class Bookkeeping:
         try:
             write_deltalake(
                 table,
-                frame.to_arrow(),
+                frame,  # an Arrow stream: no pyarrow needed
                 mode="append",
                 partition_by=spec.partition_by,
                 commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
@@ -97,7 +97,7 @@ class Bookkeeping:
         try:
             (
                 table.merge(
-                    frame.to_arrow(),
+                    frame,
                     predicate=f"t.zone = {int(zone_id)} AND t.record_key = s.record_key",
                     source_alias="s",
                     target_alias="t",

@@ -28,13 +28,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import polars as pl
-import pyarrow as pa
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from deltalake import CommitProperties, Transaction
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, RemoveAction
@@ -43,6 +40,10 @@ from cdnlake.errors import StorageError, ZoneBusyError
 from cdnlake.lake.damage import DamagedFile, set_aside
 from cdnlake.lake.schema import TableSpec, conform, polars_schema
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line, logged_span
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.fs as pafs
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +230,6 @@ class ZoneWriter:
         """
         if frame.height == 0:
             return []
-        files = self.lake.filesystem()
         keys = self.spec.partition_by
         actions: list[AddAction | RemoveAction] = []
         for values, part in _by_partition(frame, keys):
@@ -247,10 +247,7 @@ class ZoneWriter:
                 row_group_size=ROW_GROUP_ROWS,
             )
             content = buffer.getvalue()
-            target = f"{self.spec.name}/{path}"
-            files.create_dir(target.rsplit("/", 1)[0], recursive=True)
-            with files.open_output_stream(target) as out:
-                out.write(content)
+            self.lake.write_file(f"{self.spec.name}/{path}", content)
             actions.append(
                 AddAction(
                     path=path,
@@ -302,6 +299,8 @@ class ZoneWriter:
         ]
         if not actions:  # a new zone or day: nothing to read
             return frame, []
+        import pyarrow as pa  # loaded by the first commit that reads files, not by start-up
+
         files = self.lake.filesystem()
         seen: list[pl.DataFrame] = []
         damaged: list[DamagedFile] = []
@@ -355,6 +354,8 @@ def _keys_near(
     Statistics are compared raw (microseconds since the epoch, as the lake stores ``ts``):
     Arrow boxes a timestamp statistic through pandas, when installed.
     """
+    import pyarrow.parquet as pq
+
     low, high = _epoch_us(lo), _epoch_us(hi)
     with files.open_input_file(path) as source:
         parquet = pq.ParquetFile(source)
@@ -377,6 +378,9 @@ def _epoch_us(moment: datetime) -> int:
 
 def _readable(files: pafs.FileSystem, path: str, key: str) -> bool:
     """Whether a data file's keys read at all: only a file that does not is set aside."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
         with files.open_input_file(path) as source:
             pq.read_table(source, columns=[key])

@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-import pyarrow as pa
 from deltalake import DeltaTable
 
 from cdnlake.errors import StorageError
@@ -71,6 +70,8 @@ def unreadable_files(
 ) -> list[DamagedFile]:
     """Read every data file whose rows reach past ``since`` (all with None); set aside
     the ones that do not read. Their log entries are dropped (Delta's repair)."""
+    import pyarrow as pa
+
     dataset = lake.dataset(spec, table)
     wanted = {
         row["path"]

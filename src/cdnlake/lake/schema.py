@@ -1,11 +1,12 @@
 """The five Delta tables of the lake: their columns, partitions and keys.
 
 Columns are typed in the Delta protocol's own names (``string``, ``long``, ``integer``,
-``date``, ``timestamp``): what the tables are, whichever engine reads them. The Arrow
-schema a table is created with (:meth:`TableSpec.arrow_schema`) and the polars schema
-ingestion builds its rows in (:func:`polars_schema`) are derived where they are needed,
-so that a command that only reads the lake's state (``status``) loads neither pyarrow
-nor polars, more than a fifth of a second of its start-up. Delta keeps instants in
+``date``, ``timestamp``): what the tables are, whichever engine reads them. A table is
+created with them as they are (:meth:`TableSpec.delta_schema`); the Arrow schema readers
+want (:meth:`TableSpec.arrow_schema`) and the polars schema ingestion builds its rows in
+(:func:`polars_schema`) are derived where they are needed, so that ``status`` loads
+neither pyarrow nor polars and ``import-v1`` no pyarrow (a tenth to a fifth of a second
+of their start-up). Delta keeps instants in
 microseconds (UTC), so ``ts`` is stored as ``timestamp[us, UTC]`` whatever precision the
 provider sent (milliseconds).
 """
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
+    from deltalake import Schema as DeltaSchema
 
 ColumnType = Literal["string", "long", "integer", "date", "timestamp"]
 Columns = dict[str, ColumnType]
@@ -130,6 +132,12 @@ class TableSpec:
         if self.by_date:
             head["date"] = DATE
         return {**head, **self.columns}
+
+    def delta_schema(self) -> DeltaSchema:
+        """What the table is created with: its columns in Delta's own types."""
+        from deltalake.schema import Field, PrimitiveType, Schema
+
+        return Schema([Field(name, PrimitiveType(kind)) for name, kind in self.schema.items()])
 
     def arrow_schema(self) -> pa.Schema:
         import pyarrow as pa
