@@ -395,18 +395,21 @@ def run_cli(
     )
 
 
-# Runs the CLI in this process, then reports which heavy libraries it loaded on stderr.
+# Runs the CLI in this process, reports which heavy libraries it loaded on stderr, and
+# exits with the command's own exit code.
 _MODULES_WRAPPER = """
 import json, sys
 from cdnlake.cli.main import main
 code = main(sys.argv[1:])
 heavy = sorted(m for m in ("polars", "pyarrow", "pandas", "numpy") if m in sys.modules)
 print(json.dumps({"code": code, "heavy": heavy}), file=sys.stderr)
+raise SystemExit(code)
 """
 
 
 def cli_heavy_modules(*args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    """A whole CLI process, and which of polars, pyarrow, pandas and numpy it loaded."""
+    """A whole CLI process (its exit code the command's), and which of polars, pyarrow,
+    pandas and numpy it loaded."""
     import json
 
     proc = subprocess.run(

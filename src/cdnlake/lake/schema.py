@@ -6,9 +6,8 @@ created with them as they are (:meth:`TableSpec.delta_schema`); the Arrow schema
 want (:meth:`TableSpec.arrow_schema`) and the polars schema ingestion builds its rows in
 (:func:`polars_schema`) are derived where they are needed, so that ``status`` loads
 neither pyarrow nor polars and ``import-v1`` no pyarrow (a tenth to a fifth of a second
-of their start-up). Delta keeps instants in
-microseconds (UTC), so ``ts`` is stored as ``timestamp[us, UTC]`` whatever precision the
-provider sent (milliseconds).
+of their start-up). Delta keeps instants in microseconds (UTC), so ``ts`` is stored as
+``timestamp[us, UTC]`` whatever precision the provider sent (milliseconds).
 """
 
 from __future__ import annotations

@@ -188,12 +188,13 @@ class Lake:
         wanted = ["path", *(f"partition.{c}" for c in spec.partition_by)]
         wanted += [c for c in ("min.ts", "max.ts", "null_count.ts") if c in log.column_names]
         wanted += [c for c in stats if c not in wanted]
+        cells = _column_lists(log, wanted)
         rows: Sequence[int] = range(log.num_rows)
         for column, op, value in partitions or []:
             values = {str(v) for v in (value if op == "in" else [value])}
-            cells = log.column(f"partition.{column}").to_pylist()
-            rows = [i for i in rows if cells[i] is not None and str(cells[i]) in values]
-        return action_rows(log, wanted, rows)
+            found = cells[f"partition.{column}"]
+            rows = [i for i in rows if found[i] is not None and str(found[i]) in values]
+        return [{c: cells[c][i] for c in wanted} for i in rows]
 
 
 def logged_span(action: dict[str, Any]) -> tuple[datetime, datetime] | None:
@@ -212,18 +213,21 @@ def add_actions_table(table: DeltaTable) -> ArrowTable:
     return table.get_add_actions(flatten=True)
 
 
-def action_rows(
-    actions: ArrowTable, columns: list[str], rows: Sequence[int] | None = None
-) -> list[dict[str, Any]]:
-    """The add actions' ``columns`` as one dict per file (those at ``rows``, else all);
-    None in a column that the log does not have."""
+def action_rows(actions: ArrowTable, columns: list[str]) -> list[dict[str, Any]]:
+    """The add actions' ``columns`` as one dict per file; None in a column that the log
+    does not have."""
+    cells = _column_lists(actions, columns)
+    return [{c: cells[c][i] for c in columns} for i in range(actions.num_rows)]
+
+
+def _column_lists(actions: ArrowTable, columns: list[str]) -> dict[str, list[Any]]:
+    """Each of ``columns`` as a Python list, converted once; Nones for a missing one."""
     present = set(actions.column_names)
-    empty = [None] * actions.num_rows
-    values = [actions.column(c).to_pylist() if c in present else empty for c in columns]
-    return [
-        {c: cells[i] for c, cells in zip(columns, values, strict=True)}
-        for i in (range(actions.num_rows) if rows is None else rows)
-    ]
+    lists: dict[str, list[Any]] = {}
+    for column in columns:
+        values: Any = actions.column(column).to_pylist() if column in present else None
+        lists[column] = [None] * actions.num_rows if values is None else values
+    return lists
 
 
 def first_line(exc: BaseException) -> str:
