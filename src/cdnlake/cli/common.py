@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,6 @@ def load(
     A lake in the hour-file layout of an earlier cdnlake is refused (exit 2) by every
     command but ``migrate-lake`` (``legacy_ok``), which converts it.
     """
-    from cdnlake.cli.main import setup_logging
     from cdnlake.lake.legacy import legacy_lake
 
     config = load_config(args.config)
@@ -49,3 +49,34 @@ def open_api(config: Config, *, require_key: bool = True) -> ApiClient:
 
 def is_tty() -> bool:
     return sys.stdout.isatty()
+
+
+def setup_logging(level: str, fmt: str = "text") -> None:
+    """cdnlake's own lines at ``level``; the libraries' chatter only when debugging.
+
+    ``fmt`` "json": one JSON object per line (python-json-logger), with a pass's zone,
+    source, run id and outcome as fields of their own.
+    """
+    numeric = getattr(logging, level.upper(), logging.INFO)
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        from pythonjsonlogger.json import JsonFormatter
+
+        handler.setFormatter(
+            JsonFormatter(
+                "{levelname}{name}{message}",
+                style="{",
+                timestamp="time",
+                rename_fields={"levelname": "level", "name": "logger"},
+            )
+        )
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=numeric, handlers=[handler], force=True)
+    quiet = logging.DEBUG if numeric <= logging.DEBUG else logging.WARNING
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(quiet)
+    # A pass longer than poll_seconds makes APScheduler skip runs by design (max_instances=1).
+    logging.getLogger("apscheduler").setLevel(
+        logging.DEBUG if numeric <= logging.DEBUG else logging.ERROR
+    )

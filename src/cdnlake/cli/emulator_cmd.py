@@ -161,7 +161,7 @@ def build_config(args: argparse.Namespace) -> Any:
 
 
 def emulator(args: argparse.Namespace) -> int:
-    from cdnlake.cli.main import setup_logging
+    from cdnlake.cli.common import setup_logging
     from cdnlake.emulator.server import Emulator
 
     setup_logging(args.log_level or "WARNING", args.log_format or "text")

@@ -8,7 +8,6 @@ the command that needs them, so ``cdnlake --help`` starts fast.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -235,37 +234,6 @@ def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
     module, _, name = target.partition(":")
     func: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), name)
     return func
-
-
-def setup_logging(level: str, fmt: str = "text") -> None:
-    """cdnlake's own lines at ``level``; the libraries' chatter only when debugging.
-
-    ``fmt`` "json": one JSON object per line (python-json-logger), with a pass's zone,
-    source, run id and outcome as fields of their own.
-    """
-    numeric = getattr(logging, level.upper(), logging.INFO)
-    handler = logging.StreamHandler(sys.stderr)
-    if fmt == "json":
-        from pythonjsonlogger.json import JsonFormatter
-
-        handler.setFormatter(
-            JsonFormatter(
-                "{levelname}{name}{message}",
-                style="{",
-                timestamp="time",
-                rename_fields={"levelname": "level", "name": "logger"},
-            )
-        )
-    else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=numeric, handlers=[handler], force=True)
-    quiet = logging.DEBUG if numeric <= logging.DEBUG else logging.WARNING
-    for name in ("httpx", "httpcore"):
-        logging.getLogger(name).setLevel(quiet)
-    # A pass longer than poll_seconds makes APScheduler skip runs by design (max_instances=1).
-    logging.getLogger("apscheduler").setLevel(
-        logging.DEBUG if numeric <= logging.DEBUG else logging.ERROR
-    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

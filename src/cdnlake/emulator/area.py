@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cdnlake.emulator.http import Response, json_response
 
 if TYPE_CHECKING:
-    from cdnlake.emulator.server import Emulator
+    from cdnlake.emulator.state import Provider
 
 INT32_MAX = 2_147_483_647
 # Where the provider's documents mark a value nullable, the emulator sends null for this
@@ -129,7 +129,7 @@ RouteSpec = tuple[str, str, str, Callable[[int], Response]]
 class AreaBase:
     """The attributes every area mixin relies on (set by ``ManagementApi``)."""
 
-    emulator: Emulator
+    emulator: Provider
     fx: ManagementFixtures
     state: ManagementState
     _lock: threading.Lock

@@ -14,7 +14,7 @@ from cdnlake.emulator.http import HttpProblem, Request, Response, json_response,
 from cdnlake.emulator.traffic import HOUR_MS, Record
 
 if TYPE_CHECKING:
-    from cdnlake.emulator.server import Emulator
+    from cdnlake.emulator.state import Provider
 
 RETENTION_MS = 72 * HOUR_MS
 DAY_MS = 24 * HOUR_MS
@@ -73,11 +73,11 @@ def _status_matcher(tokens: list[str]) -> Callable[[int], bool] | None:
     return lambda code: code in exact or code // 100 in classes
 
 
-def _retention_start(emu: Emulator, now_ms: int) -> int:
+def _retention_start(emu: Provider, now_ms: int) -> int:
     return now_ms - RETENTION_MS
 
 
-def handle_v2(emu: Emulator, req: Request, zone_id: int) -> Response:
+def handle_v2(emu: Provider, req: Request, zone_id: int) -> Response:
     now_ms = emu.clock.now_ms()
     to_ms = _parse_time("to", req.arg("to") or "") if req.arg("to") else now_ms
     from_ms = _parse_time("from", req.arg("from") or "") if req.arg("from") else to_ms - DAY_MS
@@ -201,7 +201,7 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def handle_v1(emu: Emulator, req: Request, zone_id: int, day: date) -> Response:
+def handle_v1(emu: Provider, req: Request, zone_id: int, day: date) -> Response:
     now_ms = emu.clock.now_ms()
     day_start = int(datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp() * 1000)
     lo = max(day_start, _retention_start(emu, now_ms))

@@ -22,7 +22,7 @@ from cdnlake.emulator.shield import ShieldRoutes
 from cdnlake.emulator.video import VideoRoutes
 
 if TYPE_CHECKING:
-    from cdnlake.emulator.server import Emulator
+    from cdnlake.emulator.state import Provider
 
 AREAS = (ShieldRoutes, ComputeRoutes, PullZoneRoutes, VideoRoutes, DnsRoutes, ContainerRoutes)
 Route = Callable[[Request, re.Match[str]], Response]
@@ -32,7 +32,7 @@ PUBLIC_ROUTES = {"oembed"}  # answered without credentials
 class ManagementApi(
     ShieldRoutes, ComputeRoutes, PullZoneRoutes, VideoRoutes, DnsRoutes, ContainerRoutes
 ):
-    def __init__(self, emulator: Emulator, fixtures: ManagementFixtures | None = None) -> None:
+    def __init__(self, emulator: Provider, fixtures: ManagementFixtures | None = None) -> None:
         self.emulator = emulator
         self.fx = fixtures or ManagementFixtures()
         self.state = ManagementState()

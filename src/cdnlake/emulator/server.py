@@ -20,6 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from cdnlake.emulator import logging_routes
+from cdnlake.emulator.area import ManagementFixtures
 from cdnlake.emulator.http import (
     HttpProblem,
     Request,
@@ -27,6 +28,7 @@ from cdnlake.emulator.http import (
     json_response,
     logging_error,
 )
+from cdnlake.emulator.management import ManagementApi
 from cdnlake.emulator.state import EmulatorClock, Faults, ZoneRateLimiter, ceil_seconds
 from cdnlake.emulator.traffic import Traffic, ZoneSpec
 
@@ -104,9 +106,6 @@ class Emulator:
         self._counter_lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
-        from cdnlake.emulator.area import ManagementFixtures
-        from cdnlake.emulator.management import ManagementApi
-
         self.management = ManagementApi(
             self, ManagementFixtures(shield_zones=self.config.shield_zones)
         )

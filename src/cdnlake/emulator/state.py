@@ -9,7 +9,11 @@ import time
 from collections import deque
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from cdnlake.emulator.http import Request
+    from cdnlake.emulator.traffic import Traffic, ZoneSpec
 
 
 class EmulatorClock:
@@ -127,3 +131,16 @@ class ZoneRateLimiter:
 
 def ceil_seconds(seconds: float) -> int:
     return max(1, math.ceil(seconds))
+
+
+class Provider(Protocol):
+    """What the route modules read of the provider they play (``server.Emulator`` is
+    one): its zones, clock, traffic and faults, and its credential check. Typing the
+    routes against it keeps them below the server that dispatches to them."""
+
+    zones: dict[int, ZoneSpec]
+    clock: EmulatorClock
+    traffic: Traffic
+    faults: Faults
+
+    def check_credentials(self, req: Request, *, allow_bearer: bool) -> str | None: ...
