@@ -32,6 +32,7 @@ from cdnlake.lake.schema import (
     INGEST_GAPS,
     INGEST_RUNS,
     REJECTED_LINES,
+    TS,
     TableSpec,
     polars_schema,
 )
@@ -162,10 +163,12 @@ def _append_new(
     frame = frame.rename({"pull_zone_id": spec.zone_column}) if "pull_zone_id" in frame else frame
     frame = frame.rename({"duplicates": "duplicates_dropped"}) if "duplicates" in frame else frame
     columns = []
-    for name, dtype in polars_schema(spec.schema).items():
+    types = polars_schema(spec.schema)
+    for name, kind in spec.schema.items():
+        dtype = types[name]
         if name in frame.columns:
             column = pl.col(name)
-            if dtype == pl.Datetime("us", "UTC"):
+            if kind == TS:
                 column = column.dt.convert_time_zone("UTC").dt.cast_time_unit("us")
             columns.append(column.cast(dtype).alias(name))
         else:
