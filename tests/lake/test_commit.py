@@ -11,10 +11,11 @@ import pytest
 from deltalake import DeltaTable
 
 from cdnlake.config import build_config
+from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.commit import ROW_GROUP_ROWS, ZoneWriter
 from cdnlake.lake.maintain import maintain
 from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, from_ms, to_ms
-from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS, polars_schema
+from cdnlake.lake.schema import INGEST_GAPS, REQUEST_SCHEMA, REQUESTS, polars_schema
 from cdnlake.lake.store import Lake
 from cdnlake.warehouse.db import Warehouse
 
@@ -171,3 +172,34 @@ def test_maintain_sorts_a_day_so_a_window_reads_only_its_minutes(storage):
     after = ZoneWriter(lake, REQUESTS, 1).commit(rows(20_000, 100, BASE + timedelta(hours=2)), {})
     assert after.duplicates == 100 and after.new == 0
     assert after.keys_read <= ROW_GROUP_ROWS  # of the day's 50,000
+
+
+def test_writers_racing_to_create_a_table_all_land(storage):
+    """The first passes of several zones create a bookkeeping table at once. The losers
+    of that race must open the winner's table, not commit a second creation, which made
+    a writer already holding version 0 fail ("Metadata changed since last commit") and
+    a zone's run go unrecorded."""
+    lake = Lake.from_config(storage)
+    gap = {"gap_from": BASE, "gap_to": BASE, "reason": "r", "detected_at": BASE, "source": "v2"}
+    failures: list[BaseException] = []
+
+    def record(fresh: Lake, start: threading.Barrier, zone: int) -> None:
+        start.wait()
+        try:
+            Bookkeeping(fresh).record_gaps(zone, [{**gap, "run_id": f"run-{zone}"}])
+        except BaseException as exc:
+            failures.append(exc)
+
+    for trial in range(12):
+        fresh = Lake(f"{lake.uri.rstrip('/')}/race{trial}", lake.storage_options)
+        start = threading.Barrier(3)
+        threads = [threading.Thread(target=record, args=(fresh, start, zone)) for zone in (1, 2, 3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not failures, failures
+        table = fresh.open(INGEST_GAPS)
+        assert table is not None and table.version() == 3  # one creation, three appends
+        zones = table.to_pyarrow_table(columns=["zone"]).column("zone").to_pylist()
+        assert sorted(zones) == [1, 2, 3]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from deltalake import DeltaTable
+from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from cdnlake.config import StorageConfig
@@ -82,6 +82,10 @@ class Lake:
                 partition_by=spec.partition_by,
                 configuration=TABLE_CONFIGURATION,
                 storage_options=self.storage_options,
+                # Only version 0 creates the table: a creation that lost the race must
+                # not be retried as version 1, a second metadata commit that would fail
+                # every writer whose snapshot is version 0 ("Metadata changed").
+                commit_properties=CommitProperties(max_commit_retries=0),
             )
         except OSError as exc:
             raise StorageError(f"cannot create lake table {self.table_uri(spec)}: {exc}") from None
