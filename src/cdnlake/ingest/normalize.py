@@ -175,10 +175,10 @@ def normalize_v2(
         .when(other_zone)
         .then(pl.lit("other pull zone"))
     )
-    frame = plan.with_columns(reason.alias("_reason"), kind.alias("_kind")).collect()
-    if frame["_reason"].null_count() == frame.height:  # the usual page: nothing to reject
+    frame = plan.collect()
+    if not frame.select((no_id | bad_ts | other_zone).any()).item():  # the usual page
         return frame.select(_v2_lake_columns()), pl.DataFrame(schema=REJECT_SCHEMA)
-    frame = frame.with_row_index("_row")
+    frame = frame.with_columns(reason.alias("_reason"), kind.alias("_kind")).with_row_index("_row")
     good = frame.filter(pl.col("_reason").is_null()).select(_v2_lake_columns())
     rejects = frame.filter(pl.col("_reason").is_not_null()).select(
         (pl.col("_row").cast(pl.Int64) + offset).alias("line_number"),
