@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import socket
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -25,23 +24,22 @@ def lock_path(work: Path) -> Path:
 def holder(work: Path) -> str | None:
     """The running daemon on this root as ``host:pid (since ...)``, None if there is none.
 
-    A holder on this host whose pid is gone is not running (the lock died with it)."""
+    The lock itself says whether a daemon runs: a daemon that was killed, here or on
+    another host or container sharing the root, left its name in the file but took its
+    lock with it. (A pid test would be fooled by another host's pids, or a reused one.)
+    """
     try:
-        text = lock_path(work).read_text(encoding="utf-8").strip()
+        fd = os.open(lock_path(work), os.O_RDONLY)
     except OSError:
         return None
-    if not text:
-        return None
-    ident = text.split()[0]
-    host, _, pid = ident.rpartition(":")
-    if host == socket.gethostname() and pid.isdigit():
+    try:
         try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-    return text
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:  # held: a daemon runs
+            return os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "unknown"
+        return None  # nobody holds it (the shared hold ends as the file closes)
+    finally:
+        os.close(fd)
 
 
 class SoleDaemon:
