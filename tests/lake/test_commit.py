@@ -82,9 +82,33 @@ def test_deduplication_reads_what_the_window_touches_not_the_table(storage):
     writer = ZoneWriter(Lake.from_config(storage), REQUESTS, 1)
     for hour in range(30):
         writer.commit(rows(hour * 100, 100, BASE + timedelta(hours=hour)), {})
-    late = writer.commit(rows(2900, 150, BASE + timedelta(hours=29)), {})
+    later = ZoneWriter(Lake.from_config(storage), REQUESTS, 1)  # the next process's pass
+    late = later.commit(rows(2900, 150, BASE + timedelta(hours=29)), {})
     assert late.duplicates == 100 and late.new == 50
     assert late.files_read == 1  # of 30 files in the table
+
+
+def test_a_writer_finds_repeats_of_its_last_commit_without_reading_it_back(storage):
+    """An import's next chunk, or a pass's next overlapping window, meets the rows the
+    same writer has just committed: it knows their keys, and reads no file; a file it
+    did not write itself it reads."""
+    lake = Lake.from_config(storage)
+    writer = ZoneWriter(lake, REQUESTS, 1)
+    writer.commit(rows(0, 100, BASE), {})
+    again = writer.commit(rows(50, 100, BASE + timedelta(milliseconds=50)), {})
+    assert (again.new, again.duplicates, again.files_read) == (50, 50, 0)
+    assert again.keys_read == 100  # the remembered keys within the rows' time range
+    other = ZoneWriter(lake, REQUESTS, 1)  # another process, in between
+    other.commit(rows(150, 10, BASE + timedelta(milliseconds=150)), {})
+    third = writer.commit(rows(140, 30, BASE + timedelta(milliseconds=140)), {})
+    assert (third.new, third.duplicates) == (10, 20)
+    # Read: its own first file (only the last commit is remembered) and the other
+    # writer's; the last one it wrote, remembered.
+    assert (third.files_read, third.keys_read) == (2, 100 + 10 + 50)
+    table = lake.open(REQUESTS)
+    assert table is not None
+    ids = table.to_pyarrow_table(columns=["request_id"]).column("request_id").to_pylist()
+    assert sorted(ids) == [f"r{i:08d}" for i in range(170)]
 
 
 def test_readers_only_ever_see_whole_commits(storage):

@@ -15,7 +15,8 @@ Delta gives the rest, as an existing protocol:
 Deduplication reads only the keys of the files that can hold the rows being written: the
 zone and date partitions, and files whose ``ts`` statistics overlap the rows' time range
 (a request's timestamp is part of the record, so a repeat has the same one). Its cost
-follows the window being written, not the table.
+follows the window being written, not the table; and the files of the writer's own last
+commit are not read back at all, their keys being remembered.
 """
 
 from __future__ import annotations
@@ -144,6 +145,11 @@ class ZoneWriter:
         self.zone_id = zone_id
         self.count_traffic = count_traffic
         self.table = lake.open_or_create(spec)
+        # The keys and times of the files this writer's last commit added, by path: the
+        # next commit (an import's next chunk, a pass's overlapping window) finds its
+        # repeats there without reading back what it has just written. Data files are
+        # never changed in place, so what is remembered is what the file holds.
+        self._last_written: dict[str, pl.DataFrame] = {}
 
     def empty(self) -> pl.DataFrame:
         """No rows: a commit of progress alone."""
@@ -184,7 +190,7 @@ class ZoneWriter:
                 written.damaged += more
             txns = self._transactions(progress)
             try:
-                actions = self._write_files(new)
+                actions, kept = self._write_files(new)
                 self.table.create_write_transaction(
                     actions,
                     mode="append",
@@ -211,6 +217,7 @@ class ZoneWriter:
                 raise StorageError(
                     f"cannot write to {self.lake.table_uri(self.spec)}: {first_line(exc)}"
                 ) from None
+            self._last_written = kept
             written.new = new.height
             written.duplicates = frame.height - new.height
             if self.count_traffic:
@@ -221,7 +228,9 @@ class ZoneWriter:
             "nothing was written, the next pass tries again"
         )
 
-    def _write_files(self, frame: pl.DataFrame) -> list[AddAction | RemoveAction]:
+    def _write_files(
+        self, frame: pl.DataFrame
+    ) -> tuple[list[AddAction | RemoveAction], dict[str, pl.DataFrame]]:
         """The rows as Parquet data files, one per partition, for the commit to name.
 
         polars writes them (zstd level 1, on every core: three times the single-threaded writer
@@ -229,9 +238,12 @@ class ZoneWriter:
         ``ts`` and key statistics, which readers and deduplication prune files by.
         """
         if frame.height == 0:
-            return []
+            return [], {}
         keys = self.spec.partition_by
+        key = self.spec.key
+        assert key is not None
         actions: list[AddAction | RemoveAction] = []
+        kept: dict[str, pl.DataFrame] = {}
         for values, part in _by_partition(frame, keys):
             partition = {k: _partition_text(v) for k, v in zip(keys, values, strict=True)}
             folder = "/".join(f"{k}={v}" for k, v in partition.items())
@@ -258,7 +270,8 @@ class ZoneWriter:
                     stats=_stats(data, [c for c in ("ts", self.spec.key) if c]),
                 )
             )
-        return actions
+            kept[path] = data.select("ts", key)
+        return actions, kept
 
     def _transactions(self, progress: dict[str, int]) -> list[Transaction]:
         now_ms = int(time.time() * 1000)
@@ -297,12 +310,36 @@ class ZoneWriter:
             for action in self.lake.add_actions(self.spec, self.table, partitions)
             if _may_hold(action, lo, hi)
         ]
-        if not actions:  # a new zone or day: nothing to read
-            return frame, []
+        seen: list[pl.DataFrame] = []
+        unread = []
+        for action in actions:
+            remembered = self._last_written.get(unquote(action["path"]))
+            if remembered is None:
+                unread.append(action)
+                continue
+            near = remembered.filter(pl.col("ts").is_between(lo, hi))
+            written.keys_read += near.height
+            seen.append(near.select(pl.col(key)))
+        damaged = self._read_keys(unread, key, lo, hi, seen, written) if unread else []
+        if not seen:
+            return frame, damaged
+        existing = pl.concat(seen)[key]
+        return frame.filter(~pl.col(key).is_in(existing.implode())), damaged
+
+    def _read_keys(
+        self,
+        actions: list[dict[str, Any]],
+        key: str,
+        lo: datetime,
+        hi: datetime,
+        seen: list[pl.DataFrame],
+        written: Written,
+    ) -> list[DamagedFile]:
+        """Read the keys near [lo, hi] of the files ``actions`` name into ``seen``; set
+        aside (and return) those that do not read."""
         import pyarrow as pa  # loaded by the first commit that reads files, not by start-up
 
         files = self.lake.filesystem()
-        seen: list[pl.DataFrame] = []
         damaged: list[DamagedFile] = []
         for action in actions:
             path = unquote(action["path"])
@@ -322,10 +359,7 @@ class ZoneWriter:
             seen.append(frame_of_keys.select(pl.col(key).cast(pl.String)))
         if damaged:
             self.table.repair(dry_run=False)  # drop the set-aside files from the table
-        if not seen:
-            return frame, damaged
-        existing = pl.concat(seen)[key]
-        return frame.filter(~pl.col(key).is_in(existing.implode())), damaged
+        return damaged
 
 
 def _by_partition(
