@@ -89,7 +89,7 @@ def test_deduplication_reads_what_the_window_touches_not_the_table(storage):
 
 
 def test_a_writer_finds_repeats_of_its_last_commit_without_reading_it_back(storage):
-    """An import's next chunk, or a pass's next overlapping window, meets the rows the
+    """An import's next chunk, or the next commit of a long pass, meets the rows the
     same writer has just committed: it knows their keys, and reads no file; a file it
     did not write itself it reads."""
     lake = Lake.from_config(storage)

@@ -146,7 +146,7 @@ class ZoneWriter:
         self.count_traffic = count_traffic
         self.table = lake.open_or_create(spec)
         # The keys and times of the files this writer's last commit added, by path: the
-        # next commit (an import's next chunk, a pass's overlapping window) finds its
+        # next commit (an import's next chunk, a long pass's next flush) finds its
         # repeats there without reading back what it has just written. Data files are
         # never changed in place, so what is remembered is what the file holds.
         self._last_written: dict[str, pl.DataFrame] = {}
