@@ -267,7 +267,7 @@ class ZoneWriter:
                     partition_values=partition,
                     modification_time=int(time.time() * 1000),
                     data_change=True,
-                    stats=_stats(data, [c for c in ("ts", self.spec.key) if c]),
+                    stats=_stats(data, ["ts", key]),
                 )
             )
             kept[path] = data.select("ts", key)
@@ -320,7 +320,10 @@ class ZoneWriter:
             near = remembered.filter(pl.col("ts").is_between(lo, hi))
             written.keys_read += near.height
             seen.append(near.select(pl.col(key)))
-        damaged = self._read_keys(unread, key, lo, hi, seen, written) if unread else []
+        damaged: list[DamagedFile] = []
+        if unread:  # (pyarrow is loaded only for these)
+            read, damaged = self._read_keys(unread, key, lo, hi, written)
+            seen += read
         if not seen:
             return frame, damaged
         existing = pl.concat(seen)[key]
@@ -332,14 +335,14 @@ class ZoneWriter:
         key: str,
         lo: datetime,
         hi: datetime,
-        seen: list[pl.DataFrame],
         written: Written,
-    ) -> list[DamagedFile]:
-        """Read the keys near [lo, hi] of the files ``actions`` name into ``seen``; set
-        aside (and return) those that do not read."""
+    ) -> tuple[list[pl.DataFrame], list[DamagedFile]]:
+        """The keys near [lo, hi] of the files ``actions`` name, and those files that do
+        not read, set aside."""
         import pyarrow as pa  # loaded by the first commit that reads files, not by start-up
 
         files = self.lake.filesystem()
+        seen: list[pl.DataFrame] = []
         damaged: list[DamagedFile] = []
         for action in actions:
             path = unquote(action["path"])
@@ -359,7 +362,7 @@ class ZoneWriter:
             seen.append(frame_of_keys.select(pl.col(key).cast(pl.String)))
         if damaged:
             self.table.repair(dry_run=False)  # drop the set-aside files from the table
-        return damaged
+        return seen, damaged
 
 
 def _by_partition(
