@@ -112,11 +112,73 @@ def test_a_pretty_printed_page_reads_like_a_compact_one():
     assert fast.pagination == decode_v2_page(body).pagination
 
 
-def test_records_that_are_not_objects_take_the_careful_route():
+def test_records_that_are_not_objects_are_rejected_records():
     with pytest.raises(Exception):  # noqa: B017 - the fast reader refuses; the batch falls back
         decode_v2_fast(b'{"data": [1, 2], "pagination": {}}')
+    good, rejects = normalize_v2(decode_v2_batch(b'{"data": [1, [2]], "pagination": {}}').frame, 1)
+    assert good.height == 0
+    assert rejects.select("line_number", "raw_line", "kind").rows() == [
+        (0, "1", "undecodable record"),
+        (1, "[2]", "undecodable record"),
+    ]
+    assert rejects["reason"][0] == "record does not decode: a record is a JSON int, not an object"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"<html>busy</html>", b'{"data": {"timestamp": "x"}}', b'{"data": [1,', b"[]"],
+)
+def test_a_body_that_is_no_page_is_malformed(body):
+    """Only the page as a whole can fail a request (and be fetched again)."""
     with pytest.raises(MalformedResponseError):
-        decode_v2_batch(b'{"data": [1, 2], "pagination": {}}')
+        decode_v2_batch(body)
+
+
+def _record(request_id: str, **fields: object) -> dict[str, object]:
+    return {"timestamp": "2026-11-20T10:15:02Z", "pullZoneId": 1, "requestId": request_id, **fields}
+
+
+def test_a_field_of_the_wrong_type_fails_its_record_not_its_page():
+    """A status code of "abc", a number wider than its column, a boolean: each record is
+    rejected with the field named and its text kept (the Authorization header removed);
+    the page's other records are stored."""
+    records = [
+        _record("r0000001", statusCode="abc", authorizationHeader="Bearer s3cret"),
+        _record("r0000002", asn=2**31),
+        _record("r0000003", bytesSent=True),
+        _record("r0000004", statusCode="200", asn=3320),
+        _record("r0000005", statusCode=200.0),
+    ]
+    body = msgspec.json.encode({"data": records, "pagination": {"offset": 40}})
+    batch = decode_v2_batch(body)
+    good, rejects = normalize_v2(batch.frame, 1, batch.pagination.offset)
+    assert good.select("request_id", "status_code", "asn").rows() == [
+        ("r0000004", 200, 3320),
+        ("r0000005", 200, None),
+    ]
+    assert rejects.select("line_number", "request_id", "kind").rows() == [
+        (40, "r0000001", "undecodable record"),
+        (41, "r0000002", "undecodable record"),
+        (42, "r0000003", "undecodable record"),
+    ]
+    reasons = rejects["reason"].to_list()
+    assert reasons[0].endswith("got `str` - at `$.statusCode`")
+    assert "2147483647" in reasons[1] and reasons[1].endswith("$.asn`")
+    assert reasons[2].endswith("got `bool` - at `$.bytesSent`")
+    assert not any("s3cret" in raw or "authorization" in raw for raw in rejects["raw_line"])
+    assert msgspec.json.decode(rejects["raw_line"][0]) == _record("r0000001", statusCode="abc")
+
+
+def test_a_text_field_given_another_json_value_keeps_its_text_on_both_routes():
+    """The fast reader keeps a number or boolean in a text field as its JSON text; so does
+    the careful route, which a wrong-typed integer elsewhere on the page sends it to."""
+    odd = _record("r0000001", countryCode=12, userAgent=True, referer=1.5)
+    fast = decode_v2_fast(msgspec.json.encode({"data": [odd], "pagination": {}})).frame
+    careful = decode_v2_batch(
+        msgspec.json.encode({"data": [odd, _record("r0000002", statusCode="x")], "pagination": {}})
+    ).frame
+    columns = ["countryCode", "userAgent", "referer"]
+    assert fast.select(columns).row(0) == careful.select(columns).row(0) == ("12", "true", "1.5")
 
 
 def test_timestamps_fast_path_and_fallback_agree():

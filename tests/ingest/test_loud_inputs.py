@@ -10,7 +10,7 @@ from datetime import timedelta
 import httpx
 
 from cdnlake.emulator import Faults
-from cdnlake.emulator.logging_routes import is_bad_record
+from cdnlake.emulator.logging_routes import bad_record_kind, is_bad_record
 from cdnlake.ingest.passes import Ingestor
 from cdnlake.ingest.v1_parser import LogStream, iter_parsed
 from cdnlake.warehouse.db import Warehouse
@@ -161,9 +161,15 @@ def test_every_v2_reject_is_kept_once_with_what_finds_it_again(tmp_path):
         )
         assert {r[0] for r in rows} >= bad
         assert len(rows) == len({r[0] for r in rows})  # each once
-        assert all(r[3] == "bad timestamp" and r[1].startswith("api:v2?from=") for r in rows)
+        assert all(r[1].startswith("api:v2?from=") for r in rows)
+        kinds = {r[0]: r[3] for r in rows}
+        assert {kinds[rid] for rid in bad} == {"bad timestamp", "undecodable record"}
+        for rid in bad:  # a status code of the wrong type fails its record, not its page
+            wrong_type = bad_record_kind(rid) == "wrong type"
+            assert kinds[rid] == ("undecodable record" if wrong_type else "bad timestamp")
         assert len({r[2] for r in rows}) > 100  # offsets in their query, not row numbers
-        assert not bad & set(lake_ids(tmp_path / "data", 1234))
+        stored = set(lake_ids(tmp_path / "data", 1234))
+        assert not bad & stored and truth - bad <= stored
     finally:
         emu.stop()
 

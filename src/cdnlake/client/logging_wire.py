@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
 import msgspec
 
@@ -31,13 +31,18 @@ MAX_SEARCH_TOKENS = 16
 MAX_SEARCH_TOKEN_LENGTH = 128
 
 
+# Integers as wide as the lake's columns (INTEGER, BIGINT): a wider one fails its record.
+Int32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
 class V2Record(msgspec.Struct, omit_defaults=True, gc=False):
     timestamp: str | None = None
-    pullZoneId: int | None = None
+    pullZoneId: Int64 | None = None
     requestId: str | None = None
     cacheStatus: str | None = None
-    statusCode: int | None = None
-    bytesSent: int | None = None
+    statusCode: Int32 | None = None
+    bytesSent: Int64 | None = None
     edgeLocation: str | None = None
     scheme: str | None = None
     host: str | None = None
@@ -47,10 +52,10 @@ class V2Record(msgspec.Struct, omit_defaults=True, gc=False):
     countryCode: str | None = None
     userAgent: str | None = None
     referer: str | None = None
-    bodyBytesSent: int | None = None
+    bodyBytesSent: Int64 | None = None
     contentRange: str | None = None
     ja4Fingerprint: str | None = None
-    asn: int | None = None
+    asn: Int32 | None = None
     asnOrganization: str | None = None
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cdnlake.emulator.http import HttpProblem, Request, Response, json_response, logging_error
-from cdnlake.emulator.traffic import HOUR_MS, Record
+from cdnlake.emulator.traffic import HOUR_MS, Record, WireRecord
 
 if TYPE_CHECKING:
     from cdnlake.emulator.state import Provider
@@ -137,9 +137,7 @@ def handle_v2(emu: Provider, req: Request, zone_id: int) -> Response:
     data = [r.wire for r in window if late is None or late(r)]
     if emu.faults.bad_record_rate:
         data = [
-            msgspec.structs.replace(w, timestamp="not-a-time")
-            if is_bad_record(w.requestId, emu.faults.bad_record_rate)
-            else w
+            spoiled(w) if is_bad_record(w.requestId, emu.faults.bad_record_rate) else w
             for w in data
         ]
     body = {
@@ -163,6 +161,18 @@ def handle_v2(emu: Provider, req: Request, zone_id: int) -> Response:
 def is_bad_record(request_id: str, rate: float) -> bool:
     """Whether the bad-record fault spoils this record (the same answer every time)."""
     return zlib.crc32(request_id.encode()) % 10_000 < rate * 10_000
+
+
+def bad_record_kind(request_id: str) -> str:
+    """How a spoiled record is spoiled: a timestamp that is no time, or a status code of
+    the wrong JSON type (the same answer every time)."""
+    return "bad timestamp" if zlib.crc32(request_id.encode()[::-1]) % 2 else "wrong type"
+
+
+def spoiled(record: WireRecord) -> WireRecord:
+    if bad_record_kind(record.requestId) == "bad timestamp":
+        return msgspec.structs.replace(record, timestamp="not-a-time")
+    return msgspec.structs.replace(record, statusCode="abc")
 
 
 def _late_filters(req: Request, tokens: list[str]) -> Callable[[Record], bool] | None:

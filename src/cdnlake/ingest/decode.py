@@ -3,18 +3,22 @@
 The client hands over a page's bytes; this module makes them a frame with the wire's
 column names. The fast route finds the records with msgspec and reads them with polars'
 native NDJSON reader and an explicit schema; a body it refuses takes msgspec's typed,
-lenient route, so that no page is lost to a decoder's mood.
+lenient route, so that no page is lost to a decoder's mood. Where that refuses the page
+too, it is read record by record: a record that does not decode (a field of the wrong
+type) is rejected with its fault, and only a body that is no page at all fails.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 import polars as pl
 
 from cdnlake.client.logging_wire import Pagination, V2Record, decode_v2_page
+from cdnlake.errors import MalformedResponseError
 
 
 @dataclass(frozen=True)
@@ -91,8 +95,84 @@ def decode_v2_batch(content: bytes) -> V2Batch:
     try:
         return decode_v2_fast(content)
     except Exception:  # any refusal of the fast reader: decode the careful way
+        return decode_v2_careful(content)
+
+
+def decode_v2_careful(content: bytes) -> V2Batch:
+    """The page by msgspec's typed decoder; when that refuses the page, record by record.
+
+    A record that does not decode (a status code of ``"abc"``, a number too wide for its
+    column, a record that is no object) becomes a row of NULLs carrying the fault
+    (:data:`FAULT`) and its text (:data:`RAW`, Authorization removed), which the
+    normaliser rejects; the page's other records are kept. A text field given another
+    JSON value keeps that value's JSON text, as the fast reader does. Only a body that
+    is no page at all (not JSON, ``data`` not an array) raises
+    :class:`MalformedResponseError`.
+    """
+    try:
         typed = decode_v2_page(content)
         return V2Batch(records_frame(typed.data), typed.pagination)
+    except MalformedResponseError:
+        pass
+    try:
+        page = _RAW_PAGE.decode(content)
+    except msgspec.DecodeError as exc:
+        raise MalformedResponseError(f"undecodable v2 page: {exc}") from None
+    records: list[V2Record] = []
+    faults: list[str | None] = []
+    raws: list[str | None] = []
+    for raw in page.data:
+        record, fault = _decode_record(raw)
+        records.append(record)
+        faults.append(fault)
+        raws.append(None if fault is None else _redacted_text(raw))
+    frame = records_frame(records).with_columns(
+        pl.Series(FAULT, faults, pl.String), pl.Series(RAW, raws, pl.String)
+    )
+    return V2Batch(frame, page.pagination)
+
+
+# Columns a frame carries when some of its records did not decode: why, and their text.
+FAULT = "_fault"
+RAW = "_raw"
+AUTHORIZATION = "authorizationHeader"
+_RECORD = msgspec.json.Decoder(V2Record, strict=False)
+_TEXT_FIELDS = {name for name, kind in V2_WIRE_SCHEMA.items() if kind == pl.String()}
+
+
+def _decode_record(raw: msgspec.Raw) -> tuple[V2Record, str | None]:
+    """One record, or an empty one (its request id at most) and why it does not decode."""
+    try:
+        return _RECORD.decode(raw), None
+    except msgspec.DecodeError:
+        pass
+    value = msgspec.json.decode(raw)  # JSON already: the page parsed
+    if not isinstance(value, dict):
+        return V2Record(), f"a record is a JSON {type(value).__name__}, not an object"
+    fields = {
+        name: msgspec.json.encode(item).decode()
+        if name in _TEXT_FIELDS and item is not None and not isinstance(item, str)
+        else item
+        for name, item in value.items()
+    }
+    try:
+        return msgspec.convert(fields, V2Record, strict=False), None
+    except msgspec.ValidationError as exc:
+        request_id = value.get("requestId")  # what finds the record again, where it has one
+        return V2Record(requestId=request_id if isinstance(request_id, str) else None), str(exc)
+
+
+def _redacted_text(raw: msgspec.Raw) -> str:
+    """A record's text without the end user's Authorization header, at any depth."""
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: scrub(v) for k, v in value.items() if k != AUTHORIZATION}
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        return value
+
+    return msgspec.json.encode(scrub(msgspec.json.decode(raw))).decode()
 
 
 _V2_FIELDS = list(V2Record.__struct_fields__)

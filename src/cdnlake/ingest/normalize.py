@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import polars as pl
 
 from cdnlake.client.logging_wire import V2Record
+from cdnlake.ingest.decode import FAULT, RAW, records_frame
 from cdnlake.ingest.decode import V2_WIRE_SCHEMA as V2_SCHEMA
-from cdnlake.ingest.decode import records_frame
 
 URL_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]*://"
 # What with_url_parts computes, as one pattern: scheme, host, and path (empty or from "/").
@@ -147,7 +147,12 @@ def normalize_v2(
     A rejected record's ``line_number`` is its offset in the query (``offset`` is the
     page's), so that the query that returned it finds it again.
     """
-    raw = wire.select(list(V2_SCHEMA))
+    if FAULT in wire.columns:  # records that did not decode: NULL rows, their fault and text
+        raw = wire.select(*V2_SCHEMA, FAULT, RAW)
+    else:
+        raw = wire.select(list(V2_SCHEMA)).with_columns(
+            pl.lit(None, pl.String).alias(FAULT), pl.lit(None, pl.String).alias(RAW)
+        )
     if raw.select(pl.any_horizontal(pl.col("scheme", "host", "path").is_null().any())).item():
         plan = with_url_parts(raw).lazy()
     else:
@@ -155,11 +160,14 @@ def normalize_v2(
             pl.lit(None, pl.String).alias(c) for c in ("_scheme", "_host", "_path")
         )
     plan = plan.with_columns(parse_timestamps(raw["timestamp"]))
+    undecodable = pl.col(FAULT).is_not_null()
     no_id = pl.col("requestId").is_null() | (pl.col("requestId") == "")
     bad_ts = pl.col("ts").is_null()
     other_zone = pl.col("pullZoneId").is_not_null() & (pl.col("pullZoneId") != zone_id)
     reason = (
-        pl.when(no_id)
+        pl.when(undecodable)
+        .then(pl.format("record does not decode: {}", pl.col(FAULT)))
+        .when(no_id)
         .then(pl.lit("missing requestId"))
         .when(bad_ts)
         .then(pl.format("bad timestamp {}", pl.col("timestamp").fill_null("null")))
@@ -168,7 +176,9 @@ def normalize_v2(
         .otherwise(None)
     )
     kind = (
-        pl.when(no_id)
+        pl.when(undecodable)
+        .then(pl.lit("undecodable record"))
+        .when(no_id)
         .then(pl.lit("missing request id"))
         .when(bad_ts)
         .then(pl.lit("bad timestamp"))
@@ -176,14 +186,14 @@ def normalize_v2(
         .then(pl.lit("other pull zone"))
     )
     frame = plan.collect()
-    if not frame.select((no_id | bad_ts | other_zone).any()).item():  # the usual page
+    if not frame.select((undecodable | no_id | bad_ts | other_zone).any()).item():  # usual
         return frame.select(_v2_lake_columns()), pl.DataFrame(schema=REJECT_SCHEMA)
     frame = frame.with_columns(reason.alias("_reason"), kind.alias("_kind")).with_row_index("_row")
     good = frame.filter(pl.col("_reason").is_null()).select(_v2_lake_columns())
     rejects = frame.filter(pl.col("_reason").is_not_null()).select(
         (pl.col("_row").cast(pl.Int64) + offset).alias("line_number"),
         pl.col("_reason").alias("reason"),
-        pl.struct(list(V2_SCHEMA)).struct.json_encode().alias("raw_line"),
+        pl.coalesce(RAW, pl.struct(list(V2_SCHEMA)).struct.json_encode()).alias("raw_line"),
         pl.col("_kind").alias("kind"),
         pl.when(no_id).then(None).otherwise(pl.col("requestId")).alias("request_id"),
     )
