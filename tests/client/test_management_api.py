@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, timedelta
 
+import msgspec
 import pytest
 
 from cdnlake.client import ApiClient, CdnApi
@@ -16,7 +17,12 @@ from cdnlake.client.error_bodies import (
     ProblemDetails,
     StatusCodeResult,
 )
-from cdnlake.client.shield import ReviewActionType, UpdateReviewTriggeredRuleRequest
+from cdnlake.client.shield import (
+    ReviewActionType,
+    ShieldEventLogPage,
+    UpdateReviewTriggeredRuleRequest,
+    decode_events,
+)
 from cdnlake.config import ApiConfig, Secret
 from cdnlake.errors import (
     ApiError,
@@ -134,7 +140,8 @@ def test_event_logs_walk_every_token(emu):
     day = (NOW - timedelta(days=1)).date()
     pages = list(cdn(emu).shield.iter_event_logs(5001, day))
     assert len(pages) >= 3
-    logs = [log for page in pages for log in page.logs]
+    logs = [log for page in pages for log in decode_events(page)[0]]
+    assert all(not decode_events(page)[1] for page in pages)
     assert len(logs) == len({log.logId for log in logs}) == emu.management.fx.events_per_day
     assert set(logs[0].labels) == {
         "asn",
@@ -148,12 +155,27 @@ def test_event_logs_walk_every_token(emu):
     }
     # The first page is asked for without a token; the last page's token is "".
     same = cdn(emu).shield.event_logs(5001, day.strftime("%m-%d-%Y"))
-    assert [log.logId for log in same.logs] == [log.logId for log in pages[0].logs]
+    assert decode_events(same) == decode_events(pages[0])
     assert pages[-1].continuationToken == "" and not pages[-1].hasMoreData
     for made_up in ("not-a-token", "0"):
         with pytest.raises(ApiError) as info:
             cdn(emu).shield.event_logs(5001, day, made_up)
         assert isinstance(info.value.details, ProblemDetails)
+
+
+def test_an_event_that_does_not_decode_costs_itself_not_its_page():
+    body = (
+        b'{"logs": [{"logId": "a", "timestamp": 1763596800000, "labels": {"asn": "3320"}},'
+        b' {"logId": "b", "timestamp": "noon"}, {"timestamp": 1}, 7,'
+        b' {"logId": "e", "timestamp": -5}], "hasMoreData": false}'
+    )
+    page = msgspec.json.decode(body, type=ShieldEventLogPage)
+    events, bad = decode_events(page)
+    assert [e.logId for e in events] == ["a"] and events[0].labels == {"asn": "3320"}
+    assert [(b.index, b.log_id) for b in bad] == [(1, "b"), (2, None), (3, None), (4, "e")]
+    assert bad[0].reason == "Expected `int`, got `str` - at `$.timestamp`"
+    assert bad[0].text == '{"logId": "b", "timestamp": "noon"}'
+    assert "logId" in bad[1].reason and bad[2].text == "7"
 
 
 def test_event_logs_of_a_day_without_events_are_null_and_empty(emu):

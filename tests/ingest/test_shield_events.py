@@ -6,6 +6,8 @@ from datetime import timedelta
 
 from cdnlake.client import ShieldApi
 from cdnlake.config import build_config
+from cdnlake.emulator import Faults
+from cdnlake.emulator.logging_routes import is_bad_record
 from cdnlake.ingest.passes import ingest_shield_zone
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import KEY, lake_frame, make_client, start_emulator
@@ -74,5 +76,40 @@ def test_unknown_shield_zone_fails_alone(tmp_path):
             config, ShieldApi(make_client(config)), ShieldZoneConfig(4040), clock=emu.clock.now
         )
         assert result.outcome == "failed" and "NotFound" in result.error
+    finally:
+        emu.stop()
+
+
+def test_an_event_that_does_not_decode_is_rejected_once_and_its_day_goes_on(tmp_path):
+    """A spoiled event (a timestamp that is text) is kept in rejected_lines by its logId,
+    once across passes; the other events of its page are stored and the pass is ok."""
+    emu = start_emulator("1234", faults=Faults(bad_record_rate=0.05))
+    try:
+        config = shield_config(tmp_path, emu)
+        shield = ShieldApi(make_client(config))
+        zone = config.shield_zones[0]
+        for _ in range(2):
+            result = ingest_shield_zone(config, shield, zone, clock=emu.clock.now)
+            assert result.ok, result.error
+        expected = set()
+        for back in range(3):
+            day = (emu.clock.now() - timedelta(days=back)).replace(
+                hour=0, minute=0, second=0, microsecond=0
+            )
+            expected |= {e["logId"] for e in emu.management.day_events(5001, day)}
+        bad = {log_id for log_id in expected if is_bad_record(log_id, 0.05)}
+        assert bad and set(lake_events(config)) == expected - bad
+        with Warehouse(config.storage).connect() as con:
+            rows = con.execute(
+                "SELECT request_id, kind, reason, source FROM rejected_lines"
+            ).fetchall()
+        assert sorted(r[0] for r in rows) == sorted(bad)  # each once, after two passes
+        assert {r[1:] for r in rows} == {
+            (
+                "undecodable event",
+                "event does not decode: Expected `int`, got `str` - at `$.timestamp`",
+                "shield",
+            )
+        }
     finally:
         emu.stop()

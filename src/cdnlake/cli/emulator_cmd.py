@@ -103,8 +103,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--bad-record-rate",
         type=_share,
         default=0.0,
-        help="v2 records served spoiled: a timestamp that is no time or a status code "
-        "of the wrong type (always the same ones)",
+        help="v2 records served spoiled (a timestamp that is no time or a status code "
+        "of the wrong type) and shield events (a timestamp that is text), always the same ones",
     )
     faults.add_argument("--fault-seed", type=int, default=0, help="seed of the fault dice")
 

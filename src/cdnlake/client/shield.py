@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import date, datetime
 from enum import IntEnum
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -128,13 +129,15 @@ class EventLabels(Model):
 
 class EventLog(Model):
     logId: str
-    timestamp: int
+    timestamp: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]  # epoch seconds or ms
     log: str | None = None
     labels: dict[str, Any] = {}
 
 
 class ShieldEventLogPage(Model):
-    logs: list[EventLog] | None = None
+    # Each event as the provider sent it; decode_events() types them one by one, so that
+    # an event that does not fit costs itself, not its page.
+    logs: list[msgspec.Raw] | None = None
     hasMoreData: bool = False
     continuationToken: str | None = None
     startToken: str | None = None
@@ -167,6 +170,35 @@ class WafEnum(Model):
 
 class WafEnumMappings(Model):
     data: list[WafEnum] = []
+
+
+@dataclass(frozen=True)
+class BadEvent:
+    """An event of a page that does not decode: where it was, why, and its text."""
+
+    index: int
+    reason: str
+    text: str
+    log_id: str | None
+
+
+_EVENT = msgspec.json.Decoder(EventLog, strict=False)
+
+
+def decode_events(page: ShieldEventLogPage) -> tuple[list[EventLog], list[BadEvent]]:
+    """A page's events, typed, and those that are not events (a missing ``logId``, a
+    ``timestamp`` of the wrong type), each with msgspec's reason naming the field."""
+    events: list[EventLog] = []
+    bad: list[BadEvent] = []
+    for index, raw in enumerate(page.logs or []):
+        try:
+            events.append(_EVENT.decode(raw))
+        except msgspec.DecodeError as exc:
+            value = msgspec.json.decode(raw)
+            log_id = value.get("logId") if isinstance(value, dict) else None
+            text = bytes(raw).decode()
+            bad.append(BadEvent(index, str(exc), text, log_id if isinstance(log_id, str) else None))
+    return events, bad
 
 
 def event_log_date(value: date | str) -> str:

@@ -19,6 +19,7 @@ from cdnlake.emulator.area import (
     status_only,
 )
 from cdnlake.emulator.http import Request, Response, json_response
+from cdnlake.emulator.logging_routes import is_bad_record
 
 EVENT_PAGE_SIZE = 10
 
@@ -226,6 +227,12 @@ class ShieldRoutes(AreaBase):
         offset = int(token.removeprefix("next-"), 16) if token else 0
         events = self.day_events(zone, day)
         page = events[offset : offset + EVENT_PAGE_SIZE]
+        rate = self.emulator.faults.bad_record_rate
+        if rate:  # spoiled events: a timestamp of the wrong type (always the same ones)
+            page = [
+                {**e, "timestamp": "not-a-time"} if is_bad_record(e["logId"], rate) else e
+                for e in page
+            ]
         more = offset + EVENT_PAGE_SIZE < len(events)
         return json_response(
             200,

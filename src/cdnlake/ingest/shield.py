@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 
 import polars as pl
 
-from cdnlake.client.shield import EventLog, ShieldApi
+from cdnlake.client.shield import BadEvent, EventLog, ShieldApi, decode_events
+from cdnlake.ingest.normalize import REJECT_SCHEMA
 from cdnlake.ingest.runner import Chunk, PassContext
 from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, day_start, to_ms
 from cdnlake.lake.schema import SHIELD_EVENTS, SHIELD_SCHEMA, conform, polars_schema
@@ -48,6 +50,21 @@ def events_frame(logs: list[EventLog]) -> pl.DataFrame:
     return conform(frame, SHIELD_SCHEMA)
 
 
+def rejects_frame(bad: list[BadEvent]) -> pl.DataFrame:
+    """Events that do not decode as rejected rows: ``line_number`` is the event's place
+    in its day's event log (from 0), ``request_id`` its ``logId`` where it has one."""
+    return pl.DataFrame(
+        {
+            "line_number": [b.index for b in bad],
+            "reason": [f"event does not decode: {b.reason}" for b in bad],
+            "raw_line": [b.text for b in bad],
+            "kind": ["undecodable event"] * len(bad),
+            "request_id": [b.log_id for b in bad],
+        },
+        schema=REJECT_SCHEMA,
+    )
+
+
 class ShieldSource:
     """A shield zone's WAF event logs, by UTC day, each ``logId`` once.
 
@@ -76,10 +93,16 @@ class ShieldSource:
             ctx.check_stop()
             closed = now >= day_start(day) + timedelta(days=1) + CLOSE_AFTER
             logs: list[EventLog] = []
+            bad: list[BadEvent] = []
             for page in self.shield.iter_event_logs(ctx.zone_id, day):
                 ctx.check_stop()
                 result.pages += 1
-                logs.extend(page.logs or [])
+                events, faults = decode_events(page)
+                before = len(logs) + len(bad)  # the events of the day's earlier pages
+                bad += [replace(fault, index=before + fault.index) for fault in faults]
+                logs += events
+            if bad:
+                ctx.store_rejects(rejects_frame(bad), "shield", f"api:shield:{day.isoformat()}")
             frame = (
                 events_frame(logs) if logs else pl.DataFrame(schema=polars_schema(SHIELD_SCHEMA))
             )

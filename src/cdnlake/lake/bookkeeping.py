@@ -3,7 +3,7 @@
 Runs and gaps are appended (one small commit per pass; ``maintain`` compacts them).
 Rejected lines are merged on ``record_key`` so that a record read again (an overlapping
 v2 window, a closed v1 day read once more) is kept once: a v2 record by its request id, a
-line of a file by the file and its line number.
+shield event by its log id, a line of a file by the file and its line number.
 """
 
 from __future__ import annotations
@@ -74,9 +74,9 @@ class Bookkeeping:
         """Keep each rejected line or record once (see the module docstring)."""
         if rejects.height == 0:
             return
-        if source == "v2":
+        if source in ("v2", "shield"):  # a record of the API: by its id (logId for shield)
             key = pl.concat_str(
-                pl.lit("v2:"),
+                pl.lit(f"{source}:"),
                 pl.coalesce(
                     pl.col("request_id"),
                     pl.lit("md5:") + pl.col("raw_line").map_elements(_md5, return_dtype=pl.String),
