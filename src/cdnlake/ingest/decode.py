@@ -126,9 +126,11 @@ def decode_v2_careful(content: bytes) -> V2Batch:
         records.append(record)
         faults.append(fault)
         raws.append(None if fault is None else _redacted_text(raw))
-    frame = records_frame(records).with_columns(
-        pl.Series(FAULT, faults, pl.String), pl.Series(RAW, raws, pl.String)
-    )
+    frame = records_frame(records)
+    if any(fault is not None for fault in faults):
+        frame = frame.with_columns(
+            pl.Series(FAULT, faults, pl.String), pl.Series(RAW, raws, pl.String)
+        )
     return V2Batch(frame, page.pagination)
 
 
