@@ -244,7 +244,7 @@ def bench_decode(records: int) -> Figure:
         good.to_arrow()
 
     def plain_msgspec() -> None:
-        good, _ = normalize_v2(records_frame(decode_v2_page(body).data), 1234)
+        good, _ = normalize_v2(records_frame(decode_v2_page(body).records), 1234)
         good.to_arrow()
 
     mine, reference = in_turns(lambda: timed(ours), lambda: timed(plain_msgspec), 9, min)

@@ -58,7 +58,7 @@ def test_wrong_key_is_forbidden_and_never_echoed(emu):
 def test_bearer_token_is_accepted(emu):
     api = ApiConfig(logging_url=emu.url, bearer_token=Secret(KEY))
     page = LoggingClient(ApiClient(api, retry=FAST_RETRY)).query_v2(1234, recent(emu))
-    assert page.pagination.returned == len(page.data) > 0
+    assert page.pagination.returned == len(page.records) > 0
 
 
 def test_suspended_zone_is_forbidden(emu):

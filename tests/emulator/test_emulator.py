@@ -38,7 +38,7 @@ def test_v1_and_v2_of_the_same_day_hold_the_same_request_ids(emu, tmp_path):
         for p in lc.iter_v2_pages(
             1234, V2Query(from_=start, to=start + timedelta(days=1), limit=10_000, order="asc")
         )
-        for r in p.data
+        for r in p.records
     }
     dest = tmp_path / "day.log"
     lc.download_v1(1234, day, dest)

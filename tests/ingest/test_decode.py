@@ -76,6 +76,9 @@ def test_unexpected_types_and_extra_fields_take_the_lenient_route():
 def test_empty_page_and_bad_records():
     empty = decode_v2_batch(b'{"data": [], "pagination": {"hasMore": true}}')
     assert empty.frame.height == 0 and empty.pagination.hasMore
+    for route in (decode_v2_fast, decode_v2_careful):  # null, as the provider's lists may be
+        none = route(b'{"data": null, "pagination": {"hasMore": false}}')
+        assert none.frame.height == 0 and none.frame.schema == empty.frame.schema
     body = (
         b'{"data": [{"timestamp": "yesterday", "requestId": "r1234567"},'
         b' {"timestamp": "2026-11-20T10:15:02.5+01:00", "requestId": "r7654321"},'
@@ -95,7 +98,7 @@ def test_empty_page_and_bad_records():
 
 
 def _typed_frame(body: bytes) -> pl.DataFrame:
-    return records_frame(decode_v2_page(body).data)
+    return records_frame(decode_v2_page(body).records)
 
 
 def test_strings_full_of_json_syntax_read_as_they_are():

@@ -67,9 +67,14 @@ class Pagination(msgspec.Struct, gc=False):
 
 
 class V2Page(msgspec.Struct):
-    data: list[V2Record] = []
+    # null reads as no records, as the provider's other APIs send their empty lists
+    data: list[V2Record] | None = None
     pagination: Pagination = msgspec.field(default_factory=Pagination)
     query: dict[str, Any] | None = None
+
+    @property
+    def records(self) -> list[V2Record]:
+        return self.data or []
 
 
 _PAGE_DECODER = msgspec.json.Decoder(V2Page, strict=False)

@@ -59,7 +59,7 @@ class _RawPage(msgspec.Struct):
     """A page whose records stay the bytes they are (``msgspec.Raw``): their bounds found
     by a real JSON parser, nothing in them decoded yet."""
 
-    data: list[msgspec.Raw] = []
+    data: list[msgspec.Raw] | None = None  # null: no records, as for V2Page
     pagination: Pagination = msgspec.field(default_factory=Pagination)
 
 
@@ -111,7 +111,7 @@ def decode_v2_careful(content: bytes) -> V2Batch:
     """
     try:
         typed = decode_v2_page(content)
-        return V2Batch(records_frame(typed.data), typed.pagination)
+        return V2Batch(records_frame(typed.records), typed.pagination)
     except MalformedResponseError:
         pass
     try:
@@ -121,7 +121,7 @@ def decode_v2_careful(content: bytes) -> V2Batch:
     records: list[V2Record] = []
     faults: list[str | None] = []
     raws: list[str | None] = []
-    for raw in page.data:
+    for raw in page.data or []:
         record, fault = _decode_record(raw)
         records.append(record)
         faults.append(fault)
