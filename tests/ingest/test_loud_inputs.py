@@ -10,7 +10,8 @@ from datetime import timedelta
 import httpx
 
 from cdnlake.emulator import Faults
-from cdnlake.emulator.logging_routes import bad_record_kind, is_bad_record
+from cdnlake.emulator.logging_routes import bad_record_kind
+from cdnlake.emulator.state import is_bad_record
 from cdnlake.ingest.passes import Ingestor
 from cdnlake.ingest.v1_parser import LogStream, iter_parsed
 from cdnlake.warehouse.db import Warehouse

@@ -7,7 +7,7 @@ from datetime import timedelta
 from cdnlake.client import ShieldApi
 from cdnlake.config import build_config
 from cdnlake.emulator import Faults
-from cdnlake.emulator.logging_routes import is_bad_record
+from cdnlake.emulator.state import is_bad_record
 from cdnlake.ingest.passes import ingest_shield_zone
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import KEY, lake_frame, make_client, start_emulator

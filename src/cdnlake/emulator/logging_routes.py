@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cdnlake.emulator.http import HttpProblem, Request, Response, json_response, logging_error
+from cdnlake.emulator.state import is_bad_record
 from cdnlake.emulator.traffic import HOUR_MS, Record, WireRecord
 
 if TYPE_CHECKING:
@@ -156,11 +157,6 @@ def handle_v2(emu: Provider, req: Request, zone_id: int) -> Response:
         },
     }
     return json_response(200, body, gzip_ok=True)
-
-
-def is_bad_record(request_id: str, rate: float) -> bool:
-    """Whether the bad-record fault spoils this record (the same answer every time)."""
-    return zlib.crc32(request_id.encode()) % 10_000 < rate * 10_000
 
 
 def bad_record_kind(request_id: str) -> str:

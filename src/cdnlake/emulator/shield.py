@@ -19,7 +19,7 @@ from cdnlake.emulator.area import (
     status_only,
 )
 from cdnlake.emulator.http import Request, Response, json_response
-from cdnlake.emulator.logging_routes import is_bad_record
+from cdnlake.emulator.state import is_bad_record
 
 EVENT_PAGE_SIZE = 10
 

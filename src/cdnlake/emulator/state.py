@@ -6,6 +6,7 @@ import math
 import random
 import threading
 import time
+import zlib
 from collections import deque
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -63,8 +64,8 @@ class Faults:
     drop_rate: float = 0.0  # connection closed without an answer
     truncate_rate: float = 0.0  # body cut off half way
     malformed_rate: float = 0.0  # 200 with a body that is not JSON (v2)
-    # v2 records served with a timestamp that is no time: always the same records (chosen by
-    # request id), as a provider bug would be, so a reject can be counted once.
+    # v2 records and shield events served spoiled (see is_bad_record): always the same ones
+    # (chosen by their id), as a provider bug would be, so a reject can be counted once.
     bad_record_rate: float = 0.0
     seed: int = 0
     _rng: random.Random = field(default_factory=random.Random, repr=False)
@@ -105,6 +106,11 @@ class Faults:
     def choice(self, options: list[str]) -> str:
         with self._lock:
             return self._rng.choice(options)
+
+
+def is_bad_record(record_id: str, rate: float) -> bool:
+    """Whether the bad-record fault spoils this record or event (the same answer every time)."""
+    return zlib.crc32(record_id.encode()) % 10_000 < rate * 10_000
 
 
 class ZoneRateLimiter:

@@ -122,10 +122,10 @@ def decode_v2_careful(content: bytes) -> V2Batch:
     faults: list[str | None] = []
     raws: list[str | None] = []
     for raw in page.data or []:
-        record, fault = _decode_record(raw)
+        record, fault, text = _decode_record(raw)
         records.append(record)
         faults.append(fault)
-        raws.append(None if fault is None else _redacted_text(raw))
+        raws.append(text)
     frame = records_frame(records)
     if any(fault is not None for fault in faults):
         frame = frame.with_columns(
@@ -142,15 +142,17 @@ _RECORD = msgspec.json.Decoder(V2Record, strict=False)
 _TEXT_FIELDS = {name for name, kind in V2_WIRE_SCHEMA.items() if kind == pl.String()}
 
 
-def _decode_record(raw: msgspec.Raw) -> tuple[V2Record, str | None]:
-    """One record, or an empty one (its request id at most) and why it does not decode."""
+def _decode_record(raw: msgspec.Raw) -> tuple[V2Record, str | None, str | None]:
+    """One record, or an empty one (its request id at most), why it does not decode, and
+    its text without Authorization."""
     try:
-        return _RECORD.decode(raw), None
+        return _RECORD.decode(raw), None, None
     except msgspec.DecodeError:
         pass
     value = msgspec.json.decode(raw)  # JSON already: the page parsed
     if not isinstance(value, dict):
-        return V2Record(), f"a record is a JSON {type(value).__name__}, not an object"
+        fault = f"a record is a JSON {type(value).__name__}, not an object"
+        return V2Record(), fault, _redacted_text(value)
     fields = {
         name: msgspec.json.encode(item).decode()
         if name in _TEXT_FIELDS and item is not None and not isinstance(item, str)
@@ -158,23 +160,24 @@ def _decode_record(raw: msgspec.Raw) -> tuple[V2Record, str | None]:
         for name, item in value.items()
     }
     try:
-        return msgspec.convert(fields, V2Record, strict=False), None
+        return msgspec.convert(fields, V2Record, strict=False), None, None
     except msgspec.ValidationError as exc:
         request_id = value.get("requestId")  # what finds the record again, where it has one
-        return V2Record(requestId=request_id if isinstance(request_id, str) else None), str(exc)
+        record = V2Record(requestId=request_id if isinstance(request_id, str) else None)
+        return record, str(exc), _redacted_text(value)
 
 
-def _redacted_text(raw: msgspec.Raw) -> str:
-    """A record's text without the end user's Authorization header, at any depth."""
+def _redacted_text(value: Any) -> str:
+    """A decoded record as text without the end user's Authorization header, at any depth."""
 
-    def scrub(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: scrub(v) for k, v in value.items() if k != AUTHORIZATION}
-        if isinstance(value, list):
-            return [scrub(v) for v in value]
-        return value
+    def scrub(item: Any) -> Any:
+        if isinstance(item, dict):
+            return {k: scrub(v) for k, v in item.items() if k != AUTHORIZATION}
+        if isinstance(item, list):
+            return [scrub(v) for v in item]
+        return item
 
-    return msgspec.json.encode(scrub(msgspec.json.decode(raw))).decode()
+    return msgspec.json.encode(scrub(value)).decode()
 
 
 _V2_FIELDS = list(V2Record.__struct_fields__)
