@@ -187,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="read every data file (default: those the provider could still serve again)",
     )
+    p.add_argument(
+        "--restore",
+        action="store_true",
+        help="only put back the files set aside in <lake>/_quarantine that decode, less the "
+        "rows the table holds already (of --zone's zones, if given); exit 1 if one stays",
+    )
 
     p = _command(
         sub,
