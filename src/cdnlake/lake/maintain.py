@@ -5,10 +5,12 @@ per zone and table). ``maintain`` rewrites each partition's small files into few
 ones: a day of ``requests`` or ``shield_events`` sorted by ``ts`` in row groups of
 ``ROW_GROUP_ROWS`` (as every commit writes them), so that the row groups' statistics let
 a pass's deduplication, and any query on a time range, read only the rows of its
-minutes. It then writes a checkpoint (so opening a table reads one file, not every commit since
-the first), vacuums data files that no version within the retention period needs, and
-drops log files older than Delta's log retention. Application transactions (the zones'
-watermarks and cursors) live in the log and its checkpoints and are kept.
+minutes; a key found twice in a partition it rewrites is reported and kept once
+(deduplication's assumption, checked). It then writes a checkpoint (so opening a table
+reads one file, not every commit since the first), vacuums data files that no version
+within the retention period needs, and drops log files older than Delta's log retention.
+Application transactions (the zones' watermarks and cursors) live in the log and its
+checkpoints and are kept.
 """
 
 from __future__ import annotations
@@ -91,8 +93,11 @@ def maintain(
     """Check, compact the zones' partitions (all without ``zones``), checkpoint, vacuum.
 
     The check reads every data file that the provider could still serve again (all of
-    them with ``check_all``): one that does not read is set aside and its span read
-    again by the next pass, or recorded in ``ingest_gaps`` when it is past retention.
+    them with ``check_all``): one that does not decode is set aside and its span read
+    again by the next pass, or recorded in ``ingest_gaps`` when it is past retention. A
+    store that keeps failing (5xx, throttling, timeouts) stops it with
+    :class:`~cdnlake.errors.StorageUnavailableError`, nothing set aside. Each partition
+    it compacts is checked for repeated keys, which are removed (``TableReport.repeats``).
     """
     now = now or datetime.now(UTC)
     report = MaintainReport()
