@@ -9,22 +9,30 @@ Each request is forwarded, or answered by a fault the test chose:
 - ``write_lost``: that share of writes is applied by the store, then the connection is
   closed before the answer: the client cannot know whether it happened;
 - ``slow``: that share of requests is answered after ``slow_seconds``;
-- ``refuse``: every request it matches (method, path) is answered ``503 SlowDown``,
+- ``refuse="data-file-reads"``: every read of a data file is answered ``503 SlowDown``,
   as a throttled prefix is (see :func:`data_file_reads`);
 - :meth:`FaultProxy.burst`: every request is refused for a while.
 
-Faults are drawn from a seeded generator, and counted by kind in :attr:`FaultProxy.faults`.
+Faults are drawn from a seeded generator, and counted by kind (:meth:`FaultProxy.faults`).
+The proxy runs in a process of its own: some delta-rs calls (``repair``) hold the GIL
+while they wait for the store, which a proxy thread of the same process could never answer.
+The test drives it through ``/_faultproxy`` (a name no bucket can have).
 """
 
 from __future__ import annotations
 
+import argparse
 import http.client
+import json
+import os
 import random
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import urlsplit
 
 SLOW_DOWN = (
@@ -34,6 +42,8 @@ SLOW_DOWN = (
 READS = frozenset({"GET", "HEAD"})
 # Hop-by-hop headers are the proxy's own business, never forwarded.
 HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te"})
+CONTROL = "/_faultproxy"
+SETTINGS = ("read_503", "write_503", "write_lost", "slow", "slow_seconds", "refuse")
 
 
 def data_file_reads(method: str, path: str) -> bool:
@@ -42,6 +52,52 @@ def data_file_reads(method: str, path: str) -> bool:
 
 
 class FaultProxy:
+    """The test's handle on a proxy process in front of ``upstream``."""
+
+    def __init__(self, upstream: str, *, seed: int = 0) -> None:
+        from tests.conftest import REPO, free_port, wait_listening
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [sys.executable, "-m", "tests.reliability.faultproxy", upstream]
+        self.proc = subprocess.Popen([*command, str(self.port), str(seed)], cwd=REPO)
+        wait_listening(self.proc, self.port, "faultproxy")
+
+    def _control(self, method: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            connection.request(method, CONTROL, body=json.dumps(body or {}).encode())
+            answer: dict[str, Any] = json.loads(connection.getresponse().read())
+            return answer
+        finally:
+            connection.close()
+
+    def configure(self, **settings: Any) -> None:
+        """Set fault rates and modes (``read_503=0.03``, ``refuse="data-file-reads"``...)."""
+        unknown = set(settings) - set(SETTINGS)
+        assert not unknown, unknown
+        self._control("POST", settings)
+
+    def burst(self, seconds: float) -> None:
+        """Refuse every request from now on for ``seconds``."""
+        self._control("POST", {"burst": seconds})
+
+    def calm(self) -> None:
+        """No more faults of any kind."""
+        self._control("POST", {"calm": True})
+
+    def faults(self) -> Counter[str]:
+        """Faults injected so far, by kind."""
+        return Counter(self._control("GET"))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+class Road:
+    """The proxy's own state, in its process: what to do to each request."""
+
     def __init__(self, upstream: str, *, seed: int = 0) -> None:
         target = urlsplit(upstream)
         self.upstream = (target.hostname or "127.0.0.1", target.port or 80)
@@ -51,23 +107,19 @@ class FaultProxy:
         self.write_lost = 0.0
         self.slow = 0.0
         self.slow_seconds = 1.0
-        self.refuse: Callable[[str, str], bool] | None = None
+        self.refuse: str | None = None  # "data-file-reads"
         self.faults: Counter[str] = Counter()
         self.forwarded = 0
         self._burst_until = 0.0
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def start(self) -> FaultProxy:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    def control(self, settings: dict[str, Any]) -> None:
+        if settings.pop("calm", False):
+            self.calm()
+        if "burst" in settings:
+            self.burst(float(settings.pop("burst")))
+        for name, value in settings.items():
+            setattr(self, name, value)
 
     def burst(self, seconds: float) -> None:
         """Refuse every request from now on for ``seconds``."""
@@ -86,7 +138,7 @@ class FaultProxy:
             slow = self.random.random() < self.slow
         if time.monotonic() < self._burst_until:
             fault = "burst"
-        elif self.refuse is not None and self.refuse(method, path):
+        elif self.refuse == "data-file-reads" and data_file_reads(method, path):
             fault = "refused"
         elif method in READS:
             fault = "read_503" if draw < self.read_503 else None
@@ -104,7 +156,7 @@ class FaultProxy:
         return fault
 
 
-def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
+def _handler(proxy: Road) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -141,6 +193,15 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
 
         def _forward(self) -> None:
             body = self._body()
+            if self.path == CONTROL:
+                if self.command == "POST":
+                    proxy.control(json.loads(body or b"{}"))
+                answer = json.dumps(dict(proxy.faults)).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+                return
             fault = proxy.decide(self.command, self.path)
             if fault in ("burst", "refused", "read_503", "write_503"):
                 self._refuse()
@@ -174,3 +235,28 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
         do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _handle
 
     return Handler
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="a fault-injecting proxy in front of S3")
+    parser.add_argument("upstream")
+    parser.add_argument("port", type=int)
+    parser.add_argument("seed", type=int)
+    args = parser.parse_args()
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", args.port), _handler(Road(args.upstream, seed=args.seed))
+    )
+    server.daemon_threads = True
+    parent = os.getppid()
+
+    def orphaned() -> None:  # the test process died without stopping it
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(0)
+
+    threading.Thread(target=orphaned, daemon=True).start()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

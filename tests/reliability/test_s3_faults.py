@@ -24,12 +24,12 @@ from tests.conftest import (
     truth_ids,
     write_config,
 )
-from tests.reliability.faultproxy import FaultProxy, data_file_reads
+from tests.reliability.faultproxy import FaultProxy
 
 
 @pytest.fixture
 def proxy(s3_server) -> Iterator[FaultProxy]:
-    road = FaultProxy(s3_server.url, seed=11).start()
+    road = FaultProxy(s3_server.url, seed=11)
     yield road
     road.stop()
 
@@ -63,19 +63,18 @@ def test_passes_and_a_check_through_a_faulty_road_set_nothing_aside(
     path = faulty_config(tmp_path, emu, s3_server, proxy)
     config = load_test_config(path)
     assert ingest_all(config, emu)[0].ok  # a clean start: the table exists
-    proxy.read_503, proxy.write_503, proxy.write_lost = 0.03, 0.08, 0.06
-    proxy.slow, proxy.slow_seconds = 0.03, 0.3
+    proxy.configure(read_503=0.03, write_503=0.08, write_lost=0.06, slow=0.03, slow_seconds=0.3)
     for number in range(3):
         if number == 1:
             proxy.burst(1.5)  # everything refused for a moment
         emu.clock.advance(60)
         ingest_all(config, emu)  # a pass may fail on a fault: the next one goes on
-    proxy.refuse = data_file_reads  # as a throttled prefix does
+    proxy.configure(refuse="data-file-reads")  # as a throttled prefix does
     emu.clock.advance(60)
     refused = ingest_all(config, emu)[0]  # its deduplication cannot read a file
     assert not refused.ok and "nothing was set aside" in (refused.error or ""), refused.error
     assert quarantined(s3_server, config) == []
-    proxy.refuse = None
+    proxy.configure(refuse=None)
     emu.clock.advance(60)
     for _ in range(3):
         if (last := ingest_all(config, emu)[0]).ok:
@@ -86,8 +85,8 @@ def test_passes_and_a_check_through_a_faulty_road_set_nothing_aside(
     assert check.returncode == 0 or len(check.stderr.splitlines()) == 1, check.stderr
     assert "DAMAGED" not in check.stdout
     assert quarantined(s3_server, config) == []
-    assert sum(proxy.faults.values()) > 20, proxy.faults
-    assert proxy.faults["write_lost"] and proxy.faults["burst"], proxy.faults
+    faults = proxy.faults()
+    assert sum(faults.values()) > 20 and faults["write_lost"] and faults["burst"], faults
     ids = lake_ids(config, 1234)
     assert len(ids) == len(set(ids))
     start = NOW - RETENTION + RETENTION_MARGIN
@@ -101,9 +100,9 @@ def test_a_check_while_every_data_file_read_is_refused_fails_and_sets_nothing_as
     config = load_test_config(path)
     assert ingest_all(config, emu)[0].ok
     before = sorted(lake_ids(config, 1234))
-    proxy.refuse = data_file_reads  # as a throttled prefix does
+    proxy.configure(refuse="data-file-reads")  # as a throttled prefix does
     check = run_cli("--config", str(path), "maintain", "--check-all")
-    refused = proxy.faults["refused"]
+    refused = proxy.faults()["refused"]
     proxy.calm()
     assert check.returncode == 1, check.stdout + check.stderr
     assert refused > 0
