@@ -150,16 +150,17 @@ def read_checked(
         with files.open_input_file(path) as source:
             return bytes(source.read())
 
-    data = with_retries(f"reading lake file {name}", fetch)
+    data = with_retries(f"reading lake file {name}", fetch, then="nothing was set aside")
     try:
         return pq.ParquetFile(pa.BufferReader(data)).read(columns=columns)
     except (OSError, pa.ArrowException, ValueError) as exc:  # bytes in memory: no I/O
         return Undecodable(first_line(exc))
 
 
-def with_retries(what: str, action: Callable[[], T]) -> T:
+def with_retries(what: str, action: Callable[[], T], *, then: str = "") -> T:
     """``action()``, again with backoff while the store fails; then
-    :class:`StorageUnavailableError` (``what``: the object and the operation)."""
+    :class:`StorageUnavailableError` (``what``: the object and the operation; ``then``:
+    what that means, appended to the message)."""
     wait = FIRST_WAIT
     for attempt in range(1, READ_ATTEMPTS + 1):
         try:
@@ -172,7 +173,7 @@ def with_retries(what: str, action: Callable[[], T]) -> T:
             if attempt == READ_ATTEMPTS:
                 raise StorageUnavailableError(
                     f"{what}: the store kept failing ({READ_ATTEMPTS} attempts): "
-                    f"{first_line(exc)}; nothing was set aside"
+                    f"{first_line(exc)}{'; ' + then if then else ''}"
                 ) from None
             log.info("%s: %s; trying again", what, first_line(exc))
             time.sleep(random.uniform(wait / 2, wait))
