@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub,
         "maintain",
         "Compact small files, checkpoint and vacuum the lake's Delta tables\n"
-        "(the daemon does this once a day).",
+        "(the daemon does this once a day); --restore puts back what was set aside.",
         "cdnlake.cli.lake_cmd:maintain",
     )
     p.add_argument(
