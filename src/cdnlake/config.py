@@ -1,7 +1,7 @@
 """Typed configuration, read once at the entry point and passed down.
 
 Lookup order of the file: ``--config PATH``, ``$CDNLAKE_CONFIG``, ``./config.toml``.
-Any scalar key can be overridden by ``CDNLAKE_<SECTION>_<KEY>`` (for example
+Any key of a table can be overridden by ``CDNLAKE_<SECTION>_<KEY>`` (for example
 ``CDNLAKE_STORAGE_ROOT`` or ``CDNLAKE_INGEST_LAG_SECONDS``); the overrides are merged into
 the file's tables before one msgspec conversion checks types, constraints and unknown keys.
 Secrets are never read from the file: the access key comes from the environment variable
@@ -23,21 +23,6 @@ from msgspec import Meta
 
 from cdnlake.errors import ConfigError
 
-DEFAULT_BASE_URL = "https://api.example-cdn.net"
-DEFAULT_VIDEO_URL = "https://video.example-cdn.net"
-DEFAULT_LOGGING_URL = "https://logging.example-cdn.net"
-DEFAULT_ACCESS_KEY_ENV = "CDNLAKE_ACCESS_KEY"
-DEFAULT_BEARER_TOKEN_ENV = "CDNLAKE_LOGGING_TOKEN"
-DEFAULT_TIMEOUT_SECONDS = 30.0
-DEFAULT_LAG_SECONDS = 300
-DEFAULT_OVERLAP_SECONDS = 600
-DEFAULT_PAGE_SIZE = 10_000
-DEFAULT_REQUESTS_PER_WINDOW = 30
-DEFAULT_WINDOW_SECONDS = 10.0
-DEFAULT_MAX_WINDOW_SECONDS = 6 * 3600
-DEFAULT_POLL_SECONDS = 60
-DEFAULT_REPORT_AT = "00:30"
-DEFAULT_HIT_STATUSES = ("HIT", "STALE", "UPDATING", "REVALIDATED")
 RETENTION_SECONDS = 72 * 3600
 
 SECRET_KEY_NAMES = {
@@ -140,12 +125,12 @@ def _address(listen: str) -> tuple[str, int] | None:
 
 
 class ApiConfig(Table, frozen=True):
-    base_url: HttpUrl = DEFAULT_BASE_URL
-    video_url: HttpUrl = DEFAULT_VIDEO_URL
-    logging_url: HttpUrl = DEFAULT_LOGGING_URL
-    access_key_env: EnvName = DEFAULT_ACCESS_KEY_ENV
-    bearer_token_env: EnvName = DEFAULT_BEARER_TOKEN_ENV
-    timeout_seconds: PositiveSeconds = DEFAULT_TIMEOUT_SECONDS
+    base_url: HttpUrl = "https://api.example-cdn.net"
+    video_url: HttpUrl = "https://video.example-cdn.net"
+    logging_url: HttpUrl = "https://logging.example-cdn.net"
+    access_key_env: EnvName = "CDNLAKE_ACCESS_KEY"
+    bearer_token_env: EnvName = "CDNLAKE_LOGGING_TOKEN"
+    timeout_seconds: PositiveSeconds = 30.0
     retry_attempts: Positive = 8
     retry_max_seconds: PositiveSeconds = 120.0
     # Resolved from the environment at load time; never from the file.
@@ -199,14 +184,12 @@ class StorageConfig(Table, frozen=True):
 
 
 class IngestConfig(Table, frozen=True):
-    lag_seconds: NonNegative = DEFAULT_LAG_SECONDS
-    overlap_seconds: NonNegative = DEFAULT_OVERLAP_SECONDS
-    page_size: Annotated[int, Meta(ge=1, le=10_000)] = DEFAULT_PAGE_SIZE
-    requests_per_window: Positive = DEFAULT_REQUESTS_PER_WINDOW
-    window_seconds: PositiveSeconds = DEFAULT_WINDOW_SECONDS
-    max_window_seconds: Annotated[int, Meta(ge=60, le=RETENTION_SECONDS)] = (
-        DEFAULT_MAX_WINDOW_SECONDS
-    )
+    lag_seconds: NonNegative = 300
+    overlap_seconds: NonNegative = 600
+    page_size: Annotated[int, Meta(ge=1, le=10_000)] = 10_000
+    requests_per_window: Positive = 30
+    window_seconds: PositiveSeconds = 10.0
+    max_window_seconds: Annotated[int, Meta(ge=60, le=RETENTION_SECONDS)] = 6 * 3600
     flush_rows: Positive = 250_000
     concurrency: Positive = 8
 
@@ -219,8 +202,8 @@ class IngestConfig(Table, frozen=True):
 
 
 class ScheduleConfig(Table, frozen=True):
-    poll_seconds: Positive = DEFAULT_POLL_SECONDS
-    report_at: ClockTime = DEFAULT_REPORT_AT
+    poll_seconds: Positive = 60
+    report_at: ClockTime = "00:30"
     maintain_at: ClockTime = "01:30"  # UTC time of the daily compaction/checkpoint/vacuum
 
 
@@ -251,7 +234,7 @@ class StatusConfig(Table, frozen=True):
 
 
 class ReportConfig(Table, frozen=True):
-    hit_statuses: NonEmpty = DEFAULT_HIT_STATUSES
+    hit_statuses: NonEmpty = ("HIT", "STALE", "UPDATING", "REVALIDATED")
     formats: tuple[Literal["html", "csv", "json", "md"], ...] = ("html", "csv", "json", "md")
     top_n: Positive = 10
 
@@ -570,22 +553,26 @@ def _refuse_secrets(raw: dict[str, Any], where: str) -> None:
     """A credential written into the file is refused by name, before anything else."""
     if "path" in raw:
         raise ConfigError(f"{where}path: unknown key")
-    for section, table in raw.items():
-        items = table if isinstance(table, list) else [table]
-        for item in items:
-            if not isinstance(item, dict):
-                continue
-            for key in item:
-                if key in SECRET_KEY_NAMES or key in _RESOLVED_FIELDS:
-                    named_by = (
-                        "coordination.postgres_dsn_env"
-                        if section == "coordination"
-                        else "api.access_key_env"
-                    )
-                    raise ConfigError(
-                        f"{where}{section}.{key}: secrets must not be written in the config "
-                        f"file; put the value in the environment variable named by {named_by}"
-                    )
+
+    def walk(table: dict[str, Any], prefix: str) -> None:
+        for key, value in table.items():
+            name = f"{prefix}.{key}" if prefix else key
+            if prefix and key in SECRET_KEY_NAMES | _RESOLVED_FIELDS:
+                if name.startswith("storage."):
+                    instead = "the standard AWS environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)"
+                elif name.startswith("coordination."):
+                    instead = "the environment variable named by coordination.postgres_dsn_env"
+                else:
+                    instead = "the environment variable named by api.access_key_env"
+                raise ConfigError(
+                    f"{where}{name}: secrets must not be written in the config file; "
+                    f"put the value in {instead}"
+                )
+            for i, item in enumerate(value if isinstance(value, list) else [value]):
+                if isinstance(item, dict):
+                    walk(item, f"{name}[{i}]" if isinstance(value, list) else name)
+
+    walk(raw, "")
 
 
 def _merge_environment(
