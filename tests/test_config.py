@@ -81,6 +81,8 @@ def test_config_env_variable_locates_the_file(tmp_path):
         ),
         ("[api]\naccess_key = 'abc'\n", "api.access_key: secrets must not be written"),
         ("[coordination]\ndsn = 'x'\n", "named by coordination.postgres_dsn_env"),
+        ("[storage.s3]\nsecret = 'x'\n", "storage.s3.secret: secrets must not be written"),
+        ("[[zones]]\nid = 1\ntoken = 't'\n", "zones[0].token: secrets must not be written"),
         ("[schedule]\nreport_at = '25:00'\n", "schedule.report_at: expected HH:MM (UTC)"),
         ("[schedule]\nreport_at = 00:30:00\n", "schedule.report_at: expected string, got time"),
         ("[api]\nbase_url = 'ftp://x'\n", "api.base_url: expected an http(s) URL, got 'ftp://x'"),
