@@ -3,10 +3,10 @@ fixture lake; the expected rows, one file for both engines, in tests/fixtures.""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import date, timedelta
 
+import msgspec
 import pytest
 
 from cdnlake.errors import UsageError
@@ -28,8 +28,8 @@ def session(request, fixture_config):
     config = fixture_config
     if request.param == "spark":
         remote = request.getfixturevalue("sail").remote
-        config = dataclasses.replace(
-            config, engine=dataclasses.replace(config.engine, spark_remote=remote)
+        config = msgspec.structs.replace(
+            config, engine=msgspec.structs.replace(config.engine, spark_remote=remote)
         )
     with open_session(config, request.param) as session:
         yield session
