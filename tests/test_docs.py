@@ -9,7 +9,8 @@ command line, configuration, metrics and systemd unit, so they cannot drift apar
   synopsis line (a ``text`` block line starting with ``cdnlake``) names exists.
 - A ``console`` block right after ``<!-- transcript: NAME -->`` is held against the real
   command's output, line by line, as a skeleton: tables by their headers, numbers, times,
-  paths and URLs left free. The demo runs once for all of them.
+  paths and URLs left free. The demo runs once for all of them. A block named ``run``
+  needs nothing else: its commands run as shown.
 - The configuration tables name the keys the committed config.toml has, the metrics table
   the metrics the daemon exports, and the systemd unit shown is the one in contrib/.
 """
@@ -95,6 +96,12 @@ def shown_commands(block: Block) -> list[str]:
 def simple_commands(command: str) -> Iterator[list[str]]:
     """Each simple command of a shell line (split at ; && || |), without environment
     assignments and redirections."""
+    for _, words in simple_commands_with_env(command):
+        yield words
+
+
+def simple_commands_with_env(command: str) -> Iterator[tuple[dict[str, str], list[str]]]:
+    """Each simple command of a shell line, with the environment assignments before it."""
     lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|<>")
     lexer.whitespace_split = True
     lexer.commenters = "#"
@@ -108,10 +115,12 @@ def simple_commands(command: str) -> Iterator[list[str]]:
             skip_next = True
             continue
         if token and set(token) <= set(";&|"):
+            env: dict[str, str] = {}
             while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
-                words.pop(0)
+                name, _, value = words.pop(0).partition("=")
+                env[name] = value
             if words:
-                yield words
+                yield env, words
             words = []
             continue
         words.append(token)
@@ -326,8 +335,49 @@ def real_output(name: str, demo_run: tuple[Path, list[str]]) -> list[str]:
     raise AssertionError(f"no real command for transcript {name!r}: add it to real_output")
 
 
+def _differ(block: Block, name: str, shown: list[str], real: list[str]) -> str:
+    return (
+        f"{block.where()} ({name}) shows\n  "
+        + "\n  ".join(shown)
+        + "\nbut the command prints\n  "
+        + "\n  ".join(real)
+    )
+
+
+def test_the_commands_marked_run_print_what_is_shown(tmp_path):
+    """A transcript named `run` needs nothing but the committed config.toml: each of its
+    commands runs as shown (environment assignments included), in a folder of its own."""
+    shutil.copy(REPO / "config.toml", tmp_path / "config.toml")
+    blocks = transcripts().get("run", [])
+    assert len(blocks) >= 3, "the one-line errors of the docs are checked"
+    problems: list[str] = []
+    for block in blocks:
+        shown: list[str] = []
+        real: list[str] = []
+        for line in block.lines:
+            if not line.startswith("$ "):
+                shown.append(line)
+                continue
+            for env, words in simple_commands_with_env(line[2:]):
+                argv = cdnlake_argv(words)
+                assert argv is not None, f"{block.where()}: only cdnlake commands run: {line}"
+                done = subprocess.run(
+                    [sys.executable, "-m", "cdnlake", *argv],
+                    cwd=tmp_path,
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, "CDNLAKE_ACCESS_KEY": "demo-key", **env},
+                    timeout=120,
+                )
+                real += done.stdout.splitlines() + done.stderr.splitlines()
+        if skeleton(shown) != skeleton(real):
+            problems.append(_differ(block, "run", skeleton(shown), skeleton(real)))
+    assert not problems, "\n\n".join(problems)
+
+
 def test_the_transcripts_shown_match_the_real_output(demo_run):
     found = transcripts()
+    found.pop("run", None)
     assert {"demo", "status", "refused"} <= set(found), sorted(found)
     problems: list[str] = []
     for name, blocks in sorted(found.items()):
@@ -335,12 +385,7 @@ def test_the_transcripts_shown_match_the_real_output(demo_run):
         for block in blocks:
             shown = skeleton(shown_output(block))
             if shown != real:
-                problems.append(
-                    f"{block.where()} ({name}) shows\n  "
-                    + "\n  ".join(shown)
-                    + "\nbut the command prints\n  "
-                    + "\n  ".join(real)
-                )
+                problems.append(_differ(block, name, shown, real))
     assert not problems, "\n\n".join(problems)
 
 
