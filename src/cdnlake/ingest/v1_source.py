@@ -166,9 +166,12 @@ class V1FileSource:
         last = ctx.result.window_to
         if last is None:
             return
-        # A day file is in time order: the rest of its day is what the damage hides.
+        # A day file is in time order: the rest of its day is what the damage hides. It
+        # is not lost where the lake holds it: the zone's passes read it, or a whole copy
+        # of the file was imported.
         end = day_start(last.date()) + ONE_DAY
-        if ctx.lake_holds(last, end):
+        whole = ctx.bookkeeping.read_whole(ctx.zone_id, self.kind, last)
+        if whole or ctx.lake_holds(last, end):
             ctx.result.notes.append(
                 f"{self.path.name}: nothing lost, the lake already holds the zone's rows "
                 f"after {last.isoformat()}"

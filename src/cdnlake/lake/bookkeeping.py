@@ -157,6 +157,29 @@ class Bookkeeping:
             if (row["source"] == "shield") == shield and row["gap_to"] > row["gap_from"]
         ]
 
+    def read_whole(self, zone_id: int, source: str, instant: datetime) -> bool:
+        """Whether a run of the zone from ``source`` ended ``ok`` with ``instant`` inside
+        its window: it read its input whole (a file without damage), so what followed
+        ``instant`` there is in the lake."""
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+
+        table = self.lake.open(INGEST_RUNS)
+        if table is None:
+            return False
+        moment = pa.scalar(instant, pa.timestamp("us", "UTC"))
+        whole = (
+            (ds.field("source") == source)
+            & (ds.field("outcome") == "ok")
+            & (ds.field("window_from") <= moment)
+            & (ds.field("window_to") >= moment)
+        )
+        runs = self.lake.dataset(INGEST_RUNS, table, [("zone", "=", str(zone_id))])
+        try:
+            return bool(runs.head(1, columns=["run_id"], filter=whole).num_rows)
+        except OSError as exc:
+            raise StorageError(f"cannot read ingest_runs: {exc}") from None
+
     def add_rejects(
         self,
         zone_id: int,
