@@ -112,6 +112,29 @@ def test_a_truncated_copy_of_a_day_the_lake_holds_fails_and_claims_nothing_lost(
     assert zone["last_outcome"] == "failed" and zone["gaps_7d"] == 0
 
 
+def test_a_truncated_file_of_a_day_the_provider_still_serves_claims_nothing_lost(tmp_path):
+    """Yesterday's file cut short: its rest is not in the lake, but the provider still
+    serves that day, so nothing is lost yet: the import fails and says so."""
+    emu = start_emulator("1234", now=None, frozen=False)
+    try:
+        path = write_config(tmp_path, emu, zones=[(1234, "v1")])
+        yesterday = (emu.clock.now() - timedelta(days=1)).date()
+        text = httpx.get(
+            f"{emu.url}/{yesterday:%m-%d-%y}/1234.log", headers={"AccessKey": KEY}
+        ).text
+        packed = gzip.compress(text.encode())
+        cut = tmp_path / "cut.log.gz"
+        cut.write_bytes(packed[: len(packed) // 2])
+        result = run_cli("--config", str(path), "import-v1", str(cut), "--zone", "1234")
+        out = result.stdout + result.stderr
+        assert result.returncode == 1, out
+        assert "the provider still serves it" in out and "data lost" not in out, out
+        gaps = lake_of(load_test_config(path)).open(INGEST_GAPS)
+        assert gaps is None or gaps.to_pyarrow_table().num_rows == 0
+    finally:
+        emu.stop()
+
+
 def test_a_corrupt_gzip_block_ends_the_file_where_the_damage_starts(tmp_path, emulator):
     text = day_text(emulator).encode()
     packed = bytearray(gzip.compress(text, compresslevel=1))
