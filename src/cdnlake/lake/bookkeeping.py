@@ -153,7 +153,10 @@ class Bookkeeping:
         table = self.lake.open(INGEST_GAPS)
         if table is None:
             return []
-        found = self.lake.dataset(INGEST_GAPS, table, [("zone", "=", str(zone_id))]).to_table()
+        try:
+            found = self.lake.dataset(INGEST_GAPS, table, [("zone", "=", str(zone_id))]).to_table()
+        except OSError as exc:
+            raise StorageError(f"cannot read ingest_gaps: {exc}") from None
         return [
             row
             for row in found.to_pylist()
