@@ -22,7 +22,6 @@ import polars as pl
 
 from cdnlake.config import RETENTION_SECONDS, Config
 from cdnlake.errors import CdnlakeError, StopRequested
-from cdnlake.ingest.lock import zone_lock
 from cdnlake.ingest.result import (
     Gap,
     LogProgress,
@@ -33,6 +32,7 @@ from cdnlake.ingest.result import (
 )
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.commit import Written, ZoneWriter
+from cdnlake.lake.lock import zone_lock
 from cdnlake.lake.progress import WATERMARK, from_ms, rewind
 from cdnlake.lake.schema import TableSpec, polars_schema
 from cdnlake.lake.store import Lake
@@ -170,13 +170,29 @@ class Runner:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zone") as pool:
             return list(pool.map(lambda job: self.run(*job), jobs))
 
-    def run(self, zone_id: int, source: Source, stop: StopSignal | None = None) -> ZoneResult:
-        """One pass; ``stop`` ends it early as the runner's own stop does."""
+    def run(
+        self,
+        zone_id: int,
+        source: Source,
+        stop: StopSignal | None = None,
+        *,
+        holder: int | None = None,
+    ) -> ZoneResult:
+        """One pass; ``stop`` ends it early as the runner's own stop does. ``holder``: the
+        generation of the fleet lease it runs under, its fence token (see
+        :mod:`cdnlake.lake.progress`); a pass whose zone was rewound or taken over since
+        it began commits nothing more and fails."""
         result = ZoneResult(zone_id, source.kind)
         signal: StopSignal = self.stop if stop is None else AnyStop(self.stop, stop)
         locks = self.config.storage.work / "locks"
         with pass_outcome(result, f"zone {zone_id}"), zone_lock(locks, source.spec.name, zone_id):
-            writer = ZoneWriter(self.lake, source.spec, zone_id, count_traffic=self.count_traffic)
+            writer = ZoneWriter(
+                self.lake,
+                source.spec,
+                zone_id,
+                count_traffic=self.count_traffic,
+                holder=holder,
+            )
             ctx = PassContext(
                 zone_id, writer, result, self.clock(), self.config, signal, self.bookkeeping
             )
