@@ -21,7 +21,7 @@ from typing import Protocol
 import polars as pl
 
 from cdnlake.config import RETENTION_SECONDS, Config
-from cdnlake.errors import CdnlakeError, StopRequested
+from cdnlake.errors import CdnlakeError, FencedError, StopRequested
 from cdnlake.ingest.result import (
     Gap,
     LogProgress,
@@ -228,8 +228,14 @@ class Runner:
                 if pending is not None:
                     future, chunk = pending
                     # After a failure elsewhere, what the last commit wrote still counts;
-                    # otherwise its own failure is the pass's.
-                    if sys.exc_info()[1] is None or future.exception() is None:
+                    # otherwise its own failure is the pass's, and a refused commit's
+                    # (a rewind or a new holder since the pass began) is said above all.
+                    failure = future.exception()
+                    if (
+                        sys.exc_info()[1] is None
+                        or failure is None
+                        or isinstance(failure, FencedError)
+                    ):
                         done(future, chunk)
 
     def _read_again(self, ctx: PassContext) -> None:
