@@ -64,7 +64,7 @@ ROW_GROUP_ROWS = 16_384
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # A commit's progress: app-id parts ("" the watermark) to versions, or (a rewind) a
 # function of the table's current versions, computed again at every attempt.
-Plan: TypeAlias = "dict[str, int] | Callable[[Versions], dict[str, int]]"
+Plan: TypeAlias = dict[str, int] | Callable[[Versions], dict[str, int]]
 
 
 @dataclass

@@ -76,7 +76,7 @@ def taken_by(holder: int) -> int:
     return holder << HOLDER_SHIFT
 
 
-Versions = Callable[[str], "int | None"]  # the table's current version of an app-id part
+Versions = Callable[[str], int | None]  # the table's current version of an app-id part
 
 
 def rewind(writer: ZoneWriter, start: datetime) -> None:
