@@ -170,6 +170,7 @@ class ZoneWriter:
         # repeats there without reading back what it has just written. Data files are
         # never changed in place, so what is remembered is what the file holds.
         self._last_written: dict[str, pl.DataFrame] = {}
+        self._known: tuple[int, dict[str, int | None]] = (-1, {})  # app versions by snapshot
         self.token = self._version(FENCE) or 0
         if holder is not None and holder != holder_of(self.token):
             if holder < holder_of(self.token):
@@ -188,9 +189,16 @@ class ZoneWriter:
         return self._version(part)
 
     def _version(self, part: str) -> int | None:
-        """The version of app transaction ``part`` in the table as last read."""
-        version: int | None = self.table.transaction_version(self.spec.app_id(self.zone_id, part))
-        return version
+        """The version of app transaction ``part`` in the table as last read (each read
+        replays the log, remotely on S3: asked once per snapshot, and not at all when
+        this writer made the newest commit)."""
+        snapshot = self.table.version()
+        if self._known[0] != snapshot:
+            self._known = (snapshot, {})
+        known = self._known[1]
+        if part not in known:
+            known[part] = self.table.transaction_version(self.spec.app_id(self.zone_id, part))
+        return known[part]
 
     def refresh(self) -> None:
         try:
@@ -259,6 +267,9 @@ class ZoneWriter:
                 ) from None
             self._last_written = kept
             self.token = versions[FENCE]
+            # Were ours the only commit since this snapshot, the next one's table would
+            # hold just what it wrote: no log replay to learn it again.
+            self._known = (self.table.version() + 1, dict(versions))
             written.new = new.height
             written.duplicates = frame.height - new.height
             if self.count_traffic:
