@@ -96,23 +96,26 @@ class Daemon:
         self._lock = threading.Lock()
 
     # -- jobs --------------------------------------------------------------------------
-    def _held_pass(self, key: str, run: Callable[[AnyStop], ZoneResult]) -> ZoneResult | None:
+    def _held_pass(
+        self, key: str, run: Callable[[AnyStop, int | None], ZoneResult]
+    ) -> ZoneResult | None:
         """Run one pass of ``key`` if the fleet holds it here, once the previous owner's
-        rate window has passed; the pass stops when the daemon stops or the hold is lost."""
+        rate window has passed; the pass stops when the daemon stops or the hold is lost,
+        and commits under the hold's generation (its fence token)."""
         if self.stop_event.is_set():
             return None
         with self.fleet.claim(key) as held:
             if held is None:
                 return None
-            ready_at, lost = held
-            delay = ready_at - time.monotonic()
-            if delay > 0 and (self.stop_event.wait(delay) or lost.is_set()):
+            delay = held.ready_at - time.monotonic()
+            if delay > 0 and (self.stop_event.wait(delay) or held.lost.is_set()):
                 return None
-            return run(AnyStop(self.stop_event, lost))
+            return run(AnyStop(self.stop_event, held.lost), held.generation)
 
     def poll_zone(self, zone: ZoneConfig) -> ZoneResult | None:
         result = self._held_pass(
-            lease_key(REQUESTS.name, zone.id), lambda stop: self.ingestor.run_zone(zone, stop=stop)
+            lease_key(REQUESTS.name, zone.id),
+            lambda stop, holder: self.ingestor.run_zone(zone, stop=stop, holder=holder),
         )
         if result is not None:
             self._observe(result)
@@ -131,8 +134,8 @@ class Daemon:
 
         result = self._held_pass(
             lease_key(SHIELD_EVENTS.name, zone.id),
-            lambda stop: ingest_shield_zone(
-                self.config, ShieldApi(self.api), zone, clock=self.clock, stop=stop
+            lambda stop, holder: ingest_shield_zone(
+                self.config, ShieldApi(self.api), zone, clock=self.clock, stop=stop, holder=holder
             ),
         )
         if result is not None:
@@ -180,7 +183,9 @@ class Daemon:
                 if not mine:
                     log.info("lake maintenance for %s: done by another daemon of the fleet", day)
                     return
-                report = maintain(Lake.from_config(self.config.storage))
+                report = maintain(
+                    Lake.from_config(self.config.storage), locks=self.config.storage.work / "locks"
+                )
             self.maintain_runs += 1
             log.info("lake maintained: %s", "; ".join(t.line() for t in report.tables))
         except Exception as exc:  # the daemon must outlive a failed maintenance

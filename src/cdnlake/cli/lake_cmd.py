@@ -40,6 +40,7 @@ def maintain(args: argparse.Namespace) -> int:
         args.zone,
         retention_hours=args.retention_hours,
         check_all=args.check_all,
+        locks=config.storage.work / "locks",
     )
     for table in report.tables:
         print(table.line())

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+from cdnlake.coordination import Hold
 from cdnlake.errors import DaemonRunningError
 
 
@@ -71,9 +72,9 @@ class SoleDaemon:
         self._fd = fd
 
     @contextlib.contextmanager
-    def claim(self, key: str) -> Iterator[tuple[float, threading.Event] | None]:
+    def claim(self, key: str) -> Iterator[Hold | None]:
         """Always held, ready at once, never lost."""
-        yield 0.0, self._never
+        yield Hold(0.0, self._never, None)
 
     @contextlib.contextmanager
     def fleet_job(self, job: str) -> Iterator[bool]:

@@ -21,8 +21,7 @@ from typing import Protocol
 import polars as pl
 
 from cdnlake.config import RETENTION_SECONDS, Config
-from cdnlake.errors import CdnlakeError, StopRequested, StorageError
-from cdnlake.ingest.lock import zone_lock
+from cdnlake.errors import CdnlakeError, FencedError, StopRequested, StorageError
 from cdnlake.ingest.result import (
     Gap,
     LogProgress,
@@ -33,6 +32,7 @@ from cdnlake.ingest.result import (
 )
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.commit import Written, ZoneWriter
+from cdnlake.lake.lock import zone_lock
 from cdnlake.lake.progress import WATERMARK, from_ms, rewind
 from cdnlake.lake.schema import TableSpec, polars_schema
 from cdnlake.lake.store import Lake
@@ -219,13 +219,29 @@ class Runner:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zone") as pool:
             return list(pool.map(lambda job: self.run(*job), jobs))
 
-    def run(self, zone_id: int, source: Source, stop: StopSignal | None = None) -> ZoneResult:
-        """One pass; ``stop`` ends it early as the runner's own stop does."""
+    def run(
+        self,
+        zone_id: int,
+        source: Source,
+        stop: StopSignal | None = None,
+        *,
+        holder: int | None = None,
+    ) -> ZoneResult:
+        """One pass; ``stop`` ends it early as the runner's own stop does. ``holder``: the
+        generation of the fleet lease it runs under, its fence token (see
+        :mod:`cdnlake.lake.progress`); a pass whose zone was rewound or taken over since
+        it began commits nothing more and fails."""
         result = ZoneResult(zone_id, source.kind)
         signal: StopSignal = self.stop if stop is None else AnyStop(self.stop, stop)
         locks = self.config.storage.work / "locks"
         with pass_outcome(result, f"zone {zone_id}"), zone_lock(locks, source.spec.name, zone_id):
-            writer = ZoneWriter(self.lake, source.spec, zone_id, count_traffic=self.count_traffic)
+            writer = ZoneWriter(
+                self.lake,
+                source.spec,
+                zone_id,
+                count_traffic=self.count_traffic,
+                holder=holder,
+            )
             ctx = PassContext(
                 zone_id, writer, result, self.clock(), self.config, signal, self.bookkeeping
             )
@@ -261,8 +277,14 @@ class Runner:
                 if pending is not None:
                     future, chunk = pending
                     # After a failure elsewhere, what the last commit wrote still counts;
-                    # otherwise its own failure is the pass's.
-                    if sys.exc_info()[1] is None or future.exception() is None:
+                    # otherwise its own failure is the pass's, and a refused commit's
+                    # (a rewind or a new holder since the pass began) is said above all.
+                    failure = future.exception()
+                    if (
+                        sys.exc_info()[1] is None
+                        or failure is None
+                        or isinstance(failure, FencedError)
+                    ):
                         done(future, chunk)
 
     def _read_again(self, ctx: PassContext) -> None:
