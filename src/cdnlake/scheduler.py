@@ -12,6 +12,11 @@ them when it runs alone on its storage root, its share when several daemons coor
 through PostgreSQL. A zone's job runs on every daemon and passes unless the zone is held
 here; a pass stops at its next page if the hold is lost. The daily report and the daily
 maintenance are done by one daemon of the fleet.
+
+A cron trigger only looks ahead: a daemon started after the day's ``report_at`` (or
+``maintain_at``) would skip that day's job. So a daemon that starts after it runs the
+day's job once its first round of passes is done (yesterday's rows are then in the lake),
+unless a daemon of the fleet has done it already (:meth:`Fleet.fleet_job` says which).
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from datetime import time as day_time
 from typing import Any
 
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -76,10 +83,18 @@ class Daemon:
         self.zone_passes: dict[int, int] = {}
         self.report_runs: list[date] = []
         self.maintain_runs = 0
-        self._maintain_trigger = maintain_trigger
         self._report_writer = report_writer
-        hour, minute = (int(x) for x in config.schedule.report_at.split(":"))
-        self._report_trigger = report_trigger or CronTrigger(hour=hour, minute=minute, timezone=UTC)
+        self._report_trigger = report_trigger or daily(config.schedule.report_at)
+        self._maintain_trigger = maintain_trigger or daily(config.schedule.maintain_at)
+        # The configured daily jobs whose time of day had passed when this daemon started
+        # (a job given its own trigger keeps to it), and the polls still to run once first.
+        self._catch_up: list[tuple[Callable[[date], None], str, str]] = []
+        if report_trigger is None:
+            self._catch_up.append((self.write_report, "daily-report", config.schedule.report_at))
+        if maintain_trigger is None:
+            self._catch_up.append((self.maintain, "daily-maintain", config.schedule.maintain_at))
+        self._first_round: set[str] = set()
+        self._catch_up_days: dict[str, date] = {}
         zones = len(config.zones) + len(config.shield_zones)
         workers = max(2, min(config.ingest.concurrency, zones) + 1)
         self.scheduler = BackgroundScheduler(
@@ -146,14 +161,16 @@ class Daemon:
             when = datetime.now(UTC) + timedelta(seconds=wait_seconds)
             self.scheduler.modify_job(self._jobs[key], next_run_time=when)
 
-    def write_report(self) -> None:
-        """Yesterday's report, made by one daemon of the fleet (another may retry a day's
-        report whose daemon failed or died)."""
-        day = (self.clock() - timedelta(days=1)).date()
+    def write_report(self, day: date | None = None) -> None:
+        """Yesterday's report (or ``day``'s), made by one daemon of the fleet (another may
+        retry a day's report whose daemon failed or died)."""
+        day = day or (self.clock() - timedelta(days=1)).date()
         try:
             with self.fleet.fleet_job(f"report/{day}") as mine:
                 if not mine:
-                    log.info("daily report for %s: made by another daemon of the fleet", day)
+                    log.info(
+                        "daily report for %s: made (or being made) by a daemon of the fleet", day
+                    )
                     return
                 if self._report_writer is not None:
                     self._report_writer(day)
@@ -168,17 +185,20 @@ class Daemon:
         except Exception as exc:  # the daemon must outlive a failed report
             log.error("daily report for %s failed: %s", day, exc)
 
-    def maintain(self) -> None:
-        """Once a day, by one daemon of the fleet: compact the small files the passes
-        left, checkpoint, vacuum."""
+    def maintain(self, day: date | None = None) -> None:
+        """Once a day (today, or ``day``), by one daemon of the fleet: compact the small
+        files the passes left, checkpoint, vacuum."""
         from cdnlake.lake.maintain import maintain
         from cdnlake.lake.store import Lake
 
-        day = self.clock().date()
+        day = day or self.clock().date()
         try:
             with self.fleet.fleet_job(f"maintain/{day}") as mine:
                 if not mine:
-                    log.info("lake maintenance for %s: done by another daemon of the fleet", day)
+                    log.info(
+                        "lake maintenance for %s: done (or being done) by a daemon of the fleet",
+                        day,
+                    )
                     return
                 report = maintain(Lake.from_config(self.config.storage))
             self.maintain_runs += 1
@@ -206,12 +226,17 @@ class Daemon:
                 next_run_time=now + timedelta(milliseconds=50 * i),  # staggered first passes
             )
         self.scheduler.add_job(self.write_report, self._report_trigger, id="daily-report")
-        hour, minute = (int(x) for x in self.config.schedule.maintain_at.split(":"))
-        self.scheduler.add_job(
-            self.maintain,
-            self._maintain_trigger or CronTrigger(hour=hour, minute=minute, timezone=UTC),
-            id="daily-maintain",
-        )
+        self.scheduler.add_job(self.maintain, self._maintain_trigger, id="daily-maintain")
+        started = self.clock().astimezone(UTC)
+        self._catch_up = [job for job in self._catch_up if started.time() >= at_time(job[2])]
+        # The day's runs as the cron would have made them (however late the first round).
+        self._catch_up_days = {
+            "daily-report": started.date() - timedelta(days=1),
+            "daily-maintain": started.date(),
+        }
+        if self._catch_up:
+            self._first_round = {job_id for _, _, job_id in polls}
+            self.scheduler.add_listener(self._polled, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
         self.scheduler.start()
         log.info(
             "daemon started: %d zone(s) every %ss, report at %s UTC",
@@ -219,6 +244,26 @@ class Daemon:
             self.config.schedule.poll_seconds,
             self.config.schedule.report_at,
         )
+
+    def _polled(self, event: JobExecutionEvent) -> None:
+        """After every zone's first poll, the daily jobs whose time passed before the
+        daemon started run once (each a no-op where the fleet has done it already)."""
+        with self._lock:
+            if not self._first_round or event.job_id not in self._first_round:
+                return
+            self._first_round.discard(event.job_id)
+            if self._first_round:
+                return
+            jobs, self._catch_up = self._catch_up, []
+        for run, job_id, at in jobs:
+            log.info("%s: started after %s UTC; catching up on today's run", job_id, at)
+            with contextlib.suppress(Exception):  # the daemon is stopping: nothing to catch
+                self.scheduler.add_job(
+                    run,
+                    args=[self._catch_up_days[job_id]],
+                    id=f"{job_id}-catch-up",
+                    name=f"{job_id} catch-up",
+                )
 
     def stop(self, grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS) -> bool:
         """Stop requesting pages, let passes in flight end; True if all ended in time."""
@@ -241,6 +286,17 @@ class Daemon:
         self.start()
         while not interrupted.wait(1.0):
             pass
+
+
+def at_time(hh_mm: str) -> day_time:
+    """``HH:MM`` (UTC, checked by the config) as a time of day."""
+    hour, minute = (int(x) for x in hh_mm.split(":"))
+    return day_time(hour, minute)
+
+
+def daily(hh_mm: str) -> CronTrigger:
+    at = at_time(hh_mm)
+    return CronTrigger(hour=at.hour, minute=at.minute, timezone=UTC)
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
