@@ -60,11 +60,13 @@ def late_five(emu) -> set[str]:
     return {r.wire.requestId for r in added}
 
 
-def assert_complete(config, emu, rejected: frozenset[str] = frozenset()) -> None:
+def assert_complete(
+    config, emu, rejected: frozenset[str] = frozenset(), first_pass: datetime = NOW
+) -> None:
     ids = lake_ids(config, ZONE)
     assert len(ids) == len(set(ids)), "a request stored twice"
     now = emu.clock.now()
-    truth = truth_ids(emu, ZONE, NOW - RETENTION, now + timedelta(seconds=1))
+    truth = truth_ids(emu, ZONE, first_pass - RETENTION, now + timedelta(seconds=1))
     assert set(ids) == truth - rejected
 
 
@@ -97,6 +99,33 @@ def test_a_late_v1_record_is_stored_by_the_next_pass(tmp_path):
         emu.clock.advance(60)
         one_pass(config, emu)
         assert_complete(config, emu)
+    finally:
+        emu.stop()
+
+
+def test_just_after_midnight_yesterday_stays_open_until_it_closes(tmp_path):
+    """At 00:02 yesterday's file can still grow: today's lines must not carry the cursor
+    past it, or a record of 23:59 arriving at 00:03 would never be read."""
+    midnight = datetime(2026, 11, 21, tzinfo=NOW.tzinfo)
+    first = midnight + timedelta(minutes=2)
+    emu = start_emulator(f"{ZONE}:v1", rpm=20, now=first)
+    try:
+        config = load_test_config(
+            write_config(tmp_path, emu, zones=[(ZONE, "v1")], lag_seconds=LAG)
+        )
+        one_pass(config, emu)
+        assert day_cursor(config).day == midnight.date() - timedelta(days=1)
+        ts = int((midnight - timedelta(seconds=30)).timestamp() * 1000)
+        late = {r.wire.requestId for r in emu.traffic.add_late(ZONE, ts, 90_000, count=5)}
+        emu.clock.advance(120)  # 00:04: they arrived at 00:03
+        one_pass(config, emu)
+        assert late <= set(lake_ids(config, ZONE)), "yesterday's late records were skipped"
+        assert_complete(config, emu, first_pass=first)
+        emu.clock.advance(180)  # 00:07: yesterday has closed; the cursor moves to today
+        one_pass(config, emu)
+        now = emu.clock.now()
+        assert day_cursor(config) == DayCursor(midnight.date(), settled_lines(emu, now))
+        assert_complete(config, emu, first_pass=first)
     finally:
         emu.stop()
 

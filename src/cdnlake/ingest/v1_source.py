@@ -60,6 +60,7 @@ class V1DaySource:
         result.reached = watermark
         day = cursor.day
         buffer = RowBuffer(self.spec, cfg.flush_rows)
+        after = cursor
         while day <= ctx.now.date():
             ctx.check_stop()
             closed = day_start(day) + ONE_DAY <= stable  # every record of the day arrived
@@ -67,7 +68,12 @@ class V1DaySource:
             # was not strictly append-only.
             start = 0 if closed or day != cursor.day else cursor.lines
             settled = yield from self._read_day(ctx, day, start, None if closed else stable, buffer)
-            after = DayCursor(day + ONE_DAY) if closed else DayCursor(day, settled)
+            if closed:
+                after = DayCursor(day + ONE_DAY)
+            elif after.day == day:
+                # The first open day keeps the cursor: just after midnight the day before
+                # is still open, and today (read too, for freshness) must not skip it.
+                after = DayCursor(day, settled)
             mark = min(day_start(day) + ONE_DAY, stable)
             if watermark is None or mark > watermark:
                 watermark = mark
