@@ -68,6 +68,12 @@ def test_sigterm_mid_pass_then_restart_ends_complete(tmp_path):
             page_size=300,
             max_window_seconds=1800,
         )
+        # Passes alone: no daily job is due before 23:59, so none is caught up at start.
+        path.write_text(
+            path.read_text().replace(
+                "[schedule]\n", '[schedule]\nreport_at = "23:59"\nmaintain_at = "23:59"\n'
+            )
+        )
         root = tmp_path / "data"
         first_launch = datetime.now(UTC)
         proc = spawn_daemon(path)

@@ -64,6 +64,7 @@ class Daemon:
         maintain_trigger: Any = None,
         fleet: Fleet | None = None,
         metrics: DaemonMetrics | None = None,
+        catch_up: bool = True,
     ) -> None:
         self.config = config
         self.fleet = fleet or fleet_for(config, this_daemon())
@@ -87,14 +88,15 @@ class Daemon:
         self._report_trigger = report_trigger or daily(config.schedule.report_at)
         self._maintain_trigger = maintain_trigger or daily(config.schedule.maintain_at)
         # The configured daily jobs whose time of day had passed when this daemon started
-        # (a job given its own trigger keeps to it), and the polls still to run once first.
-        self._catch_up: list[tuple[Callable[[date], None], str, str]] = []
-        if report_trigger is None:
-            self._catch_up.append((self.write_report, "daily-report", config.schedule.report_at))
-        if maintain_trigger is None:
-            self._catch_up.append((self.maintain, "daily-maintain", config.schedule.maintain_at))
+        # (a job given its own trigger keeps to it; ``catch_up=False``: none, for tests
+        # that watch passes alone), and the polls still to run once before them.
+        self._catch_up: list[tuple[Callable[[date], None], str, date]] = []
+        self._catch_up_at: list[tuple[Callable[[date], None], str, str]] = []
+        if catch_up and report_trigger is None:
+            self._catch_up_at.append((self.write_report, "report", config.schedule.report_at))
+        if catch_up and maintain_trigger is None:
+            self._catch_up_at.append((self.maintain, "maintenance", config.schedule.maintain_at))
         self._first_round: set[str] = set()
-        self._catch_up_days: dict[str, date] = {}
         zones = len(config.zones) + len(config.shield_zones)
         workers = max(2, min(config.ingest.concurrency, zones) + 1)
         self.scheduler = BackgroundScheduler(
@@ -228,12 +230,14 @@ class Daemon:
         self.scheduler.add_job(self.write_report, self._report_trigger, id="daily-report")
         self.scheduler.add_job(self.maintain, self._maintain_trigger, id="daily-maintain")
         started = self.clock().astimezone(UTC)
-        self._catch_up = [job for job in self._catch_up if started.time() >= at_time(job[2])]
-        # The day's runs as the cron would have made them (however late the first round).
-        self._catch_up_days = {
-            "daily-report": started.date() - timedelta(days=1),
-            "daily-maintain": started.date(),
-        }
+        # The day's runs as the cron would have made them (however late the first round
+        # ends): the report of the day before, today's maintenance.
+        days = {"report": started.date() - timedelta(days=1), "maintenance": started.date()}
+        self._catch_up = [
+            (run, name, days[name])
+            for run, name, at in self._catch_up_at
+            if started.time() >= at_time(at)
+        ]
         if self._catch_up:
             self._first_round = {job_id for _, _, job_id in polls}
             self.scheduler.add_listener(self._polled, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
@@ -247,23 +251,24 @@ class Daemon:
 
     def _polled(self, event: JobExecutionEvent) -> None:
         """After every zone's first poll, the daily jobs whose time passed before the
-        daemon started run once (each a no-op where the fleet has done it already)."""
+        daemon started run once, one after the other (each a no-op where the fleet has
+        done it already)."""
         with self._lock:
             if not self._first_round or event.job_id not in self._first_round:
                 return
             self._first_round.discard(event.job_id)
             if self._first_round:
                 return
-            jobs, self._catch_up = self._catch_up, []
-        for run, job_id, at in jobs:
-            log.info("%s: started after %s UTC; catching up on today's run", job_id, at)
-            with contextlib.suppress(Exception):  # the daemon is stopping: nothing to catch
-                self.scheduler.add_job(
-                    run,
-                    args=[self._catch_up_days[job_id]],
-                    id=f"{job_id}-catch-up",
-                    name=f"{job_id} catch-up",
-                )
+        with contextlib.suppress(Exception):  # the daemon is stopping: nothing to catch up
+            self.scheduler.add_job(self._run_catch_up, id="daily-catch-up", name="catch up")
+
+    def _run_catch_up(self) -> None:
+        jobs, self._catch_up = self._catch_up, []
+        for run, name, day in jobs:
+            if self.stop_event.is_set():
+                return
+            log.info("daemon started after today's %s time: catching up (%s)", name, day)
+            run(day)
 
     def stop(self, grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS) -> bool:
         """Stop requesting pages, let passes in flight end; True if all ended in time."""
