@@ -114,13 +114,13 @@ def test_just_after_midnight_yesterday_stays_open_until_it_closes(tmp_path):
             write_config(tmp_path, emu, zones=[(ZONE, "v1")], lag_seconds=LAG)
         )
         one_pass(config, emu)
-        assert day_cursor(config).day == midnight.date() - timedelta(days=1)
         ts = int((midnight - timedelta(seconds=30)).timestamp() * 1000)
         late = {r.wire.requestId for r in emu.traffic.add_late(ZONE, ts, 90_000, count=5)}
         emu.clock.advance(120)  # 00:04: they arrived at 00:03
         one_pass(config, emu)
         assert late <= set(lake_ids(config, ZONE)), "yesterday's late records were skipped"
         assert_complete(config, emu, first_pass=first)
+        assert day_cursor(config).day == midnight.date() - timedelta(days=1)  # still open
         emu.clock.advance(180)  # 00:07: yesterday has closed; the cursor moves to today
         one_pass(config, emu)
         now = emu.clock.now()
