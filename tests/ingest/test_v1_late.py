@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from datetime import datetime, timedelta
 
+import httpx
 import polars as pl
 
 from cdnlake.ingest.passes import Ingestor
@@ -17,6 +18,7 @@ from cdnlake.ingest.runner import RETENTION
 from cdnlake.lake.progress import DAYS, DayCursor, day_start
 from cdnlake.lake.schema import REQUESTS
 from tests.conftest import (
+    KEY,
     NOW,
     S3Server,
     lake_frame,
@@ -193,5 +195,36 @@ def test_two_writers_at_once_store_the_late_records_once(tmp_path, s3_server: S3
             assert_complete(a, emu)
             now = emu.clock.now()
             assert day_cursor(a) == DayCursor(now.date(), settled_lines(emu, now))
+    finally:
+        emu.stop()
+
+
+def test_the_emulator_adds_late_records_on_demand():
+    """``POST /_emulator/late``: requests made a while ago that reach the provider later;
+    the v1 day file holds them among the lines of their own time once they arrived."""
+    emu = start_emulator(f"{ZONE}:v1", rpm=20)
+    try:
+        answer = httpx.post(
+            f"{emu.url}/_emulator/late",
+            json={"zone": ZONE, "seconds_ago": 30, "delay_seconds": 90, "count": 5},
+        )
+        assert answer.status_code == 200
+        late = set(answer.json()["request_ids"])
+        assert len(late) == 5
+
+        def day_file() -> list[str]:
+            path = f"/{NOW:%m-%d-%y}/{ZONE}.log"
+            got = httpx.get(emu.url + path, params={"order": "asc"}, headers={"AccessKey": KEY})
+            return got.text.splitlines()
+
+        assert not late & {line.split("|")[10] for line in day_file()}
+        emu.clock.advance(60)
+        lines = day_file()
+        assert late <= {line.split("|")[10] for line in lines}
+        stamps = [int(line.split("|")[2]) for line in lines]
+        assert stamps == sorted(stamps)  # in time order: the late lines are not at the end
+        assert stamps[-1] > int((NOW - timedelta(seconds=30)).timestamp() * 1000)
+        bad = httpx.post(f"{emu.url}/_emulator/late", json={"zone": 1, "delay_seconds": 9})
+        assert bad.status_code == 400
     finally:
         emu.stop()
