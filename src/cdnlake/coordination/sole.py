@@ -43,6 +43,11 @@ def holder(work: Path) -> str | None:
         os.close(fd)
 
 
+def job_marker(work: Path, job: str) -> Path:
+    """Where a sole daemon records a fleet job it did (``report/<day>``, ...)."""
+    return work / "jobs" / f"{job}.done"
+
+
 class SoleDaemon:
     """The daemon that owns every zone of its storage root, alone."""
 
@@ -78,7 +83,16 @@ class SoleDaemon:
 
     @contextlib.contextmanager
     def fleet_job(self, job: str) -> Iterator[bool]:
+        """True unless this root's daemon did ``job`` already (a restart after the day's
+        report must not make it twice); done once the block ends without an exception."""
+        marker = job_marker(self.work, job)
+        if marker.exists():
+            yield False
+            return
         yield True
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        marker.write_text(f"{self.daemon_id} at {since}\n")
 
     def stop(self) -> None:
         if self._fd is not None:

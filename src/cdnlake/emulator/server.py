@@ -273,6 +273,19 @@ class Emulator:
                 if req.method == "POST":
                     self.faults.update(req.json() or {})
                 return json_response(200, self.faults.as_dict())
+            if name == "late" and req.method == "POST":
+                # Requests made ``seconds_ago`` that reach the provider ``delay_seconds``
+                # after they happened (a late arrival on demand).
+                body = req.json() or {}
+                zone = int(body["zone"])
+                if zone not in self.zones:
+                    raise ValueError(f"unknown zone {zone}")
+                at = self.clock.now_ms() - int(float(body.get("seconds_ago", 0)) * 1000)
+                delay = int(float(body["delay_seconds"]) * 1000)
+                if delay < 0:
+                    raise ValueError("delay_seconds must not be negative")
+                added = self.traffic.add_late(zone, at, delay, int(body.get("count", 1)))
+                return json_response(200, {"request_ids": [r.wire.requestId for r in added]})
             if name == "stats":
                 with self._counter_lock:
                     stats = {str(z): vars(c).copy() for z, c in self.counters.items()}
