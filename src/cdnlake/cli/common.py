@@ -29,6 +29,9 @@ def load(
         args.log_level or default_level or config.log.level,
         getattr(args, "log_format", None) or config.log.format,
     )
+    root = config.storage.root
+    if root.exists() and not root.is_dir():  # else it reads as an empty lake
+        raise ConfigError(f"storage.root: {root} is a file, not a folder")
     old = None if legacy_ok else legacy_lake(config.storage)
     if old is not None:
         raise ConfigError(
@@ -36,6 +39,30 @@ def load(
             "run `cdnlake migrate-lake` once to convert it to Delta tables"
         )
     return config
+
+
+def require_writable_root(config: Config) -> None:
+    """For the commands that write the lake: the storage root (and a local lake) must be
+    folders this process can create files in, said in one line naming the path (exit 2)
+    rather than a traceback from deep in the Delta writer."""
+    import tempfile
+    from pathlib import Path
+
+    storage = config.storage
+    folders = [storage.root, storage.work]
+    if not storage.lake_location.startswith("s3://"):
+        folders.append(Path(storage.lake_location))
+    for folder in folders:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise ConfigError(
+                f"storage.root: cannot write to {folder} ({reason.lower()}); "
+                "set [storage] root to a folder cdnlake may write"
+            ) from None
 
 
 def open_api(config: Config, *, require_key: bool = True) -> ApiClient:

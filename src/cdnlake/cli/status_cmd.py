@@ -59,6 +59,7 @@ def status(args: argparse.Namespace) -> int:
         sys.stdout.write(render("table", columns, rows))
         kind = "daemons (PostgreSQL fleet)" if fleet.coordinated else "daemon"
         sys.stdout.write(f"{kind}: {'; '.join(fleet.daemons) or 'none running'}\n")
+        sys.stdout.write(f"lake: {config.storage.lake_location}\n")  # the one looked at
     if fleet.problem:
         print(f"cdnlake: error: {fleet.problem}", file=sys.stderr)
         return 1

@@ -14,8 +14,9 @@ from typing import Any
 from cdnlake.config import Config
 from cdnlake.errors import UsageError
 from cdnlake.reports.data import ReportData, Table
+from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.engine import open_session
-from cdnlake.warehouse.named import get_named
+from cdnlake.warehouse.named import get_named, parse_text
 from cdnlake.warehouse.relations import relations_named
 
 AGENTS_READ = 1000  # distinct user agents read for grouping; the rest count as "(others)"
@@ -54,6 +55,9 @@ SECTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("response_sizes", "response_size_percentiles", {}, "Response size percentiles"),
 ]
 FORMATS = ("html", "csv", "json", "md")
+# hit_ratio_by's "bucket" column, by what it groups by.
+BUCKETS = {"hour": "Hour (UTC)", "edge": "Edge location", "country": "Country", "host": "Host"}
+COUNTS = {"requests", "bytes"}  # day over day's figures that are counts
 
 
 def collect(
@@ -86,8 +90,9 @@ def collect(
         for name, query_name, fixed, title in (RANGE_SECTIONS if end else SECTIONS)
         if not (name == "zones" and zone is not None)
     ]
+    coverage = parse_text("report_coverage", internal_sql("report_coverage"))
     relations: set[str] | None = set()
-    for _, query, _, _ in sections:
+    for query in [coverage, *(query for _, query, _, _ in sections)]:
         found = relations_named(query.sql)
         relations = None if found is None or relations is None else relations | found
     # Every section asks about these days only (the day before: day over day).
@@ -98,6 +103,22 @@ def collect(
             given = {k: v for k, v in {**common, **fixed}.items() if k in wanted}
             result = session.run_named(query, query.bind(given))
             data.sections[name] = Table(title, result.columns, result.rows)
+            if query.name == "hit_ratio_by":
+                data.sections[name].labels["bucket"] = BUCKETS[fixed["dimension"]]
+        runs = session.run_named(coverage, {"zone": zone}).rows
+    data.partial = partial_days(runs, days, data.generated_at)
+    _whole_counts(data)
+    if "day_over_day" in data.sections:
+        labels = data.sections["day_over_day"].labels
+        if day in data.partial:
+            labels["today"] = "This day (partial)"
+        if day - timedelta(days=1) in data.partial:
+            labels["previous_day"] = "Day before (partial)"
+    if end is not None and "daily_trend" in data.sections:
+        trend = data.sections["daily_trend"]
+        at = trend.columns.index("date")
+        trend.columns.append("partial")
+        trend.rows = [(*r, _as_date(r[at]) in data.partial) for r in trend.rows]
     agents = data.sections.pop("user_agents", None)
     if agents is not None:
         from cdnlake.reports.agents import group
@@ -109,6 +130,58 @@ def collect(
             items.insert(at, (kind, Table(title, [kind, "requests", "pct"], grouped[kind])))
         data.sections = dict(items)
     return data
+
+
+def partial_days(
+    runs: list[tuple[Any, ...]], days: tuple[date, date], now: datetime
+) -> dict[date, str]:
+    """The days of ``days`` (first, last) that cover less than a whole day: today (still
+    running) and a zone's first day in the lake when its first window began after
+    midnight. ``runs``: (zone, first window start, newest good window end) per zone."""
+    first, last = days
+    partial: dict[date, str] = {}
+    for zone, first_from, _ in runs:
+        if first_from is None:
+            continue
+        start = _as_datetime(first_from)
+        if first <= start.date() <= last and start - _midnight(start) > timedelta(minutes=1):
+            partial.setdefault(
+                start.date(), f"the lake holds zone {zone} from {start:%H:%M} UTC on"
+            )
+    today = now.date()
+    if first <= today <= last:
+        reached = [_as_datetime(r[2]) for r in runs if r[2] is not None]
+        upto = f", figures up to {min(reached):%H:%M} UTC" if reached else ""
+        partial[today] = f"the day is still running{upto}"
+    return partial
+
+
+def _as_datetime(value: Any) -> datetime:
+    if isinstance(value, str):  # an engine that hands instants over as text
+        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    assert isinstance(value, datetime)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _as_date(value: Any) -> date:
+    return value if isinstance(value, date) else date.fromisoformat(str(value)[:10])
+
+
+def _midnight(instant: datetime) -> datetime:
+    return instant.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _whole_counts(data: ReportData) -> None:
+    """Day over day's counts are whole numbers (the query computes in doubles)."""
+    table = data.sections.get("day_over_day")
+    if table is None:
+        return
+    table.rows = [
+        (row[0], *(None if v is None else int(v) for v in row[1:3]), *row[3:])
+        if row[0] in COUNTS
+        else row
+        for row in table.rows
+    ]
 
 
 def _write_atomic(path: Path, content: str) -> None:
@@ -166,6 +239,7 @@ def write_reports(
     end: date | None = None,
 ) -> list[Path]:
     formats = config.report.formats if formats is None else formats
+    formats = tuple(dict.fromkeys(formats))  # html,html writes one file: name it once
     if not formats:
         raise UsageError(f"report --format: name at least one of {', '.join(FORMATS)}")
     for fmt in formats:

@@ -7,6 +7,7 @@ even if something slipped.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import jinja2
@@ -46,6 +47,7 @@ CACHE_STATUSES = {
     "-": ("#cfd8dc", "no cache status logged (errors before the cache, redirects)"),
 }
 OTHER = "#9e9e9e"
+ONE_DAY = timedelta(days=1)
 
 # Panels with inline bars: section -> (label column, the column the bar shows).
 BAR_PANELS = {
@@ -204,6 +206,8 @@ def _cards(data: ReportData) -> list[dict[str, str]]:
             delta = f"{change(row['change_pct'])} vs day before"
         else:
             delta = ""
+        if delta and (data.day in data.partial or data.day - ONE_DAY in data.partial):
+            delta += " (a partial day)"
         cards.append({"label": label, "value": metric_value(metric, value), "delta": delta})
     return cards
 

@@ -62,6 +62,7 @@ HEADERS = {
     "max_bytes": "Largest",
     "distinct_paths": "Distinct paths",
     "distinct_clients": "Distinct clients",
+    "partial": "Partial day",
 }
 
 METRICS = {
