@@ -106,7 +106,8 @@ def collect(
             if query.name == "hit_ratio_by":
                 data.sections[name].labels["bucket"] = BUCKETS[fixed["dimension"]]
         runs = session.run_named(coverage, {"zone": zone}).rows
-    data.partial = partial_days(runs, days, data.generated_at)
+    zones = [zone] if zone is not None else [z.id for z in config.zones]
+    data.partial = partial_days(runs, days, data.generated_at, _watermarks(config, zones))
     _whole_counts(data)
     if "day_over_day" in data.sections:
         labels = data.sections["day_over_day"].labels
@@ -133,14 +134,18 @@ def collect(
 
 
 def partial_days(
-    runs: list[tuple[Any, ...]], days: tuple[date, date], now: datetime
+    runs: list[tuple[Any, ...]],
+    days: tuple[date, date],
+    now: datetime,
+    marks: list[datetime] | None = None,
 ) -> dict[date, str]:
     """The days of ``days`` (first, last) that cover less than a whole day: today (still
-    running) and a zone's first day in the lake when its first window began after
-    midnight. ``runs``: (zone, first window start, newest good window end) per zone."""
+    running; ``marks``, the zones' watermarks, say how far its figures reach) and a zone's
+    first day in the lake when its first window began after midnight. ``runs``: (zone,
+    start of its first window) per zone."""
     first, last = days
     partial: dict[date, str] = {}
-    for zone, first_from, _ in runs:
+    for zone, first_from in runs:
         if first_from is None:
             continue
         start = _as_datetime(first_from)
@@ -150,10 +155,23 @@ def partial_days(
             )
     today = now.date()
     if first <= today <= last:
-        reached = [_as_datetime(r[2]) for r in runs if r[2] is not None]
+        reached = [m for m in marks or [] if m.date() == today]
         upto = f", figures up to {min(reached):%H:%M} UTC" if reached else ""
         partial[today] = f"the day is still running{upto}"
     return partial
+
+
+def _watermarks(config: Config, zones: list[int]) -> list[datetime]:
+    """How far the zones' requests reach (their watermarks in the lake)."""
+    from cdnlake.lake.progress import from_ms
+    from cdnlake.lake.schema import REQUESTS
+    from cdnlake.lake.store import Lake
+
+    table = Lake.from_config(config.storage).open(REQUESTS)
+    if table is None:
+        return []
+    marks = (from_ms(table.transaction_version(REQUESTS.app_id(z))) for z in zones)
+    return [m for m in marks if m is not None]
 
 
 def _as_datetime(value: Any) -> datetime:
