@@ -65,8 +65,8 @@ def test_a_damaged_lake_file_is_named_in_one_line(tmp_path):
     ("params", "needle"),
     [
         (["zone=9999"], "--param zone: pull zone 9999 is not configured (configured: 1, 2)"),
-        (["top_n=-5"], "--param top_n: expected a whole number >= 1, got '-5'"),
-        (["top_n=0"], "--param top_n: expected a whole number >= 1"),
+        (["top_n=-5"], "--param top_n: expected INTEGER (a whole number >= 1), got '-5'"),
+        (["top_n=0"], "--param top_n: expected INTEGER (a whole number >= 1)"),
     ],
 )
 def test_named_query_values_out_of_range_are_refused(tmp_path, params, needle):

@@ -71,7 +71,8 @@ class Param:
             if self.type == "VARCHAR":
                 return raw
         except ValueError:
-            wanted = "a whole number >= 1" if self.type in ("BIGINT", "INTEGER") else self.type
+            whole = self.type in ("BIGINT", "INTEGER")
+            wanted = f"{self.type} (a whole number >= 1)" if whole else self.type
             raise UsageError(f"--param {self.name}: expected {wanted}, got {raw!r}") from None
         raise UsageError(f"{self.name}: unsupported parameter type {self.type}")
 
