@@ -21,7 +21,12 @@ from cdnlake.warehouse.relations import relations_named
 
 AGENTS_READ = 1000  # distinct user agents read for grouping; the rest count as "(others)"
 # The user-agent families (grouped from the user_agents query): section -> title.
-AGENT_SECTIONS = {"browser": "Browsers", "os": "Operating systems", "crawler": "Crawlers"}
+AGENT_SECTIONS = {
+    "browser": "Browsers",
+    "os": "Operating systems",
+    "tool": "Tools and HTTP libraries",
+    "crawler": "Bots, crawlers and monitors",
+}
 # A range report's sections (from_day, to_day instead of day).
 RANGE_SECTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("period_overview", "period_overview", {}, "The whole period"),

@@ -38,7 +38,7 @@ def to_json(data: ReportData) -> str:
             "by_misses": rows("top_paths_by_misses"),
         }
         payload["top_referers"] = rows("top_referers")
-        payload["user_agents"] = {kind: rows(kind) for kind in ("browser", "os", "crawler")}
+        payload["user_agents"] = {kind: rows(kind) for kind in ("browser", "os", "tool", "crawler")}
         payload["countries"] = rows("countries")
         payload["asns"] = rows("asns")
     payload["sections"] = {

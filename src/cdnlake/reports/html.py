@@ -57,6 +57,7 @@ BAR_PANELS = {
     "top_referers": ("referer_host", "requests"),
     "browser": ("browser", "requests"),
     "os": ("os", "requests"),
+    "tool": ("tool", "requests"),
     "crawler": ("crawler", "requests"),
     "countries": ("country_code", "requests"),
     "asns": ("asn_organization", "requests"),
