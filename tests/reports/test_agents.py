@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cdnlake.reports.agents import classify, group
+from cdnlake.reports.agents import Agent, classify, group
 
 CHROME = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
@@ -65,3 +65,8 @@ def test_the_groups_count_people_apart_from_programs():
     assert grouped["os"] == [("Windows", 40, 40.0), ("iOS", 20, 20.0)]
     assert grouped["tool"] == [("curl", 12, 12.0)]
     assert grouped["crawler"] == [("updown.io", 20, 20.0), ("Googlebot", 8, 8.0)]
+
+
+@pytest.mark.parametrize("agent", ["-", "", "<script>alert('ua')</script>", "=HYPERLINK(1)"])
+def test_what_no_data_knows_is_unknown(agent):
+    assert classify(agent) == Agent("Unknown", "Unknown")

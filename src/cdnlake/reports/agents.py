@@ -84,9 +84,6 @@ def classify(user_agent: str) -> Agent:
         return Agent(name, system, tool=name) if tool else Agent(name, system, crawler=name)
     if parsed.device is not None and parsed.device.family == "Spider":
         return Agent(family or UNKNOWN, system, crawler=family or user_agent[:40])
-    if family is None and not user_agent.startswith("Mozilla/"):
-        # no browser's shape and no rule knows it: a program, named by its product token
-        return Agent(UNKNOWN, system, tool=user_agent.split("/")[0].split(" ")[0][:40])
     return Agent(family or UNKNOWN, system)
 
 
