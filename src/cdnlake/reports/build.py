@@ -14,6 +14,7 @@ from typing import Any
 from cdnlake.config import Config
 from cdnlake.errors import UsageError
 from cdnlake.reports.data import ReportData, Table
+from cdnlake.reports.partial import as_date, partial_days, watermarks
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.engine import open_session
 from cdnlake.warehouse.named import get_named, parse_text
@@ -112,7 +113,7 @@ def collect(
                 data.sections[name].labels["bucket"] = BUCKETS[fixed["dimension"]]
         runs = session.run_named(coverage, {"zone": zone}).rows
     zones = [zone] if zone is not None else [z.id for z in config.zones]
-    data.partial = partial_days(runs, days, data.generated_at, _watermarks(config, zones))
+    data.partial = partial_days(runs, days, data.generated_at, watermarks(config, zones))
     _whole_counts(data)
     if "day_over_day" in data.sections:
         labels = data.sections["day_over_day"].labels
@@ -124,7 +125,7 @@ def collect(
         trend = data.sections["daily_trend"]
         at = trend.columns.index("date")
         trend.columns.append("partial")
-        trend.rows = [(*r, _as_date(r[at]) in data.partial) for r in trend.rows]
+        trend.rows = [(*r, as_date(r[at]) in data.partial) for r in trend.rows]
     agents = data.sections.pop("user_agents", None)
     if agents is not None:
         from cdnlake.reports.agents import group
@@ -136,62 +137,6 @@ def collect(
             items.insert(at, (kind, Table(title, [kind, "requests", "pct"], grouped[kind])))
         data.sections = dict(items)
     return data
-
-
-def partial_days(
-    runs: list[tuple[Any, ...]],
-    days: tuple[date, date],
-    now: datetime,
-    marks: list[datetime] | None = None,
-) -> dict[date, str]:
-    """The days of ``days`` (first, last) that cover less than a whole day: today (still
-    running; ``marks``, the zones' watermarks, say how far its figures reach) and a zone's
-    first day in the lake when its first window began after midnight. ``runs``: (zone,
-    start of its first window) per zone."""
-    first, last = days
-    partial: dict[date, str] = {}
-    for zone, first_from in runs:
-        if first_from is None:
-            continue
-        start = _as_datetime(first_from)
-        if first <= start.date() <= last and start - _midnight(start) > timedelta(minutes=1):
-            partial.setdefault(
-                start.date(), f"the lake holds zone {zone} from {start:%H:%M} UTC on"
-            )
-    today = now.date()
-    if first <= today <= last:
-        reached = [m for m in marks or [] if m.date() == today]
-        upto = f", figures up to {min(reached):%H:%M} UTC" if reached else ""
-        partial[today] = f"the day is still running{upto}"
-    return partial
-
-
-def _watermarks(config: Config, zones: list[int]) -> list[datetime]:
-    """How far the zones' requests reach (their watermarks in the lake)."""
-    from cdnlake.lake.progress import from_ms
-    from cdnlake.lake.schema import REQUESTS
-    from cdnlake.lake.store import Lake
-
-    table = Lake.from_config(config.storage).open(REQUESTS)
-    if table is None:
-        return []
-    marks = (from_ms(table.transaction_version(REQUESTS.app_id(z))) for z in zones)
-    return [m for m in marks if m is not None]
-
-
-def _as_datetime(value: Any) -> datetime:
-    if isinstance(value, str):  # an engine that hands instants over as text
-        value = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    assert isinstance(value, datetime)
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
-def _as_date(value: Any) -> date:
-    return value if isinstance(value, date) else date.fromisoformat(str(value)[:10])
-
-
-def _midnight(instant: datetime) -> datetime:
-    return instant.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
 def _whole_counts(data: ReportData) -> None:
