@@ -267,7 +267,8 @@ def test_status_names_the_lake_it_looked_at(tmp_path):
     cfg = root_config(tmp_path, tmp_path / "elsewhere")
     result = run_cli("--config", str(cfg), "status")
     assert result.returncode == 1 and "never ingested" in result.stdout
-    assert f"lake: {tmp_path / 'elsewhere' / 'lake'}" in result.stdout
+    where = tmp_path / "elsewhere" / "lake"
+    assert f"never ingested into the lake at {where}: zone 1 (storage.root" in result.stdout
 
 
 _WITHOUT = """
@@ -310,9 +311,12 @@ def test_the_demo_names_a_command_that_runs(tmp_path, monkeypatch):
     assert command_name() == ".venv/bin/cdnlake"
     monkeypatch.setenv("PATH", f"{venv_bin}:/usr/bin:/bin")  # an activated venv
     assert command_name() == "cdnlake"
-    monkeypatch.setattr(sys, "argv", ["-m", "demo"])  # python -m cdnlake
+    monkeypatch.setattr(sys, "argv", ["/x/cdnlake/__main__.py", "demo"])  # python -m cdnlake
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
-    assert command_name().endswith(" -m cdnlake")
+    monkeypatch.setattr(sys, "executable", str(venv_bin / "python"))
+    assert command_name() == ".venv/bin/cdnlake"  # the script beside the interpreter
+    script.unlink()
+    assert command_name() == ".venv/bin/python -m cdnlake"
 
 
 def test_shield_event_logs_take_the_day_as_every_command_does(tmp_path):

@@ -57,6 +57,9 @@ def command_name() -> str:
         return "cdnlake"
     if started is not None:
         return short_path(started)
+    beside = os.path.join(os.path.dirname(sys.executable), "cdnlake")  # python -m cdnlake
+    if os.path.isfile(beside):
+        return short_path(beside)
     return f"{short_path(sys.executable)} -m cdnlake"
 
 
