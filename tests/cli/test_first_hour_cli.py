@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime, time, timedelta
@@ -29,23 +30,19 @@ def root_config(tmp_path: Path, root: Path, extra: str = "") -> Path:
     ids=["ingest", "daemon", "import-v1"],
 )
 def test_a_storage_root_that_cannot_be_written_is_one_line(tmp_path, args):
-    a_file = tmp_path / "a-file"
-    a_file.write_text("not a folder\n")
     log = tmp_path / "day.log"
     log.write_text("")
     args = [str(log) if a == "LOG" else a for a in args]
-    below = root_config(tmp_path, a_file / "data")
-    result = run_cli("--config", str(below), *args, timeout=60)
-    one_line_error(result, f"storage.root: cannot write to {a_file / 'data'}")
-    itself = root_config(tmp_path, a_file)
-    one_line_error(run_cli("--config", str(itself), *args, timeout=60), "is a file, not a folder")
-
-
-def test_a_storage_root_that_is_a_file_is_not_an_empty_lake(tmp_path):
-    a_file = tmp_path / "a-file"
-    a_file.write_text("")
-    cfg = root_config(tmp_path, a_file)
-    one_line_error(run_cli("--config", str(cfg), "status"), f"{a_file} is a file, not a folder")
+    nowhere = Path("/proc/cdnlake-nowhere/data")  # not even root can make a folder there
+    cfg = root_config(tmp_path, nowhere)
+    result = run_cli("--config", str(cfg), *args, timeout=60)
+    one_line_error(result, f"storage.root: cannot create or write to {nowhere}")
+    if os.geteuid() != 0:  # root writes anywhere else
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        cfg = root_config(tmp_path, locked)
+        result = run_cli("--config", str(cfg), *args, timeout=60)
+        one_line_error(result, f"storage.root: cannot create or write to {locked}")
 
 
 def test_a_damaged_lake_file_is_named_in_one_line(tmp_path):

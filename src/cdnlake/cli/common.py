@@ -29,9 +29,6 @@ def load(
         args.log_level or default_level or config.log.level,
         getattr(args, "log_format", None) or config.log.format,
     )
-    root = config.storage.root
-    if root.exists() and not root.is_dir():  # else it reads as an empty lake
-        raise ConfigError(f"storage.root: {root} is a file, not a folder")
     old = None if legacy_ok else legacy_lake(config.storage)
     if old is not None:
         raise ConfigError(
@@ -60,7 +57,7 @@ def require_writable_root(config: Config) -> None:
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             raise ConfigError(
-                f"storage.root: cannot write to {folder} ({reason.lower()}); "
+                f"storage.root: cannot create or write to {folder} ({reason.lower()}); "
                 "set [storage] root to a folder cdnlake may write"
             ) from None
 
