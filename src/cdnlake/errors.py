@@ -101,6 +101,10 @@ class UnreachableError(TransportError):
     """Connection refused: retried only briefly, since waiting rarely brings a server up."""
 
 
+class UnresolvableHostError(HttpError, TerminalError):
+    """The host name does not resolve (a typo in an address): waiting will not fix it."""
+
+
 class MalformedResponseError(HttpError, TransientError):
     pass
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from cdnlake.cli.common import load
+from cdnlake.config import Config
 
 
 def migrate_lake(args: argparse.Namespace) -> int:
@@ -13,7 +14,11 @@ def migrate_lake(args: argparse.Namespace) -> int:
     config = load(args, default_level="WARNING", legacy_ok=True)
     report = migrate(config.storage)
     if not report.moved_to:
-        print(f"nothing to migrate: the lake at {config.storage.lake_location} is Delta already")
+        where = config.storage.lake_location
+        if _has_tables(config):
+            print(f"nothing to migrate: the lake at {where} is Delta already")
+        else:
+            print(f"nothing to migrate: there is no lake at {where} yet")
         return 0
     for folder in report.moved_to:
         print(f"migrated {folder} (kept there: the earlier lake, state and warehouse)")
@@ -26,6 +31,14 @@ def migrate_lake(args: argparse.Namespace) -> int:
     for line in report.unreadable:
         print(f"  NOT MIGRATED (unreadable, kept): {line}")
     return 1 if report.unreadable else 0
+
+
+def _has_tables(config: Config) -> bool:
+    from cdnlake.lake.schema import TABLES
+    from cdnlake.lake.store import Lake
+
+    lake = Lake.from_config(config.storage)
+    return any(lake.open(spec) is not None for spec in TABLES)
 
 
 def maintain(args: argparse.Namespace) -> int:

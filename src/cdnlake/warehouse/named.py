@@ -55,6 +55,9 @@ class Param:
             )
         try:
             if self.type == "BIGINT" or self.type == "INTEGER":
+                # every whole-number parameter is a zone id or a count of rows
+                if not raw.strip().isdigit() or int(raw) < 1:
+                    raise ValueError
                 return int(raw)
             if self.type == "DOUBLE":
                 return float(raw)
@@ -68,14 +71,16 @@ class Param:
             if self.type == "VARCHAR":
                 return raw
         except ValueError:
-            raise UsageError(f"--param {self.name}: expected {self.type}, got {raw!r}") from None
+            whole = self.type in ("BIGINT", "INTEGER")
+            wanted = f"{self.type} (a whole number >= 1)" if whole else self.type
+            raise UsageError(f"--param {self.name}: expected {wanted}, got {raw!r}") from None
         raise UsageError(f"{self.name}: unsupported parameter type {self.type}")
 
 
 @dataclass(frozen=True)
 class NamedQuery:
     name: str
-    path: Traversable
+    path: Traversable | None  # None: not a file of the named queries
     answers: str
     params: list[Param] = field(default_factory=list)
     sql: str = ""
@@ -88,7 +93,11 @@ class NamedQuery:
                 f"--param {unknown[0]}: query {self.name} has no such parameter "
                 f"(it takes: {', '.join(sorted(known)) or 'none'})"
             )
-        return {p.name: p.convert(given.get(p.name)) for p in self.params}
+        bound = {p.name: p.convert(given.get(p.name)) for p in self.params}
+        first, last = bound.get("from_day"), bound.get("to_day")
+        if first is not None and last is not None and first > last:
+            raise UsageError(f"--param from_day: {first} is after to_day {last}")
+        return bound
 
     def signature(self) -> str:
         parts = []
@@ -98,7 +107,11 @@ class NamedQuery:
 
 
 def parse_named(path: Traversable) -> NamedQuery:
-    text = path.read_text(encoding="utf-8")
+    return parse_text(path.name.removesuffix(".sql"), path.read_text(encoding="utf-8"), path)
+
+
+def parse_text(name: str, text: str, path: Traversable | None = None) -> NamedQuery:
+    """A query from its text, parameters from its header (an internal statement too)."""
     answers: list[str] = []
     params: list[Param] = []
     for line in text.splitlines():
@@ -112,7 +125,7 @@ def parse_named(path: Traversable) -> NamedQuery:
             )
         elif line.lower().startswith("-- answers:"):
             answers.append(line.split(":", 1)[1].strip())
-    return NamedQuery(path.name.removesuffix(".sql"), path, " ".join(answers), params, text)
+    return NamedQuery(name, path, " ".join(answers), params, text)
 
 
 def _sql_files(directory: Traversable) -> dict[str, Traversable]:
