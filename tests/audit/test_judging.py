@@ -42,13 +42,19 @@ def test_an_hour_not_closed_or_inside_the_lag_is_pending_never_short() -> None:
 
 
 def test_a_short_hour_says_what_to_do_next() -> None:
-    kept = audit_hour(1, HOUR, Counts(100), Counts(50), tolerance=0.001, now=LATER, lag=LAG)
-    assert kept.verdict == "short" and "still serves this hour until 2026-11-23 05:00" in (
-        kept.advice
-    )
-    gone_now = HOUR + timedelta(days=4)
-    gone = audit_hour(1, HOUR, Counts(100), Counts(50), tolerance=0.001, now=gone_now, lag=LAG)
-    assert "past the provider's 3-day log retention" in gone.advice
+    def short(now: datetime, watermark: datetime | None) -> str:
+        found = audit_hour(
+            1, HOUR, Counts(100), Counts(50), tolerance=0.001, now=now, lag=LAG, watermark=watermark
+        )
+        assert found.verdict == "short"
+        return found.advice
+
+    assert "still serves this hour until 2026-11-23 05:00" in short(LATER, LATER)
+    gone = HOUR + timedelta(days=4)
+    assert "past the provider's 3-day log retention" in short(gone, gone)
+    # Not read yet: ingestion will read it (the watermark has not passed the hour's end).
+    assert "not ingested yet" in short(LATER, HOUR + timedelta(minutes=59))
+    assert "watermark is not set" in short(LATER, None)
     assert audit_hour(1, HOUR, Counts(1), Counts(1), tolerance=0, now=LATER, lag=LAG).advice == ""
 
 

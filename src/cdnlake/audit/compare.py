@@ -121,8 +121,14 @@ def verdict(
     return "short" if short_in(provider, lake, tolerance) else "ok"
 
 
-def advice(zone_id: int, hour: datetime, now: datetime) -> str:
-    """What to do about a short or missing hour."""
+def advice(zone_id: int, hour: datetime, now: datetime, watermark: datetime | None) -> str:
+    """What to do about a short or missing hour (``watermark``: the zone's, if any)."""
+    if watermark is None or hour + HOUR > watermark:
+        where = f"at {watermark:%Y-%m-%d %H:%M} UTC" if watermark else "not set"
+        return (
+            f"not ingested yet (zone {zone_id}'s watermark is {where}): the next "
+            "`cdnlake ingest` (or the daemon's next pass) reads it"
+        )
     served_until = hour + RETENTION
     if served_until > now:
         return (
@@ -146,10 +152,11 @@ def audit_hour(
     tolerance: float,
     now: datetime,
     lag: timedelta,
+    watermark: datetime | None = None,
 ) -> HourAudit:
     found = verdict(hour, provider, lake, tolerance=tolerance, now=now, lag=lag)
     note = ""
     if found in ("short", "missing"):
         measures = ", ".join(short_in(provider, lake, tolerance)) or "requests"
-        note = f"short in {measures}; {advice(zone_id, hour, now)}"
+        note = f"short in {measures}; {advice(zone_id, hour, now, watermark)}"
     return HourAudit(zone_id, hour, provider, lake, found, note)

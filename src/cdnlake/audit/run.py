@@ -13,7 +13,10 @@ from datetime import UTC, date, datetime, timedelta
 from cdnlake.audit.compare import HOUR, Counts, HourAudit, audit_hour
 from cdnlake.client.statistics import StatisticsApi, ZoneStatistics
 from cdnlake.config import Config
+from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.store import Lake
 from cdnlake.sqlfiles import internal_sql
+from cdnlake.status import watermarks
 from cdnlake.warehouse.engine import open_session
 
 DAY = timedelta(days=1)
@@ -53,6 +56,11 @@ def lake_counts(
     return out
 
 
+def zone_watermarks(config: Config, zones: Sequence[int]) -> dict[int, datetime]:
+    """Each zone's watermark: before it, ingestion has read everything the provider served."""
+    return watermarks(Lake.from_config(config.storage), REQUESTS, list(zones))
+
+
 def judge(
     config: Config,
     zones: Sequence[int],
@@ -62,6 +70,7 @@ def judge(
     lake: dict[tuple[int, datetime], Counts],
     *,
     now: datetime,
+    marks: dict[int, datetime] | None = None,
 ) -> list[HourAudit]:
     """One row per zone and hour of the days ``first``..``last`` that has begun by ``now``."""
     lag = timedelta(seconds=config.ingest.lag_seconds)
@@ -78,6 +87,7 @@ def judge(
                     tolerance=config.audit.tolerance,
                     now=now,
                     lag=lag,
+                    watermark=(marks or {}).get(zone),
                 )
             )
             hour += HOUR

@@ -60,7 +60,7 @@ def parse_days(args: argparse.Namespace, today: date) -> tuple[date, date]:
 
 def audit(args: argparse.Namespace) -> int:
     from cdnlake.audit.compare import COLUMNS, row
-    from cdnlake.audit.run import judge, lake_counts, provider_counts
+    from cdnlake.audit.run import judge, lake_counts, provider_counts, zone_watermarks
     from cdnlake.cli.common import load, open_api
     from cdnlake.client.statistics import StatisticsApi
     from cdnlake.warehouse.output import render
@@ -81,8 +81,9 @@ def audit(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
+    marks = zone_watermarks(config, zones)
     lake = lake_counts(config, zones, first, last)
-    hours = judge(config, zones, first, last, provider, lake, now=now)
+    hours = judge(config, zones, first, last, provider, lake, now=now, marks=marks)
     if args.format == "table":
         columns = COLUMNS[:-1]
         sys.stdout.write(render("table", columns, [row(h)[:-1] for h in hours]))
