@@ -103,11 +103,17 @@ class Faults:
 
     def update(self, values: dict[str, Any]) -> None:
         names = {f.name for f in fields(self) if not f.name.startswith("_")}
-        for key, value in values.items():
-            if key not in names:
-                raise ValueError(f"unknown fault switch {key!r}")
-            setattr(self, key, type(getattr(self, key))(value))
-        self.check()
+        before = self.as_dict()
+        try:
+            for key, value in values.items():
+                if key not in names:
+                    raise ValueError(f"unknown fault switch {key!r}")
+                setattr(self, key, type(getattr(self, key))(value))
+            self.check()
+        except (TypeError, ValueError):
+            for key, value in before.items():  # a refused update changes nothing
+                setattr(self, key, value)
+            raise
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
