@@ -146,3 +146,34 @@ def test_a_lake_not_yet_ingested_is_missing_and_says_ingest_reads_it(
     assert code == 1
     assert len(rows) == 24 and {r["verdict"] for r in rows} == {"missing"}
     assert all("not ingested yet" in str(r["advice"]) for r in rows)
+
+
+def test_records_the_lake_rejected_make_hours_short_beyond_the_tolerance_only(
+    tmp_path: Path,
+) -> None:
+    """Records served spoiled are rejected, so the lake holds a little less than the
+    provider counted: short at tolerance 0, ok at a tolerance above the spoiled share."""
+    day = (datetime.now(UTC) - timedelta(days=1)).date()
+    emu = start_emulator("1236", rpm=4, now=None, frozen=False, faults=Faults(bad_record_rate=0.01))
+    try:
+        config = write_config(tmp_path, emu, [(1236, "v2")])
+        run_cli("--config", str(config), "ingest", timeout=300)
+        base = config.read_text()
+        config.write_text(base + "[audit]\ntolerance = 0\n")
+        code, rows, _ = audit_json(Setup(emu, config, day), "--date", str(day))
+        assert code == 1
+        short = [r for r in rows if r["verdict"] == "short"]
+        assert short and {r["verdict"] for r in rows} <= {"ok", "short"}
+        assert all(0.9 < float(str(r["ratio"])) < 1 for r in short)
+        config.write_text(base + "[audit]\ntolerance = 0.2\n")
+        code, rows, err = audit_json(Setup(emu, config, day), "--date", str(day))
+        assert code == 0, err
+        assert {r["verdict"] for r in rows} == {"ok"}
+    finally:
+        emu.stop()
+
+
+def test_audit_is_listed_and_has_help() -> None:
+    assert "audit" in run_cli("--help").stdout
+    r = run_cli("audit", "--help")
+    assert r.returncode == 0 and "--from" in r.stdout and "verdict" in r.stdout
