@@ -165,6 +165,7 @@ def test_records_the_lake_rejected_make_hours_short_beyond_the_tolerance_only(
         short = [r for r in rows if r["verdict"] == "short"]
         assert short and {r["verdict"] for r in rows} <= {"ok", "short"}
         assert all(0.9 < float(str(r["ratio"])) < 1 for r in short)
+        assert all("rejected_lines WHERE pull_zone_id = 1236" in str(r["advice"]) for r in short)
         config.write_text(base + "[audit]\ntolerance = 0.2\n")
         code, rows, err = audit_json(Setup(emu, config, day), "--date", str(day))
         assert code == 0, err

@@ -159,4 +159,9 @@ def audit_hour(
     if found in ("short", "missing"):
         measures = ", ".join(short_in(provider, lake, tolerance)) or "requests"
         note = f"short in {measures}; {advice(zone_id, hour, now, watermark)}"
+        if found == "short":
+            note += (
+                '; records the lake rejected are short too: see `cdnlake sql "SELECT * FROM '
+                f'rejected_lines WHERE pull_zone_id = {zone_id}"`'
+            )
     return HourAudit(zone_id, hour, provider, lake, found, note)
