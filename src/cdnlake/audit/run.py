@@ -13,10 +13,10 @@ from datetime import UTC, date, datetime, timedelta
 from cdnlake.audit.compare import HOUR, Counts, HourAudit, audit_hour
 from cdnlake.client.statistics import StatisticsApi, ZoneStatistics
 from cdnlake.config import Config
+from cdnlake.lake.progress import from_ms
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
 from cdnlake.sqlfiles import internal_sql
-from cdnlake.status import watermarks
 from cdnlake.warehouse.engine import open_session
 
 DAY = timedelta(days=1)
@@ -58,7 +58,17 @@ def lake_counts(
 
 def zone_watermarks(config: Config, zones: Sequence[int]) -> dict[int, datetime]:
     """Each zone's watermark: before it, ingestion has read everything the provider served."""
-    return watermarks(Lake.from_config(config.storage), REQUESTS, list(zones))
+    # Read from the lake, not through ``cdnlake.status``: status is to show the last
+    # audit, so it will import this stage, never the other way round.
+    table = Lake.from_config(config.storage).open(REQUESTS)
+    if table is None:
+        return {}
+    marks: dict[int, datetime] = {}
+    for zone in zones:
+        mark = from_ms(table.transaction_version(REQUESTS.app_id(zone)))
+        if mark is not None:
+            marks[zone] = mark
+    return marks
 
 
 def judge(
