@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cdnlake.emulator.http import Request, Response, json_response
+from cdnlake.emulator.logging_routes import RETENTION_MS
 from cdnlake.emulator.traffic import HOUR_MS
 
 if TYPE_CHECKING:
@@ -109,6 +110,10 @@ def charts(
                     e5[slot] += 1
                 if r.wire.cacheStatus == "HIT":
                     hits[slot] += 1
+            if start < now_ms - RETENTION_MS:
+                # The logging API no longer serves it: not kept, so that statistics of
+                # a month leave the emulator's memory as it was.
+                emu.traffic.forget_before(now_ms - RETENTION_MS)
     total = sum(requests.values())
     rate = {k: round(100 * hits[k] / n, 2) if n else 0.0 for k, n in requests.items()}
     return {
