@@ -200,6 +200,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(
         sub,
+        "audit",
+        "The lake's hourly counts against the provider's own statistics: one row per zone\n"
+        "and hour (provider, lake, difference, ratio, verdict ok|short|missing|pending;\n"
+        "4xx, 5xx and bytes alike). Exits 1 when an hour is short beyond audit.tolerance\n"
+        "or the statistics cannot be read.",
+        "cdnlake.cli.audit_cmd:audit",
+    )
+    from cdnlake.cli.audit_cmd import add_arguments as add_audit_arguments
+
+    add_audit_arguments(p, zone_id)
+
+    p = _command(
+        sub,
         "emulator",
         "Serve the provider's API on loopback: deterministic traffic, auth, rate limit,\n"
         "retention, late records, and fault injection.",

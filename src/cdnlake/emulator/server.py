@@ -19,7 +19,7 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from cdnlake.emulator import logging_routes
+from cdnlake.emulator import logging_routes, statistics
 from cdnlake.emulator.area import ManagementFixtures
 from cdnlake.emulator.http import (
     HttpProblem,
@@ -182,6 +182,8 @@ class Emulator:
                 return logging_error(405, "invalid_request", "only GET is allowed")
             zone_id = int((v2 or v1).group(1 if v2 else 4))  # type: ignore[union-attr]
             return self._logging(req, zone_id, v2 is not None, v1)
+        if req.path == statistics.PATH:
+            return statistics.handle(self, req)
         return self.management.dispatch(req)
 
     def _logging(self, req: Request, zone_id: int, is_v2: bool, v1: Any) -> Response | str:
