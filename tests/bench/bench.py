@@ -26,9 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import httpx
+
+if TYPE_CHECKING:
+    import polars as pl
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -579,50 +583,54 @@ def bench_range_report(work: Path, zones: int, days: int, per_zone_day: int) -> 
     )
 
 
+def requests_window(rows: int, tag: str, day: date = DAY, columns: int = 5) -> pl.DataFrame:
+    """``rows`` new requests ``<tag>-<i>`` spread over the minute from 23:58 on ``day``, as a
+    pass hands them to the commit; ``columns``: how many carry values (the rest null)."""
+    import polars as pl
+
+    from cdnlake.lake.schema import REQUEST_SCHEMA, polars_schema
+
+    start = datetime(day.year, day.month, day.day, 23, 58, tzinfo=UTC)
+    values = {
+        "ts": [start + timedelta(milliseconds=60_000 * i // rows) for i in range(rows)],
+        "request_id": [f"{tag}-{i}" for i in range(rows)],
+        "cache_status": ["HIT"] * rows,
+        "status_code": [200] * rows,
+        "bytes_sent": [1000] * rows,
+    }
+    given = dict(list(values.items())[:columns])
+    return (
+        pl.DataFrame(given)
+        .with_columns(
+            [
+                pl.lit(None, dtype).alias(c)
+                for c, dtype in polars_schema(REQUEST_SCHEMA).items()
+                if c not in given
+            ]
+        )
+        .select(list(REQUEST_SCHEMA))
+        .with_columns(pl.col("ts").dt.cast_time_unit("us"))
+    )
+
+
 def bench_commit_on_history(work: Path, zones: int, days: int, per_zone_day: int) -> Figure:
     """What a daemon pass adds to the lake (60 s of new requests, the exactly-once commit
     with its deduplication) on a zone with ``days`` days of history, against the same
     commit on an empty zone of the same lake: cdnlake's cost must follow the window, not
     the zone's history. The note gives the same commit on an empty lake too: the rest is
     delta-rs's, whose snapshot grows with the table's files."""
-    import polars as pl
-
     from cdnlake.lake.commit import ZoneWriter
-    from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS, polars_schema
+    from cdnlake.lake.schema import REQUESTS
     from cdnlake.lake.store import Lake
 
     root = work / "month"
     if not (root / "lake" / "requests" / "_delta_log").exists():
         make_month_lake(root, zones, days, per_zone_day)
-    start = datetime(DAY.year, DAY.month, DAY.day, 23, 58, tzinfo=UTC)
     per_minute = max(1, per_zone_day // 1440)
-
-    def window(tag: str) -> pl.DataFrame:
-        n = per_minute
-        return (
-            pl.DataFrame(
-                {
-                    "ts": [start + timedelta(milliseconds=60_000 * i // n) for i in range(n)],
-                    "request_id": [f"{tag}-{i}" for i in range(n)],
-                    "cache_status": ["HIT"] * n,
-                    "status_code": [200] * n,
-                    "bytes_sent": [1000] * n,
-                }
-            )
-            .with_columns(
-                [
-                    pl.lit(None, dtype).alias(c)
-                    for c, dtype in polars_schema(REQUEST_SCHEMA).items()
-                    if c not in ("ts", "request_id", "cache_status", "status_code", "bytes_sent")
-                ]
-            )
-            .select(list(REQUEST_SCHEMA))
-            .with_columns(pl.col("ts").dt.cast_time_unit("us"))
-        )
 
     def commit(lake: Lake, zone: int, tag: str) -> float:
         writer = ZoneWriter(lake, REQUESTS, zone)
-        return timed(lambda: writer.commit(window(tag), {}))
+        return timed(lambda: writer.commit(requests_window(per_minute, tag), {}))
 
     full = Lake(str(root / "lake"), {})
     new_zone = zones + 1  # no history: its first commit only creates its partition
@@ -642,6 +650,94 @@ def bench_commit_on_history(work: Path, zones: int, days: int, per_zone_day: int
         "<= 1.2x the same on an empty zone",
         min(ours) <= 1.2 * min(reference),
         f"{per_minute:,} rows; on an empty lake {min(bare) * 1000:.1f} ms",
+    )
+
+
+def make_files_lake(root: Path, zones: int, days: int, per_file: int = 100) -> Path:
+    """A ``requests`` table of ``zones`` x ``days`` data files (one per zone-day, as the
+    daily ``maintain`` leaves them), named in one commit and checkpointed. All zones' files
+    of one day are hard links to one real Parquet file of that day's ``per_file``
+    requests: the log is as large as the file count, the disk is not."""
+    import os
+
+    from deltalake.transaction import AddAction
+
+    from cdnlake.lake.commit import ROW_GROUP_ROWS, _stats
+    from cdnlake.lake.schema import REQUESTS
+    from cdnlake.lake.store import Lake
+
+    lake = Lake(str(root / "lake"), {})
+    table = lake.open_or_create(REQUESTS)
+    originals = root / "day-files"
+    originals.mkdir(parents=True, exist_ok=True)
+    actions = []
+    for d in range(days):
+        day = DAY - timedelta(days=days - 1 - d)
+        rows = requests_window(per_file, f"d{d}", day, columns=2)
+        original = originals / f"{day}.parquet"
+        rows.write_parquet(original, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+        stats = _stats(rows, ["ts", "request_id"])
+        for zone in range(1, zones + 1):
+            folder = f"pull_zone_id={zone}/date={day}"
+            (root / "lake" / "requests" / folder).mkdir(parents=True, exist_ok=True)
+            os.link(original, root / "lake" / "requests" / folder / "part-0.parquet")
+            actions.append(
+                AddAction(
+                    path=f"{folder}/part-0.parquet",
+                    size=original.stat().st_size,
+                    partition_values={"pull_zone_id": str(zone), "date": day.isoformat()},
+                    modification_time=int(time.time() * 1000),
+                    data_change=True,
+                    stats=stats,
+                )
+            )
+    table.create_write_transaction(
+        actions, mode="append", schema=table.schema(), partition_by=REQUESTS.partition_by
+    )
+    table.update_incremental()
+    table.create_checkpoint()
+    return root
+
+
+def bench_commit_on_files(work: Path, days: int, few: int, many: int) -> Figure:
+    """A daemon pass's commit (60 s of one zone's requests, with its deduplication) on a
+    ``requests`` table of ``many`` files against the same commit on one of ``few``, the
+    zone's own history (``days`` days) alike: the cost of choosing the zone-day's files
+    must not grow with the other zones' files. The note splits out that choice."""
+    from cdnlake.lake.commit import ZoneWriter
+    from cdnlake.lake.schema import REQUESTS
+    from cdnlake.lake.store import Lake
+
+    lakes = {}
+    for files in (few, many):
+        root = make_files_lake(work / f"files-{files}", files // days, days)
+        lakes[files] = Lake(str(root / "lake"), {})
+    writers = {files: ZoneWriter(lake, REQUESTS, 1) for files, lake in lakes.items()}
+    times: dict[int, list[float]] = {few: [], many: []}
+    for i in range(6):  # alternated, so that the machine's moods hit both alike
+        for files, writer in writers.items():
+            rows = requests_window(50, f"c{i}")
+            took = timed(lambda w=writer, r=rows: w.commit(r, {}))
+            if i:  # the first commit of each is a warm-up
+                times[files].append(took)
+    choose = {}
+    zone_day = [("pull_zone_id", "=", "1"), ("date", "in", [DAY.isoformat()])]
+    for files, writer in writers.items():
+        writer.refresh()
+        table = writer.table
+        choose[files] = min(
+            timed(lambda t=table: Lake.add_actions(REQUESTS, t, zone_day)) for _ in range(5)
+        )
+    ours, reference = min(times[many]), min(times[few])
+    return Figure(
+        f"commit of 60 s of new rows on a table of {many:,} files",
+        ours,
+        reference,
+        "s",
+        f"<= 1.2x the same on {few:,} files",
+        ours <= 1.2 * reference,
+        f"choosing the zone-day's files: {choose[many] * 1000:.1f} ms against"
+        f" {choose[few] * 1000:.1f} ms; the rest is delta-rs's commit and refresh",
     )
 
 
@@ -855,6 +951,7 @@ SIZES = {
         "backlog": (90, (30, 10.0)),
         "report": 10_000_000,
         "range": (50, 30, 66_667),
+        "files": (100, 1_000, 100_000),
     },
     "small": {
         "import": 2_000,
@@ -864,6 +961,7 @@ SIZES = {
         "backlog": (3, (30, 1.0)),
         "report": 24_000,
         "range": (3, 4, 500),
+        "files": (5, 10, 200),
     },
 }
 
@@ -885,6 +983,7 @@ def run_all(size: str, only: set[str] | None = None) -> list[Figure]:
             ("spark", lambda: bench_report_spark(work, s["report"])),
             ("range", lambda: bench_range_report(work, *s["range"])),
             ("history", lambda: bench_commit_on_history(work, *s["range"])),
+            ("files", lambda: bench_commit_on_files(work, *s["files"])),
             ("status", lambda: bench_status(work, *s["range"])),
         ]
         for name, fn in plan:

@@ -22,7 +22,8 @@ BENCHMARKS = [
     "report",
     "--engine spark",
     "range report",
-    "commit of 60 s",
+    "commit of 60 s of new rows on a zone",
+    "commit of 60 s of new rows on a table",
     "status on",
 ]
 
