@@ -115,7 +115,12 @@ class DaemonMetrics:
         self._marks: Watermarks = {}
         self._read_at = 0.0
         self._lock = threading.Lock()
+        self._after_pass: list[Callable[[], None]] = []
         r.register(_LagCollector(self.watermarks))
+
+    def after_pass(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` each time a pass has been observed."""
+        self._after_pass.append(listener)
 
     def watermarks(self) -> Watermarks:
         """The zones' watermarks, read again from the lake at most every few seconds."""
@@ -147,3 +152,5 @@ class DaemonMetrics:
         if result.reached is not None:
             with self._lock:
                 self._marks[labels] = result.reached
+        for listener in self._after_pass:
+            listener()
