@@ -14,7 +14,6 @@ from tests.conftest import REPO
 BENCHMARKS = [
     "--help start-up",
     "import-v1 of 1,000 lines",
-    "decode",
     "import-v1,",
     "peak memory",
     "ingest",
