@@ -818,7 +818,8 @@ COPY (
          1::INTEGER AS pages, 100::BIGINT AS rows, 0::BIGINT AS duplicates_dropped,
          0::BIGINT AS rejected, 0::INTEGER AS rate_limited, 0::INTEGER AS retries,
          0::INTEGER AS server_errors, 0::INTEGER AS transport_errors,
-         'ok' AS outcome, NULL::VARCHAR AS error, 'bench:1' AS daemon
+         'ok' AS outcome, NULL::VARCHAR AS error, 'bench:1' AS daemon,
+         200::BIGINT AS rows_read
   FROM range($n) t(i)
 ) TO '{path}' (FORMAT parquet, PARTITION_BY (zone))
 """

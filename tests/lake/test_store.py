@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import tracemalloc
 from datetime import UTC, date, datetime, timedelta
 
+import polars as pl
 import pytest
+from deltalake import write_deltalake
 from deltalake.transaction import AddAction
 
-from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
+from cdnlake.config import build_config
+from cdnlake.lake.bookkeeping import Bookkeeping
+from cdnlake.lake.schema import INGEST_RUNS, REQUESTS, RUN_SCHEMA, polars_schema
 from cdnlake.lake.store import Lake
+from cdnlake.warehouse.db import Warehouse
 
 FIRST = date(2026, 9, 1)
 
@@ -134,3 +140,68 @@ def test_choosing_a_zone_days_files_makes_python_values_for_those_alone(tmp_path
         tracemalloc.stop()
     assert [a["path"] for a in chosen] == [f"pull_zone_id=7/date={day}/part-7-50.parquet"]
     assert peak < 400_000, f"{peak:,} bytes of Python objects to choose 1 file of 20,000"
+
+
+@pytest.fixture
+def storage(tmp_path, lake_kind, request):
+    raw: dict = {"storage": {"root": str(tmp_path / "data")}}
+    if lake_kind == "s3":
+        server = request.getfixturevalue("s3_server")
+        raw["storage"]["lake_uri"] = f"s3://{server.new_bucket()}/lake"
+        raw["storage"]["s3"] = {"endpoint_url": server.url, "allow_http": True}
+    return build_config(raw, base_dir=tmp_path, env={}).storage
+
+
+def test_an_ingest_runs_table_of_an_older_cdnlake_reads_and_gains_the_new_column(storage):
+    """A lake written before ``rows_read`` existed: its runs read (the column NULL), and
+    the next run recorded adds the column (Delta schema evolution) beside the old rows."""
+    lake = Lake.from_config(storage)
+    old_columns = {k: v for k, v in RUN_SCHEMA.items() if k != "rows_read"}
+    old_spec = dataclasses.replace(INGEST_RUNS, columns=old_columns)
+    old_row = {**run_row("old"), "zone": 1}
+    del old_row["rows_read"]
+    write_deltalake(
+        lake.open_or_create(old_spec),
+        pl.DataFrame([old_row], schema=polars_schema(old_spec.schema)),
+        mode="append",
+        partition_by=old_spec.partition_by,
+    )
+
+    def runs() -> list[tuple]:
+        with Warehouse(storage).connect(["ingest_runs"]) as con:
+            return con.execute(
+                "SELECT run_id, rows, rows_read FROM ingest_runs ORDER BY 1"
+            ).fetchall()
+
+    assert runs() == [("old", 5, None)]
+    Bookkeeping(lake).record_run(1, run_row("new"), [])
+    assert runs() == [("new", 5, 9), ("old", 5, None)]
+    table = lake.open(INGEST_RUNS)
+    assert table is not None
+    assert [f.name for f in table.schema().fields] == list(INGEST_RUNS.schema)
+    Bookkeeping(lake).record_run(1, run_row("newer"), [])  # evolved once: plain appends now
+    assert len(runs()) == 3
+
+
+def run_row(run_id: str) -> dict:
+    at = datetime(2026, 11, 20, tzinfo=UTC)
+    return {
+        "run_id": run_id,
+        "source": "v2",
+        "started": at,
+        "finished": at,
+        "window_from": at,
+        "window_to": at,
+        "pages": 1,
+        "rows": 5,
+        "duplicates_dropped": 4,
+        "rejected": 0,
+        "rate_limited": 0,
+        "retries": 0,
+        "server_errors": 0,
+        "transport_errors": 0,
+        "outcome": "ok",
+        "error": None,
+        "daemon": "test:1",
+        "rows_read": 9,
+    }

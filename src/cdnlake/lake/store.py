@@ -75,9 +75,11 @@ class Lake:
             ) from None
 
     def open_or_create(self, spec: TableSpec) -> DeltaTable:
+        """The table, created where it does not exist yet, and with every column of its
+        spec: one of an older cdnlake gains the columns added since (see :meth:`evolve`)."""
         table = self.open(spec)
         if table is not None:
-            return table
+            return self.evolve(spec, table)
         try:
             return DeltaTable.create(
                 self.table_uri(spec),
@@ -99,6 +101,33 @@ class Lake:
             if table is None:
                 raise
             return table
+
+    def evolve(self, spec: TableSpec, table: DeltaTable) -> DeltaTable:
+        """``table`` with the columns its spec has and it lacks, added (nullable: the files
+        written before hold no value for them, and read as NULL). Delta's own schema
+        evolution, one metadata commit, once per lake; where another process added them
+        first, its table is as good as ours."""
+        from deltalake.schema import Field, PrimitiveType
+
+        have = {field.name for field in table.schema().fields}
+        missing = [name for name in spec.schema if name not in have]
+        if not missing:
+            return table
+        try:
+            table.alter.add_columns(
+                [Field(name, PrimitiveType(spec.schema[name]), nullable=True) for name in missing]
+            )
+            log.info("lake table %s: columns added: %s", spec.name, ", ".join(missing))
+        except Exception as exc:
+            again = self.open(spec)
+            if again is None or not set(spec.schema) <= {f.name for f in again.schema().fields}:
+                raise StorageError(
+                    f"lake table {self.table_uri(spec)} cannot gain the columns "
+                    f"{', '.join(missing)}: {first_line(exc)}"
+                ) from None
+            return again
+        table.update_incremental()
+        return table
 
     def dataset(
         self,

@@ -22,7 +22,7 @@ log = logging.getLogger("cdnlake.metrics")
 
 Health = Callable[[], tuple[list[dict[str, Any]], bool]]
 
-AFTER_PASS_SECONDS = 5.0
+AFTER_PASS_SECONDS = 10.0
 EVERY_SECONDS = 30.0
 STALE_AFTER_SECONDS = 300.0
 
