@@ -23,6 +23,7 @@ def status(args: argparse.Namespace) -> int:
     from cdnlake.warehouse.output import render
 
     config = load(args, default_level="WARNING")
+    config.require_zones("status")
     statuses, fleet = full_status(config, max_lag_seconds=args.max_lag)
     if args.format == "json":
         json.dump([s.as_dict() for s in statuses], sys.stdout, indent=1)  # as /healthz

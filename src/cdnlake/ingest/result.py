@@ -71,7 +71,8 @@ class ZoneResult:
     reasons: Counter[str] = field(default_factory=Counter)  # rejects by kind
     outcome: str = "ok"
     error: str | None = None
-    gaps: list[Gap] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)  # spans the pass claims lost
+    lost_seconds: float = 0.0  # of those, the seconds that no earlier gap claimed
     stats: RequestStats = field(default_factory=RequestStats)
     notes: list[str] = field(default_factory=list)
     damaged: list[DamagedFile] = field(default_factory=list)

@@ -19,7 +19,6 @@ import polars as pl
 
 from cdnlake.errors import DamagedInputError, DataError, TransportError
 from cdnlake.ingest.normalize import REJECT_SCHEMA
-from cdnlake.ingest.result import Gap
 from cdnlake.ingest.runner import RETENTION, Chunk, PassContext, RowBuffer, floor_ms
 from cdnlake.ingest.v1_parser import iter_parsed
 from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, day_start, to_ms
@@ -165,11 +164,22 @@ class V1FileSource:
         )
         ctx.store_rejects(marker, "v1", str(self.path))
         last = ctx.result.window_to
-        if last is not None:  # a day file is in time order: the rest of its day is lost
-            ctx.result.gaps.append(
-                Gap(
-                    last,
-                    day_start(last.date()) + ONE_DAY,
-                    f"{self.path.name} is damaged after line {exc.last_line}",
-                )
+        if last is None:
+            return
+        # A day file is in time order: the rest of its day is what the damage hides. It
+        # is not lost where the lake holds it: the zone's passes read it, or a whole copy
+        # of the file was imported.
+        end = day_start(last.date()) + ONE_DAY
+        whole = ctx.bookkeeping.read_whole(ctx.zone_id, self.kind, last)
+        if whole or ctx.lake_holds(last, end):
+            ctx.result.notes.append(
+                f"{self.path.name}: nothing lost, the lake already holds the zone's rows "
+                f"after {last.isoformat()}"
+            )
+        elif not ctx.claim_gap(
+            last, end, f"{self.path.name} is damaged after line {exc.last_line}"
+        ):
+            ctx.result.notes.append(
+                f"{self.path.name}: the rest of {last.date()} is not in the lake, but the "
+                "provider still serves it: the zone's next pass or a whole copy reads it"
             )

@@ -101,7 +101,8 @@ class DaemonMetrics:
         self.retries = Counter("cdnlake_retries", "Requests sent again.", LABELS, registry=r)
         self.gap_seconds = Counter(
             "cdnlake_gap_seconds",
-            "Seconds of logs recorded as lost (past retention, damaged and gone).",
+            "Seconds of logs recorded as lost (past retention, damaged and gone); each "
+            "instant once, however many passes claim it.",
             LABELS,
             registry=r,
         )
@@ -186,8 +187,7 @@ class DaemonMetrics:
         self.rejected.labels(*labels).inc(result.rejected)
         self.rate_limited.labels(*labels).inc(stats.rate_limited)
         self.retries.labels(*labels).inc(stats.retries)
-        lost = sum((g.gap_to - g.gap_from).total_seconds() for g in result.gaps)
-        self.gap_seconds.labels(*labels).inc(max(0.0, lost))
+        self.gap_seconds.labels(*labels).inc(max(0.0, result.lost_seconds))
         self.passes.labels(*labels, result.outcome).inc()
         for (cache_status, status_class), n in result.traffic.items():
             self.requests.labels(*labels, cache_status, status_class).inc(n)
