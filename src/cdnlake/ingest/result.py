@@ -82,6 +82,12 @@ class ZoneResult:
     def ok(self) -> bool:
         return self.outcome == "ok"
 
+    @property
+    def rows_read(self) -> int:
+        """Records (v2, shield) or lines (v1) the provider served in this pass, new or not:
+        each one either parsed or rejected."""
+        return self.parsed + self.rejected
+
     def absorb(self, written: Written) -> None:
         self.rows += written.new
         self.duplicates += written.duplicates
@@ -139,6 +145,7 @@ class ZoneResult:
             "outcome": self.outcome,
             "error": self.error,
             "daemon": this_daemon(),
+            "rows_read": self.rows_read,
         }
 
     def gap_rows(self) -> list[dict[str, Any]]:

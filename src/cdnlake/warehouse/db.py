@@ -78,14 +78,18 @@ def empty_sql(spec: TableSpec) -> str:
 def files_sql(spec: TableSpec, files: list[str]) -> str:
     """The snapshot's data files read by DuckDB, partition values from their paths.
 
+    A column that the table gained after its files were written (a lake of an older
+    cdnlake) reads as NULL in them: the files are united by name with the table's empty
+    relation, which has every column (filters and projections still reach the files).
     DDL takes no bound parameters; the paths come from the Delta log, quoted here.
     """
     listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
     types = ", ".join(f"'{c}': {_HIVE_TYPES.get(c, 'BIGINT')}" for c in spec.partition_by)
     columns = ", ".join(f'"{c}"' for c in spec.schema)
     return (
-        f"SELECT {columns} FROM read_parquet([{listed}], hive_partitioning = true, "
-        f"hive_types = {{{types}}}, union_by_name = true)"
+        f"SELECT {columns} FROM ({empty_sql(spec)} UNION ALL BY NAME "
+        f"SELECT * FROM read_parquet([{listed}], hive_partitioning = true, "
+        f"hive_types = {{{types}}}, union_by_name = true))"
     )
 
 
