@@ -140,7 +140,7 @@ def test_configuration_error_at_start_is_exit_2(tmp_path):
     bad.write_text("[schedule]\npoll_seconds = 'often'\n")
     r = run_cli("--config", str(bad), "daemon")
     assert r.returncode == 2 and r.stderr.strip() == (
-        "cdnlake: error: schedule.poll_seconds: expected integer, got str"
+        f"cdnlake: error: {bad}: schedule.poll_seconds: expected integer, got string"
     )
 
 
