@@ -4,9 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck rules unit browser postgres bench soak clean
+.PHONY: demo test docs lint typecheck rules unit browser postgres bench soak clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/cdnlake demo
+
+# The documentation site (docs/, mkdocs-material) into site/; the tests build it --strict.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
@@ -59,7 +63,7 @@ unit: $(STAMP) browser postgres
 test: lint typecheck rules unit
 
 clean:
-	rm -rf $(VENV) data/lake data/work data/reports
+	rm -rf $(VENV) site data/lake data/work data/reports
 
 # The fault, crash and load suites at full size (20+ crash rounds, minutes of load).
 soak: $(STAMP)

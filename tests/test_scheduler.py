@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import time
@@ -66,6 +67,12 @@ def test_sigterm_mid_pass_then_restart_ends_complete(tmp_path):
             zones=[(1234, "v2"), (1235, "v1")],
             page_size=300,
             max_window_seconds=1800,
+        )
+        # Passes alone: no daily job is due before 23:59, so none is caught up at start.
+        path.write_text(
+            path.read_text().replace(
+                "[schedule]\n", '[schedule]\nreport_at = "23:59"\nmaintain_at = "23:59"\n'
+            )
         )
         root = tmp_path / "data"
         first_launch = datetime.now(UTC)
@@ -133,7 +140,7 @@ def test_configuration_error_at_start_is_exit_2(tmp_path):
     bad.write_text("[schedule]\npoll_seconds = 'often'\n")
     r = run_cli("--config", str(bad), "daemon")
     assert r.returncode == 2 and r.stderr.strip() == (
-        "cdnlake: error: schedule.poll_seconds: expected integer, got str"
+        f"cdnlake: error: {bad}: schedule.poll_seconds: expected integer, got string"
     )
 
 
@@ -173,4 +180,83 @@ def test_report_job_fires_and_failing_zone_keeps_being_retried(tmp_path):
         assert final[(1240, "failed")] >= 2 and (1240, "ok") not in final
         assert final[(1234, "ok")] >= 2
     finally:
+        emu.stop()
+
+
+def daily_jobs_at_midnight(path: Path) -> Path:
+    """Report and maintenance at 00:00 UTC: a daemon started now starts after both."""
+    text = path.read_text().replace(
+        "[schedule]\n", '[schedule]\nreport_at = "00:00"\nmaintain_at = "00:00"\n'
+    )
+    path.write_text(text)
+    return path
+
+
+def report_day(log: str) -> str:
+    found = re.search(r"daily report for (\S+) written", log)
+    assert found, log
+    return found.group(1)
+
+
+def test_a_daemon_started_after_report_at_makes_that_days_report_once(tmp_path):
+    """The cron trigger only looks ahead: a daemon (re)started after report_at made no
+    report that day. It catches up after its first passes, and a restart does not again."""
+    emu = start_emulator("1234", rpm=2, now=None, frozen=False)
+    try:
+        path = daily_jobs_at_midnight(write_config(tmp_path, emu, zones=[(1234, "v2")]))
+        root = tmp_path / "data"
+        proc = spawn_daemon(path)
+        wait_for_line(proc, "lake maintained", timeout=120)
+        wait_for_line(proc, "written", timeout=120)
+        code, _, log = stop(proc)
+        assert code == 0 and "Traceback" not in log, log
+        day = report_day(log)
+        assert (root / "reports" / f"report-all-{day}.html").exists()
+
+        # Restarted the same day: the report and the maintenance are done already.
+        proc = spawn_daemon(path)
+        wait_for_line(proc, f"daily report for {day}: made (or being made)", timeout=120)
+        wait_for_line(proc, "lake maintenance for", timeout=120)
+        code, _, log = stop(proc)
+        assert code == 0 and "Traceback" not in log, log
+        assert "written" not in log and "lake maintained" not in log, log
+    finally:
+        emu.stop()
+
+
+def test_a_fleet_started_after_report_at_makes_that_days_report_once(
+    tmp_path, postgres, monkeypatch
+):
+    """Two daemons of a PostgreSQL fleet, both started after report_at: one of them
+    makes the day's report and maintenance, the other leaves them to it."""
+    monkeypatch.setenv("PG_DSN", postgres.dsn)
+    emu = start_emulator("1234,1236", rpm=2, now=None, frozen=False)
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        path = write_config(tmp_path, emu, zones=[(1234, "v2"), (1236, "v2")])
+        path.write_text(path.read_text() + '[coordination]\npostgres_dsn_env = "PG_DSN"\n')
+        daily_jobs_at_midnight(path)
+        for name in ("a", "b"):
+            log = tmp_path / f"{name}.log"
+            proc = spawn_cli("--config", str(path), "daemon", stderr=open(log, "w"))
+            proc.log = log  # type: ignore[attr-defined]
+            procs.append(proc)
+        for proc in procs:  # each has done the day's jobs, or left them to the other
+            wait_for_line(proc, "daily report for ", timeout=120)
+            wait_for_line(proc, "lake maint", timeout=120)
+        logs = []
+        for proc in procs:
+            code, _, log = stop(proc)
+            assert code == 0 and "Traceback" not in log, log
+            logs.append(log)
+        both = "\n".join(logs)
+        assert both.count("written") == 1, both
+        assert both.count("lake maintained") == 1, both
+        day = report_day(both)
+        assert (tmp_path / "data" / "reports" / f"report-all-{day}.html").exists()
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         emu.stop()

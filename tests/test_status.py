@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import polars as pl
+from deltalake import write_deltalake
+
 from cdnlake.config import build_config
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.progress import to_ms
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.schema import INGEST_GAPS, REQUESTS, polars_schema
 from cdnlake.lake.store import Lake
 from cdnlake.status import zone_statuses
 from cdnlake.warehouse.db import Warehouse
@@ -89,3 +92,37 @@ def test_status_loads_neither_polars_nor_pyarrow(tmp_path):
     proc, heavy = cli_heavy_modules(*args)
     assert '"zone_id": 1' in proc.stdout, proc.stderr
     assert heavy == []
+
+
+def test_status_counts_the_union_of_gap_spans(tmp_path):
+    """Gaps that overlap or touch (written by an earlier version, which appended one at
+    every pass of an outage, or by two writers at once) are one loss, counted once."""
+    config = build_config(
+        {
+            "storage": {"root": str(tmp_path)},
+            "zones": [{"id": 1, "source": "v2"}],
+            "shield_zones": [{"id": 1}],
+        },
+        base_dir=tmp_path,
+        env={},
+    )
+    lake = Lake.from_config(config.storage)
+    hour = timedelta(hours=1)
+    spans = [(0, 2, "v2"), (1, 3, "v2"), (3, 4, "v1"), (10, 11, "maintain"), (0, 1, "shield")]
+    rows = [
+        {
+            "zone": 1,
+            "gap_from": DAY + start * hour,
+            "gap_to": DAY + end * hour,
+            "reason": "lost",
+            "detected_at": DAY + 12 * hour,
+            "run_id": f"run-{n}",
+            "source": source,
+        }
+        for n, (start, end, source) in enumerate(spans)
+    ]
+    frame = pl.DataFrame(rows, schema=polars_schema(INGEST_GAPS.schema))
+    write_deltalake(lake.open_or_create(INGEST_GAPS), frame, mode="append", partition_by=["zone"])
+    got = {s.source: s for s in zone_statuses(config, now=DAY + timedelta(days=1))}
+    assert (got["v2"].gaps_7d, got["v2"].lost_seconds_7d) == (2, 5 * 3600)
+    assert (got["shield"].gaps_7d, got["shield"].lost_seconds_7d) == (1, 3600)

@@ -1,41 +1,28 @@
 """Typed configuration, read once at the entry point and passed down.
 
 Lookup order of the file: ``--config PATH``, ``$CDNLAKE_CONFIG``, ``./config.toml``.
-Any scalar key can be overridden by ``CDNLAKE_<SECTION>_<KEY>`` (for example
-``CDNLAKE_STORAGE_ROOT`` or ``CDNLAKE_INGEST_LAG_SECONDS``). Secrets are never read from
-the file: the access key comes from the environment variable that ``api.access_key_env``
-names.
+Any key of a table can be overridden by ``CDNLAKE_<SECTION>_<KEY>`` (for example
+``CDNLAKE_STORAGE_ROOT`` or ``CDNLAKE_INGEST_LAG_SECONDS``); the overrides are merged into
+the file's tables before one msgspec conversion checks types, constraints and unknown keys.
+Secrets are never read from the file: the access key comes from the environment variable
+that ``api.access_key_env`` names.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import ipaddress
 import os
 import re
 import tomllib
-import types
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
 
 from cdnlake.errors import ConfigError
 
-DEFAULT_BASE_URL = "https://api.example-cdn.net"
-DEFAULT_VIDEO_URL = "https://video.example-cdn.net"
-DEFAULT_LOGGING_URL = "https://logging.example-cdn.net"
-DEFAULT_ACCESS_KEY_ENV = "CDNLAKE_ACCESS_KEY"
-DEFAULT_BEARER_TOKEN_ENV = "CDNLAKE_LOGGING_TOKEN"
-DEFAULT_TIMEOUT_SECONDS = 30.0
-DEFAULT_LAG_SECONDS = 300
-DEFAULT_OVERLAP_SECONDS = 600
-DEFAULT_PAGE_SIZE = 10_000
-DEFAULT_REQUESTS_PER_WINDOW = 30
-DEFAULT_WINDOW_SECONDS = 10.0
-DEFAULT_MAX_WINDOW_SECONDS = 6 * 3600
-DEFAULT_POLL_SECONDS = 60
-DEFAULT_REPORT_AT = "00:30"
-DEFAULT_HIT_STATUSES = ("HIT", "STALE", "UPDATING", "REVALIDATED")
 RETENTION_SECONDS = 72 * 3600
 
 SECRET_KEY_NAMES = {
@@ -48,6 +35,41 @@ SECRET_KEY_NAMES = {
     "dsn",
     "postgres_dsn",
 }
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+# The value types of the file's keys; `description` is what an error says was expected.
+Positive = Annotated[int, Meta(ge=1)]
+NonNegative = Annotated[int, Meta(ge=0)]
+PositiveSeconds = Annotated[float, Meta(gt=0)]
+HttpUrl = Annotated[str, Meta(pattern=r"^https?://[^/\s]+", description="an http(s) URL")]
+ClockTime = Annotated[
+    str, Meta(pattern=r"^([01]\d|2[0-3]):[0-5]\d$", description="HH:MM (UTC), e.g. 00:30")
+]
+LakeUri = Annotated[
+    str,
+    Meta(
+        pattern=r"^(s3://[^/\s]+.*|(?!.*://).*)$", description="a local path or s3://bucket/prefix"
+    ),
+]
+EnvName = Annotated[
+    str,
+    Meta(
+        pattern=r"^([A-Za-z_][A-Za-z0-9_]*)?$",
+        description='the NAME of an environment variable (or "")',
+    ),
+]
+ListenAddress = Annotated[
+    str,
+    Meta(
+        pattern=r"^((\[[0-9a-fA-F:]+\]|[^:\s\[\]]+):\d{1,5})?$",
+        description='HOST:PORT, e.g. 127.0.0.1:9464 (or "" for off)',
+    ),
+]
+SparkRemote = Annotated[
+    str, Meta(pattern=r"^(sc://.+)?$", description='sc://host:port (or "" for none)')
+]
+NonEmpty = Annotated[tuple[str, ...], Meta(min_length=1)]
+Tolerance = Annotated[float, Meta(ge=0, lt=1)]
 
 
 class Secret:
@@ -82,19 +104,38 @@ def required_secret(secret: Secret | None, key: str, variable: str, what: str) -
     return secret
 
 
-@dataclass(frozen=True)
-class ApiConfig:
-    base_url: str = DEFAULT_BASE_URL
-    video_url: str = DEFAULT_VIDEO_URL
-    logging_url: str = DEFAULT_LOGGING_URL
-    access_key_env: str = DEFAULT_ACCESS_KEY_ENV
-    bearer_token_env: str = DEFAULT_BEARER_TOKEN_ENV
-    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
-    retry_attempts: int = 8
-    retry_max_seconds: float = 120.0
+class Table(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One table of the file: typed, immutable, and an unknown key in it is an error.
+
+    ``__post_init__`` checks raise ValueError("key: what is wrong"); the conversion adds
+    where the table is.
+    """
+
+
+def _check_listen(listen: str) -> None:
+    if listen and not 0 <= int(listen.rpartition(":")[2]) <= 65535:
+        raise ValueError(f"listen: port must be 0..65535, got {listen!r}")
+
+
+def _address(listen: str) -> tuple[str, int] | None:
+    if not listen:
+        return None
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+class ApiConfig(Table, frozen=True):
+    base_url: HttpUrl = "https://api.example-cdn.net"
+    video_url: HttpUrl = "https://video.example-cdn.net"
+    logging_url: HttpUrl = "https://logging.example-cdn.net"
+    access_key_env: EnvName = "CDNLAKE_ACCESS_KEY"
+    bearer_token_env: EnvName = "CDNLAKE_LOGGING_TOKEN"
+    timeout_seconds: PositiveSeconds = 30.0
+    retry_attempts: Positive = 8
+    retry_max_seconds: PositiveSeconds = 120.0
     # Resolved from the environment at load time; never from the file.
-    access_key: Secret | None = field(default=None, repr=False, compare=False)
-    bearer_token: Secret | None = field(default=None, repr=False, compare=False)
+    access_key: Secret | None = None
+    bearer_token: Secret | None = None
 
     def require_access_key(self) -> Secret:
         return required_secret(
@@ -102,8 +143,7 @@ class ApiConfig:
         )
 
 
-@dataclass(frozen=True)
-class S3Config:
+class S3Config(Table, frozen=True):
     """``[storage.s3]``: only read for an ``s3://`` lake. Credentials are never here: they
     come from the standard AWS environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)."""
 
@@ -112,11 +152,10 @@ class S3Config:
     allow_http: bool = False  # true only for a plain-HTTP endpoint
 
 
-@dataclass(frozen=True)
-class StorageConfig:
+class StorageConfig(Table, frozen=True):
     root: Path = Path("data")
-    lake_uri: str = ""  # "" = <root>/lake; or s3://bucket/prefix
-    s3: S3Config = field(default_factory=S3Config)
+    lake_uri: LakeUri = ""  # "" = <root>/lake; or s3://bucket/prefix
+    s3: S3Config = msgspec.field(default_factory=S3Config)
 
     @property
     def lake_location(self) -> str:
@@ -144,64 +183,68 @@ class StorageConfig:
         return self.root / "work"
 
 
-@dataclass(frozen=True)
-class IngestConfig:
-    lag_seconds: int = DEFAULT_LAG_SECONDS
-    overlap_seconds: int = DEFAULT_OVERLAP_SECONDS
-    page_size: int = DEFAULT_PAGE_SIZE
-    requests_per_window: int = DEFAULT_REQUESTS_PER_WINDOW
-    window_seconds: float = DEFAULT_WINDOW_SECONDS
-    max_window_seconds: int = DEFAULT_MAX_WINDOW_SECONDS
-    flush_rows: int = 250_000
-    concurrency: int = 8
+class IngestConfig(Table, frozen=True):
+    lag_seconds: NonNegative = 300
+    overlap_seconds: NonNegative = 600
+    page_size: Annotated[int, Meta(ge=1, le=10_000)] = 10_000
+    requests_per_window: Positive = 30
+    window_seconds: PositiveSeconds = 10.0
+    max_window_seconds: Annotated[int, Meta(ge=60, le=RETENTION_SECONDS)] = 6 * 3600
+    flush_rows: Positive = 250_000
+    concurrency: Positive = 8
+
+    def __post_init__(self) -> None:
+        if self.lag_seconds == 0 and self.overlap_seconds == 0:
+            raise ValueError(
+                "lag_seconds: 0 together with overlap_seconds = 0 would lose records that "
+                "arrive late without a word; give one of them the most a record may be late"
+            )
 
 
-@dataclass(frozen=True)
-class ScheduleConfig:
-    poll_seconds: int = DEFAULT_POLL_SECONDS
-    report_at: str = DEFAULT_REPORT_AT
-    maintain_at: str = "01:30"  # UTC time of the daily compaction/checkpoint/vacuum
+class ScheduleConfig(Table, frozen=True):
+    poll_seconds: Positive = 60
+    report_at: ClockTime = "00:30"
+    maintain_at: ClockTime = "01:30"  # UTC time of the daily compaction/checkpoint/vacuum
 
 
-@dataclass(frozen=True)
-class LogConfig:
+class LogConfig(Table, frozen=True):
     level: str = "INFO"
-    format: str = "text"  # "text" (for people) or "json" (one object per line)
+    format: Literal["text", "json"] = "text"  # for people, or one object per line
+
+    def __post_init__(self) -> None:
+        if self.level.upper() not in LOG_LEVELS:
+            raise ValueError(f"level: expected one of {', '.join(LOG_LEVELS)}, got {self.level!r}")
 
 
-@dataclass(frozen=True)
-class MetricsConfig:
+class MetricsConfig(Table, frozen=True):
     """``[metrics]``: the daemon's /metrics and /healthz."""
 
-    listen: str = ""  # "" = off; "127.0.0.1:9464"
+    listen: ListenAddress = ""  # "" = off; "127.0.0.1:9464"
+
+    def __post_init__(self) -> None:
+        _check_listen(self.listen)
 
     def address(self) -> tuple[str, int] | None:
         """``(host, port)``, or None when off."""
-        if not self.listen:
-            return None
-        host, _, port = self.listen.rpartition(":")
-        return host.strip("[]"), int(port)
+        return _address(self.listen)
 
 
-@dataclass(frozen=True)
-class StatusConfig:
-    max_lag_seconds: int = 1800
+class StatusConfig(Table, frozen=True):
+    max_lag_seconds: NonNegative = 1800
 
 
-@dataclass(frozen=True)
-class ReportConfig:
-    hit_statuses: tuple[str, ...] = DEFAULT_HIT_STATUSES
-    formats: tuple[str, ...] = ("html", "csv", "json", "md")
-    top_n: int = 10
+class ReportConfig(Table, frozen=True):
+    hit_statuses: NonEmpty = ("HIT", "STALE", "UPDATING", "REVALIDATED")
+    formats: tuple[Literal["html", "csv", "json", "md"], ...] = ("html", "csv", "json", "md")
+    top_n: Positive = 10
 
 
-@dataclass(frozen=True)
-class CoordinationConfig:
+class CoordinationConfig(Table, frozen=True):
     """``[coordination]``: several daemons share the zones through PostgreSQL."""
 
-    postgres_dsn_env: str = ""  # NAME of the environment variable holding the DSN
+    postgres_dsn_env: EnvName = ""  # NAME of the environment variable holding the DSN
     # Resolved from the environment at load time; never from the file.
-    postgres_dsn: Secret | None = field(default=None, repr=False, compare=False)
+    postgres_dsn: Secret | None = None
 
     @property
     def enabled(self) -> bool:
@@ -216,45 +259,107 @@ class CoordinationConfig:
         )
 
 
-@dataclass(frozen=True)
-class EngineConfig:
+class EngineConfig(Table, frozen=True):
     """``[engine]``: where ``--engine spark`` sends its queries."""
 
-    spark_remote: str = ""  # Spark Connect address, e.g. "sc://spark-host:15002"
+    spark_remote: SparkRemote = ""  # Spark Connect address, e.g. "sc://spark-host:15002"
 
 
-@dataclass(frozen=True)
-class ZoneConfig:
-    id: int
+LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128"))
+
+
+class ForwardingConfig(Table, frozen=True):
+    """``[forwarding]``: the daemon's syslog receiver for the provider's log forwarding."""
+
+    listen: ListenAddress = ""  # "" = off; e.g. "0.0.0.0:6514"
+    protocol: Literal["tcp", "tls", "udp"] = "tcp"
+    tls_cert: str = ""  # PEM file, for protocol = "tls" (relative to the config file)
+    tls_key: str = ""
+    allow: tuple[str, ...] = ()  # source networks (CIDR) allowed to send; () = loopback only
+    flush_seconds: PositiveSeconds = 5.0
+
+    def __post_init__(self) -> None:
+        _check_listen(self.listen)
+        for i, cidr in enumerate(self.allow):
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"allow[{i}]: expected a network such as 10.0.0.0/8 or 2001:db8::/32, "
+                    f"got {cidr!r}"
+                ) from None
+        if self.listen and self.protocol == "tls":
+            for key in ("tls_cert", "tls_key"):
+                if not getattr(self, key):
+                    raise ValueError(f'{key}: protocol = "tls" needs a PEM file here')
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.listen)
+
+    def address(self) -> tuple[str, int] | None:
+        """``(host, port)``, or None when off."""
+        return _address(self.listen)
+
+    def networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        """The source networks allowed to send: ``allow``, or loopback when it is empty."""
+        if not self.allow:
+            return LOOPBACK
+        return tuple(ipaddress.ip_network(cidr, strict=False) for cidr in self.allow)
+
+
+class AuditConfig(Table, frozen=True):
+    """``[audit]``: the lake's hourly counts against the provider's statistics."""
+
+    tolerance: Tolerance = 0.001  # an hour is short below (1 - tolerance) of the provider's count
+
+
+class ZoneConfig(Table, frozen=True):
+    id: Positive
     name: str = ""
-    source: str = "v2"
+    source: Annotated[str, Meta(pattern=r"^v[12]$", description="'v1' or 'v2'")] = "v2"
 
     @property
     def label(self) -> str:
         return f"{self.id} ({self.name})" if self.name else str(self.id)
 
 
-@dataclass(frozen=True)
-class ShieldZoneConfig:
-    id: int
+class ShieldZoneConfig(Table, frozen=True):
+    id: Positive
     name: str = ""
 
 
-@dataclass(frozen=True)
-class Config:
-    api: ApiConfig = field(default_factory=ApiConfig)
-    storage: StorageConfig = field(default_factory=StorageConfig)
-    ingest: IngestConfig = field(default_factory=IngestConfig)
-    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
-    log: LogConfig = field(default_factory=LogConfig)
-    status: StatusConfig = field(default_factory=StatusConfig)
-    report: ReportConfig = field(default_factory=ReportConfig)
-    coordination: CoordinationConfig = field(default_factory=CoordinationConfig)
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+def _first_repeat(ids: list[int]) -> int | None:
+    seen: set[int] = set()
+    for i, zone_id in enumerate(ids):
+        if zone_id in seen:
+            return i
+        seen.add(zone_id)
+    return None
+
+
+class Config(Table, frozen=True):
+    api: ApiConfig = msgspec.field(default_factory=ApiConfig)
+    storage: StorageConfig = msgspec.field(default_factory=StorageConfig)
+    ingest: IngestConfig = msgspec.field(default_factory=IngestConfig)
+    schedule: ScheduleConfig = msgspec.field(default_factory=ScheduleConfig)
+    log: LogConfig = msgspec.field(default_factory=LogConfig)
+    status: StatusConfig = msgspec.field(default_factory=StatusConfig)
+    report: ReportConfig = msgspec.field(default_factory=ReportConfig)
+    coordination: CoordinationConfig = msgspec.field(default_factory=CoordinationConfig)
+    engine: EngineConfig = msgspec.field(default_factory=EngineConfig)
+    metrics: MetricsConfig = msgspec.field(default_factory=MetricsConfig)
+    forwarding: ForwardingConfig = msgspec.field(default_factory=ForwardingConfig)
+    audit: AuditConfig = msgspec.field(default_factory=AuditConfig)
     zones: tuple[ZoneConfig, ...] = ()
     shield_zones: tuple[ShieldZoneConfig, ...] = ()
-    path: Path | None = None
+    path: Path | None = None  # the file it was read from; never a key of the file
+
+    def __post_init__(self) -> None:
+        for name, zones in (("zones", self.zones), ("shield_zones", self.shield_zones)):
+            twice = _first_repeat([z.id for z in zones])
+            if twice is not None:
+                raise ValueError(f"{name}[{twice}].id: zone {zones[twice].id} is configured twice")
 
     def zone(self, zone_id: int) -> ZoneConfig:
         for zone in self.zones:
@@ -262,6 +367,15 @@ class Config:
                 return zone
         known = ", ".join(str(z.id) for z in self.zones) or "none"
         raise ConfigError(f"zones: pull zone {zone_id} is not configured (configured: {known})")
+
+    def require_zones(self, command: str) -> None:
+        """A command that works zone by zone refuses a config without any zone."""
+        if not self.zones and not self.shield_zones:
+            where = f" in {self.path}" if self.path else ""
+            raise ConfigError(
+                f"zones: no [[zones]] or [[shield_zones]] configured{where}; "
+                f"`cdnlake {command}` needs at least one"
+            )
 
     def select_all_zones(
         self, ids: list[int] | None
@@ -288,22 +402,50 @@ class Config:
         )
 
 
-SECTIONS: dict[str, type] = {
-    "api": ApiConfig,
-    "storage": StorageConfig,
-    "ingest": IngestConfig,
-    "schedule": ScheduleConfig,
-    "log": LogConfig,
-    "status": StatusConfig,
-    "report": ReportConfig,
-    "coordination": CoordinationConfig,
-    "engine": EngineConfig,
-    "metrics": MetricsConfig,
-}
-# Tables inside a section ([storage.s3]): (section, key) -> their class.
-NESTED_SECTIONS: dict[str, dict[str, type]] = {"storage": {"s3": S3Config}}
-LIST_SECTIONS: dict[str, type] = {"zones": ZoneConfig, "shield_zones": ShieldZoneConfig}
+# Keys of the structs that are filled from the environment, never from the file.
 _RESOLVED_FIELDS = {"access_key", "bearer_token", "postgres_dsn"}
+# CDNLAKE_* variables that are not overrides of a config key.
+OTHER_VARIABLES = {"CDNLAKE_CONFIG", "CDNLAKE_SQL_DIR"}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+def _is_table(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, Table)
+
+
+def _sections() -> dict[str, type[Table]]:
+    """Every table that environment variables may override: ``ingest``, ``storage.s3``..."""
+    found: dict[str, type[Table]] = {}
+
+    def walk(prefix: str, cls: type[Table]) -> None:
+        for key, tp in _hints(cls).items():
+            if _is_table(tp):
+                name = f"{prefix}.{key}" if prefix else key
+                found[name] = tp
+                walk(name, tp)
+
+    walk("", Config)
+    return found
+
+
+SECTIONS = _sections()
+
+
+def env_variable(section: str, key: str) -> str:
+    """``CDNLAKE_STORAGE_S3_REGION`` for ``[storage.s3] region``."""
+    return f"CDNLAKE_{section.replace('.', '_').upper()}_{key.upper()}"
+
+
+def _overridable(cls: type[Table]) -> dict[str, Any]:
+    """The scalar and list keys of a table, with their types."""
+    return {
+        key: tp
+        for key, tp in _hints(cls).items()
+        if key not in _RESOLVED_FIELDS and not _is_table(tp)
+    }
 
 
 def find_config_path(explicit: str | os.PathLike[str] | None, env: dict[str, str]) -> Path:
@@ -321,77 +463,174 @@ def load_config(
     env = dict(os.environ) if env is None else env
     cfg_path = find_config_path(path, env)
     try:
-        raw = tomllib.loads(cfg_path.read_text(encoding="utf-8"))
+        text = cfg_path.read_bytes().decode("utf-8")
+        raw = tomllib.loads(text)
     except FileNotFoundError:
         raise ConfigError(f"config: file {cfg_path} not found (use --config PATH)") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{cfg_path}: a folder, not a config file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{cfg_path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} "
+            f"at offset {exc.start}); save it as UTF-8"
+        ) from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config: {cfg_path} is not valid TOML: {exc}") from None
+        raise ConfigError(f"{cfg_path}: not valid TOML: {exc}") from None
     except OSError as exc:
-        raise ConfigError(f"config: cannot read {cfg_path}: {exc.strerror}") from None
+        raise ConfigError(f"{cfg_path}: cannot read the config file: {exc.strerror}") from None
     return build_config(raw, base_dir=cfg_path.resolve().parent, env=env, path=cfg_path)
 
 
 def build_config(
     raw: dict[str, Any], *, base_dir: Path, env: dict[str, str], path: Path | None = None
 ) -> Config:
-    sections: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key in SECTIONS:
-            if not isinstance(value, dict):
-                raise ConfigError(f"{key}: must be a table ([{key}])")
-            nested = {k: v for k, v in value.items() if k in NESTED_SECTIONS.get(key, {})}
-            flat = {k: v for k, v in value.items() if k not in nested}
-            sections[key] = _build_section(key, SECTIONS[key], flat, env)
-            for sub, raw_sub in nested.items():
-                sub_cls = NESTED_SECTIONS[key][sub]
-                built = _build_section(f"{key}.{sub}", sub_cls, raw_sub, env)
-                sections[key] = dataclasses.replace(sections[key], **{sub: built})
-        elif key in LIST_SECTIONS:
-            if not isinstance(value, list):
-                raise ConfigError(f"{key}: must be an array of tables ([[{key}]])")
-            sections[key] = tuple(
-                _build_section(f"{key}[{i}]", LIST_SECTIONS[key], item, {})
-                for i, item in enumerate(value)
-            )
-        else:
-            raise ConfigError(f"{key}: unknown key in config file")
-    for name, cls in SECTIONS.items():
-        if name not in sections:
-            sections[name] = _build_section(name, cls, {}, env)
-    for name, subs in NESTED_SECTIONS.items():
-        section = raw.get(name)
-        given: dict[str, Any] = section if isinstance(section, dict) else {}
-        for sub, sub_cls in subs.items():
-            if sub not in given:  # defaults, with their environment overrides
-                built = _build_section(f"{name}.{sub}", sub_cls, {}, env)
-                sections[name] = dataclasses.replace(sections[name], **{sub: built})
-    storage: StorageConfig = sections["storage"]
-    root = storage.root if storage.root.is_absolute() else (base_dir / storage.root)
+    """The file's tables (``raw``) with the environment's overrides, typed and checked."""
+    where = f"{path}: " if path is not None else ""
+    _refuse_secrets(raw, where)
+    merged, origin = _merge_environment(raw, env)
+    try:
+        config = msgspec.convert(merged, Config, dec_hook=_decode)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(_explain(str(exc), merged, origin, where)) from None
+    storage = config.storage
+    root = storage.root if storage.root.is_absolute() else base_dir / storage.root
     lake_uri = storage.lake_uri
     if lake_uri and "://" not in lake_uri and not Path(lake_uri).is_absolute():
         lake_uri = str((base_dir / lake_uri).resolve())  # relative to the config file
-    sections["storage"] = dataclasses.replace(storage, root=root.resolve(), lake_uri=lake_uri)
-    api: ApiConfig = sections["api"]
-    access = env.get(api.access_key_env)
-    bearer = env.get(api.bearer_token_env)
-    sections["api"] = dataclasses.replace(
-        api,
-        access_key=Secret(access) if access else None,
-        bearer_token=Secret(bearer) if bearer else None,
+    storage = msgspec.structs.replace(storage, root=root.resolve(), lake_uri=lake_uri)
+    _refuse_a_file(storage.root, f"{where}storage.root")
+    if lake_uri and "://" not in lake_uri:
+        _refuse_a_file(Path(lake_uri), f"{where}storage.lake_uri")
+    forwarding = config.forwarding
+    tls = {
+        key: str((base_dir / value).resolve())
+        for key in ("tls_cert", "tls_key")
+        if (value := getattr(forwarding, key))
+    }
+    api, coordination = config.api, config.coordination
+    config = msgspec.structs.replace(
+        config,
+        storage=storage,
+        forwarding=msgspec.structs.replace(forwarding, **tls),
+        api=msgspec.structs.replace(
+            api,
+            access_key=_secret(env, api.access_key_env),
+            bearer_token=_secret(env, api.bearer_token_env),
+        ),
+        coordination=msgspec.structs.replace(
+            coordination, postgres_dsn=_secret(env, coordination.postgres_dsn_env)
+        ),
+        path=path,
     )
-    coordination: CoordinationConfig = sections["coordination"]
-    dsn = env.get(coordination.postgres_dsn_env) if coordination.postgres_dsn_env else None
-    sections["coordination"] = dataclasses.replace(
-        coordination, postgres_dsn=Secret(dsn) if dsn else None
-    )
-    config = Config(**sections, path=path)
     _check_environment(config, env)
-    _validate(config)
     return config
 
 
-# CDNLAKE_* variables that are not overrides of a config key.
-OTHER_VARIABLES = {"CDNLAKE_CONFIG", "CDNLAKE_SQL_DIR"}
+def _secret(env: dict[str, str], name: str) -> Secret | None:
+    value = env.get(name) if name else None
+    return Secret(value) if value else None
+
+
+def _decode(tp: type, value: Any) -> Any:
+    if tp is Path:
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"expected a path (a non-empty string), got {value!r}")
+        return Path(value)
+    raise NotImplementedError  # pragma: no cover - only Path needs help
+
+
+def _refuse_a_file(path: Path, key: str) -> None:
+    """A storage folder that is a file (or lies below one) is a mistake, not an empty lake."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        what = "is a file" if existing == path else f"lies below {existing}, a file"
+        raise ConfigError(f"{key}: {path} {what}, not a folder")
+
+
+def _refuse_secrets(raw: dict[str, Any], where: str) -> None:
+    """A credential written into the file is refused by name, before anything else."""
+    if "path" in raw:
+        raise ConfigError(f"{where}path: unknown key")
+
+    def walk(table: dict[str, Any], prefix: str) -> None:
+        for key, value in table.items():
+            name = f"{prefix}.{key}" if prefix else key
+            if prefix and key in SECRET_KEY_NAMES | _RESOLVED_FIELDS:
+                if name.startswith("storage."):
+                    instead = "the standard AWS environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)"
+                elif name.startswith("coordination."):
+                    instead = "the environment variable named by coordination.postgres_dsn_env"
+                else:
+                    instead = "the environment variable named by api.access_key_env"
+                raise ConfigError(
+                    f"{where}{name}: secrets must not be written in the config file; "
+                    f"put the value in {instead}"
+                )
+            for i, item in enumerate(value if isinstance(value, list) else [value]):
+                if isinstance(item, dict):
+                    walk(item, f"{name}[{i}]" if isinstance(value, list) else name)
+
+    walk(raw, "")
+
+
+def _merge_environment(
+    raw: dict[str, Any], env: dict[str, str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The file's tables with every ``CDNLAKE_<SECTION>_<KEY>`` set in their place.
+
+    Returns the merged tables and, for each overridden key, the variable that set it.
+    """
+    merged: dict[str, Any] = dict(raw)
+    origin: dict[str, str] = {}
+    for section, cls in SECTIONS.items():
+        for key, tp in _overridable(cls).items():
+            name = env_variable(section, key)
+            if name not in env:
+                continue
+            table = _table(merged, section)
+            if table is None:  # the file has a non-table there; its own error follows
+                continue
+            table[key] = _from_text(name, tp, env[name])
+            origin[f"{section}.{key}"] = name
+    return merged, origin
+
+
+def _table(merged: dict[str, Any], section: str) -> dict[str, Any] | None:
+    """The (copied) table of ``section`` in ``merged``, created when the file lacks it."""
+    node = merged
+    for part in section.split("."):
+        child = node.get(part, {})
+        if not isinstance(child, dict):
+            return None
+        node[part] = child = dict(child)
+        node = child
+    return node
+
+
+def _base(tp: Any) -> Any:
+    return typing.get_args(tp)[0] if typing.get_origin(tp) is Annotated else tp
+
+
+TRUE, FALSE = {"1", "true", "yes"}, {"0", "false", "no"}
+
+
+def _from_text(name: str, tp: Any, text: str) -> Any:
+    """An override's text as the key's type; its constraints are checked with the rest."""
+    base = _base(tp)
+    if typing.get_origin(base) is tuple:
+        return [part.strip() for part in text.split(",") if part.strip()]
+    if base is bool:
+        if text.lower() in TRUE | FALSE:
+            return text.lower() in TRUE
+        raise ConfigError(f"{name}: expected boolean (true or false), got {text!r}")
+    if base in (int, float):
+        try:
+            return msgspec.convert(text, base, strict=False)
+        except msgspec.ValidationError:
+            raise ConfigError(f"{name}: expected {_WORDS[base.__name__]}, got {text!r}") from None
+    return text
 
 
 def _check_environment(config: Config, env: dict[str, str]) -> None:
@@ -401,15 +640,8 @@ def _check_environment(config: Config, env: dict[str, str]) -> None:
         config.api.bearer_token_env,
         config.coordination.postgres_dsn_env,
     }
-    every = {**SECTIONS}
-    for section, subs in NESTED_SECTIONS.items():
-        every.update({f"{section}.{sub}": cls for sub, cls in subs.items()})
-    for section, cls in every.items():
-        known |= {
-            env_variable(section, f.name)
-            for f in dataclasses.fields(cls)
-            if f.name not in _RESOLVED_FIELDS
-        }
+    for section, cls in SECTIONS.items():
+        known |= {env_variable(section, key) for key in _overridable(cls)}
     for name in sorted(env):
         if name.startswith("CDNLAKE_") and name not in known:
             raise ConfigError(
@@ -418,194 +650,85 @@ def _check_environment(config: Config, env: dict[str, str]) -> None:
             )
 
 
-def _build_section(name: str, cls: type, values: Any, env: dict[str, str]) -> Any:
-    if not isinstance(values, dict):
-        raise ConfigError(f"{name}: must be a table")
-    hints = typing.get_type_hints(cls)
-    nested = NESTED_SECTIONS.get(name, {})
-    fields = {
-        f.name: f
-        for f in dataclasses.fields(cls)
-        if f.name not in _RESOLVED_FIELDS and f.name not in nested
-    }
-    kwargs: dict[str, Any] = {}
-    for key, value in values.items():
-        if key not in fields:
-            if key in SECRET_KEY_NAMES or key in _RESOLVED_FIELDS:
-                named_by = (
-                    "coordination.postgres_dsn_env"
-                    if name == "coordination"
-                    else "api.access_key_env"
-                )
-                raise ConfigError(
-                    f"{name}.{key}: secrets must not be written in the config file; "
-                    f"put the value in the environment variable named by {named_by}"
-                )
-            raise ConfigError(f"{name}.{key}: unknown key")
-        kwargs[key] = _coerce(f"{name}.{key}", hints[key], value)
-    for key in fields:
-        env_name = env_variable(name, key)
-        if env_name in env:
-            kwargs[key] = _coerce_text(f"{env_name}", hints[key], env[env_name])
-    missing = [
-        f.name
-        for f in dataclasses.fields(cls)
-        if f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING
-        and f.name not in kwargs
+# How msgspec's type names read in an error.
+_WORDS = {
+    "int": "integer",
+    "float": "number",
+    "str": "string",
+    "bool": "boolean",
+    "object": "a table",
+    "array": "an array",
+    "null": "nothing",
+}
+_BOUNDS = {">=": "at least", ">": "greater than", "<=": "at most", "<": "less than"}
+
+
+def _explain(message: str, merged: dict[str, Any], origin: dict[str, str], where: str) -> str:
+    """msgspec's ``Expected `int` >= 1 - at `$.ingest.page_size``` as one line naming the key
+    as the file spells it: ``c.toml: ingest.page_size: must be at least 1, got 0``."""
+    text, _, at = message.partition(" - at `")
+    steps: list[str | int] = [
+        name or int(index) for name, index in re.findall(r"\.(\w+)|\[(\d+)\]", at.rstrip("`"))
     ]
-    if missing:
-        raise ConfigError(f"{name}.{missing[0]}: required key is missing")
-    return cls(**kwargs)
+    if m := re.fullmatch(r"Object contains unknown field `(\w+)`", text):
+        steps.append(m[1])
+        text = "unknown key"
+    elif m := re.fullmatch(r"Object missing required field `(\w+)`", text):
+        steps.append(m[1])
+        text = "required key is missing"
+    elif m := re.fullmatch(r"([\w.\[\]]+): (.*)", text):  # our own checks
+        steps += [name or int(index) for name, index in re.findall(r"(\w+)|\[(\d+)\]", m[1])]
+        text = m[2]
+    else:
+        text = _words(text, steps, _value(merged, steps))
+    key = "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in steps).lstrip(".")
+    section_key = re.sub(r"\[\d+\]$", "", key)
+    if section_key in origin:
+        return f"{key}: {text} (from the environment variable {origin[section_key]})"
+    return f"{where}{key}: {text}"
 
 
-def env_variable(section: str, key: str) -> str:
-    """``CDNLAKE_STORAGE_S3_REGION`` for ``[storage.s3] region``."""
-    return f"CDNLAKE_{section.replace('.', '_').upper()}_{key.upper()}"
+def _words(text: str, steps: list[str | int], value: Any) -> str:
+    got = f", got {value!r}" if value is not _MISSING else ""
+    if m := re.fullmatch(r"Expected `(\w+)`, got `(\w+)`", text):
+        return f"expected {_WORDS.get(m[1], m[1])}, got {_WORDS.get(m[2], m[2])}"
+    if m := re.fullmatch(r"Expected `\w+` of length >= (\d+)", text):
+        return "must not be empty" if m[1] == "1" else f"needs at least {m[1]} items{got}"
+    if m := re.fullmatch(r"Expected `\w+` (>=|>|<=|<) (\S+)", text):
+        return f"must be {_BOUNDS[m[1]]} {float(m[2]):g}{got}"
+    tp = _field_type(steps)
+    if text.startswith("Expected `str` matching regex"):
+        metas = [a for a in typing.get_args(tp)[1:] if isinstance(a, Meta)]
+        if metas and metas[0].description:
+            return f"expected {metas[0].description}{got}"
+    if text.startswith("Invalid enum value"):
+        allowed = typing.get_args(_base(tp))
+        return f"expected one of {', '.join(repr(a) for a in allowed)}{got}"
+    return text[:1].lower() + text[1:]
 
 
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is tuple:
-        return f"array of {_type_name(typing.get_args(tp)[0])}"
-    if tp is Path:
-        return "string (a path)"
-    return {int: "integer", float: "number", str: "string", bool: "boolean"}.get(tp, str(tp))
+_MISSING = object()
 
 
-def _coerce(key: str, tp: Any, value: Any) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _coerce(key, args[0], value)
-    if origin is tuple:
-        if not isinstance(value, list):
-            raise ConfigError(f"{key}: expected {_type_name(tp)}, got {type(value).__name__}")
-        item_tp = typing.get_args(tp)[0]
-        return tuple(_coerce(key, item_tp, v) for v in value)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{key}: expected boolean, got {type(value).__name__}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key}: expected integer, got {type(value).__name__}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key}: expected number, got {type(value).__name__}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{key}: expected string, got {type(value).__name__}")
-        return value
-    if tp is Path:
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"{key}: expected a non-empty path string")
-        return Path(value)
-    raise ConfigError(f"{key}: unsupported type")  # pragma: no cover
+def _value(merged: Any, steps: list[str | int]) -> Any:
+    node = merged
+    for step in steps:
+        try:
+            node = node[step]
+        except (KeyError, IndexError, TypeError):
+            return _MISSING
+    return node
 
 
-def _coerce_text(key: str, tp: Any, text: str) -> Any:
-    """Environment overrides arrive as text; convert to the key's type."""
-    origin = typing.get_origin(tp)
-    try:
-        if origin is tuple:
-            return tuple(part.strip() for part in text.split(",") if part.strip())
-        if tp is bool:
-            if text.lower() not in {"1", "0", "true", "false", "yes", "no"}:
-                raise ValueError
-            return text.lower() in {"1", "true", "yes"}
-        if tp is int:
-            return int(text)
-        if tp is float:
-            return float(text)
-        if tp is Path:
-            return Path(text)
-        return text
-    except ValueError:
-        raise ConfigError(f"{key}: expected {_type_name(tp)}, got {text!r}") from None
-
-
-_REPORT_AT = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
-LOG_LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
-LOG_FORMATS = {"text", "json"}
-REPORT_FORMATS = {"html", "csv", "json", "md"}
-
-
-def _validate(config: Config) -> None:
-    for key in ("base_url", "video_url", "logging_url"):
-        url = getattr(config.api, key)
-        if not re.match(r"^https?://[^/\s]+", url):
-            raise ConfigError(f"api.{key}: expected an http(s) URL, got {url!r}")
-    lake_uri = config.storage.lake_uri
-    if "://" in lake_uri and not re.match(r"^s3://[^/\s]+", lake_uri):
-        raise ConfigError(
-            f"storage.lake_uri: expected a local path or s3://bucket/prefix, got {lake_uri!r}"
-        )
-    if config.api.timeout_seconds <= 0:
-        raise ConfigError("api.timeout_seconds: must be positive")
-    if config.api.retry_attempts < 1:
-        raise ConfigError("api.retry_attempts: must be at least 1")
-    ing = config.ingest
-    if not 1 <= ing.page_size <= 10_000:
-        raise ConfigError(f"ingest.page_size: must be 1..10000, got {ing.page_size}")
-    if ing.lag_seconds < 0 or ing.overlap_seconds < 0:
-        raise ConfigError("ingest.lag_seconds / ingest.overlap_seconds: must not be negative")
-    if ing.requests_per_window < 1:
-        raise ConfigError("ingest.requests_per_window: must be at least 1")
-    if ing.window_seconds <= 0:
-        raise ConfigError("ingest.window_seconds: must be positive")
-    if not 60 <= ing.max_window_seconds <= RETENTION_SECONDS:
-        raise ConfigError("ingest.max_window_seconds: must be 60..259200")
-    if ing.concurrency < 1 or ing.flush_rows < 1:
-        raise ConfigError("ingest.concurrency / ingest.flush_rows: must be at least 1")
-    if config.schedule.poll_seconds < 1:
-        raise ConfigError("schedule.poll_seconds: must be at least 1")
-    if not _REPORT_AT.match(config.schedule.report_at):
-        raise ConfigError(
-            f"schedule.report_at: expected HH:MM (UTC), got {config.schedule.report_at!r}"
-        )
-    if not _REPORT_AT.match(config.schedule.maintain_at):
-        raise ConfigError(
-            f"schedule.maintain_at: expected HH:MM (UTC), got {config.schedule.maintain_at!r}"
-        )
-    if config.log.format not in LOG_FORMATS:
-        raise ConfigError(f"log.format: expected 'text' or 'json', got {config.log.format!r}")
-    listen = config.metrics.listen
-    if listen and not re.match(r"^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$", listen):
-        raise ConfigError(
-            f"metrics.listen: expected HOST:PORT, e.g. 127.0.0.1:9464, got {listen!r}"
-        )
-    if listen and not 0 <= int(listen.rpartition(":")[2]) <= 65535:
-        raise ConfigError(f"metrics.listen: port must be 0..65535, got {listen!r}")
-    if config.log.level.upper() not in LOG_LEVELS:
-        raise ConfigError(f"log.level: expected one of {sorted(LOG_LEVELS)}")
-    bad = set(config.report.formats) - REPORT_FORMATS
-    if bad:
-        raise ConfigError(f"report.formats: unknown format {sorted(bad)[0]!r}")
-    if config.report.top_n < 1:
-        raise ConfigError(f"report.top_n: must be at least 1, got {config.report.top_n}")
-    if not config.report.hit_statuses:
-        raise ConfigError("report.hit_statuses: must name at least one cache status")
-    dsn_env = config.coordination.postgres_dsn_env
-    if dsn_env and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", dsn_env):
-        raise ConfigError(
-            "coordination.postgres_dsn_env: expected the NAME of an environment variable, "
-            f"got {dsn_env!r}"
-        )
-    remote = config.engine.spark_remote
-    if remote and not remote.startswith("sc://"):
-        raise ConfigError(f"engine.spark_remote: expected sc://host:port, got {remote!r}")
-    seen: set[int] = set()
-    for i, zone in enumerate(config.zones):
-        if zone.id <= 0:
-            raise ConfigError(f"zones[{i}].id: must be a positive integer")
-        if zone.id in seen:
-            raise ConfigError(f"zones[{i}].id: zone {zone.id} is configured twice")
-        seen.add(zone.id)
-        if zone.source not in ("v1", "v2"):
-            raise ConfigError(f"zones[{i}].source: expected 'v1' or 'v2', got {zone.source!r}")
-    for i, shield in enumerate(config.shield_zones):
-        if shield.id <= 0:
-            raise ConfigError(f"shield_zones[{i}].id: must be a positive integer")
+def _field_type(steps: list[str | int]) -> Any:
+    """The declared type of the key at ``steps`` (``["zones", 0, "source"]``)."""
+    tp: Any = Config
+    for step in steps:
+        tp = _base(tp)
+        if isinstance(step, int):
+            tp = typing.get_args(tp)[0]
+        elif _is_table(tp):
+            tp = _hints(tp).get(step, Any)
+        else:
+            return Any
+    return tp

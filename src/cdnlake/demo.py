@@ -7,12 +7,13 @@ previous UTC day, and summarises.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from cdnlake.config import Config, Secret
 from cdnlake.emulator.server import DEMO_ZONES, Emulator, EmulatorConfig, parse_zones
@@ -29,10 +30,10 @@ class DemoResult:
 
 
 def demo_config(config: Config, url: str, key: str) -> Config:
-    api = dataclasses.replace(
+    api = msgspec.structs.replace(
         config.api, base_url=url, video_url=url, logging_url=url, access_key=Secret(key)
     )
-    return dataclasses.replace(config, api=api)
+    return msgspec.structs.replace(config, api=api)
 
 
 def run_demo(config: Config, progress: Progress | None = None, seed: int = 1) -> DemoResult:

@@ -29,6 +29,7 @@ will fail the same way until something is changed by a person.
         │   └── NotFoundError          404
         │       └── LoggingDisabledError   404 logging_disabled
         ├── ZoneBusyError              another cdnlake process holds the zone
+        ├── FencedError                the zone was rewound or taken over since this pass began
         ├── DataError                  damaged lake, state or warehouse file
         │   ├── DamagedInputError      an input file or body that ends early or is corrupt
         │   └── RejectedInputError     input of which not one line or record could be taken
@@ -99,6 +100,10 @@ class TransportError(HttpError, TransientError):
 
 class UnreachableError(TransportError):
     """Connection refused: retried only briefly, since waiting rarely brings a server up."""
+
+
+class UnresolvableHostError(HttpError, TerminalError):
+    """The host name does not resolve (a typo in an address): waiting will not fix it."""
 
 
 class MalformedResponseError(HttpError, TransientError):
@@ -185,6 +190,11 @@ class LoggingDisabledError(NotFoundError):
 
 class ZoneBusyError(TerminalError):
     pass
+
+
+class FencedError(TerminalError):
+    """The zone's fence moved past this writer's token (a rewind, a new owner): its commit
+    was refused and wrote nothing. Terminal for this pass; the next one reads anew."""
 
 
 class DataError(TerminalError):

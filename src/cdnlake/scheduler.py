@@ -12,6 +12,11 @@ them when it runs alone on its storage root, its share when several daemons coor
 through PostgreSQL. A zone's job runs on every daemon and passes unless the zone is held
 here; a pass stops at its next page if the hold is lost. The daily report and the daily
 maintenance are done by one daemon of the fleet.
+
+A cron trigger only looks ahead: a daemon started after the day's ``report_at`` (or
+``maintain_at``) would skip that day's job. So a daemon that starts after it runs the
+day's job once its first round of passes is done (yesterday's rows are then in the lake),
+unless a daemon of the fleet has done it already (:meth:`Fleet.fleet_job` says which).
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from datetime import time as day_time
 from typing import Any
 
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -57,6 +64,7 @@ class Daemon:
         maintain_trigger: Any = None,
         fleet: Fleet | None = None,
         metrics: DaemonMetrics | None = None,
+        catch_up: bool = True,
     ) -> None:
         self.config = config
         self.fleet = fleet or fleet_for(config, this_daemon())
@@ -76,10 +84,19 @@ class Daemon:
         self.zone_passes: dict[int, int] = {}
         self.report_runs: list[date] = []
         self.maintain_runs = 0
-        self._maintain_trigger = maintain_trigger
         self._report_writer = report_writer
-        hour, minute = (int(x) for x in config.schedule.report_at.split(":"))
-        self._report_trigger = report_trigger or CronTrigger(hour=hour, minute=minute, timezone=UTC)
+        self._report_trigger = report_trigger or daily(config.schedule.report_at)
+        self._maintain_trigger = maintain_trigger or daily(config.schedule.maintain_at)
+        # The configured daily jobs whose time of day had passed when this daemon started
+        # (a job given its own trigger keeps to it; ``catch_up=False``: none, for tests
+        # that watch passes alone), and the polls still to run once before them.
+        self._catch_up: list[tuple[Callable[[date], None], str, date]] = []
+        self._catch_up_at: list[tuple[Callable[[date], None], str, str]] = []
+        if catch_up and report_trigger is None:
+            self._catch_up_at.append((self.write_report, "report", config.schedule.report_at))
+        if catch_up and maintain_trigger is None:
+            self._catch_up_at.append((self.maintain, "maintenance", config.schedule.maintain_at))
+        self._first_round: set[str] = set()
         zones = len(config.zones) + len(config.shield_zones)
         workers = max(2, min(config.ingest.concurrency, zones) + 1)
         self.scheduler = BackgroundScheduler(
@@ -96,23 +113,26 @@ class Daemon:
         self._lock = threading.Lock()
 
     # -- jobs --------------------------------------------------------------------------
-    def _held_pass(self, key: str, run: Callable[[AnyStop], ZoneResult]) -> ZoneResult | None:
+    def _held_pass(
+        self, key: str, run: Callable[[AnyStop, int | None], ZoneResult]
+    ) -> ZoneResult | None:
         """Run one pass of ``key`` if the fleet holds it here, once the previous owner's
-        rate window has passed; the pass stops when the daemon stops or the hold is lost."""
+        rate window has passed; the pass stops when the daemon stops or the hold is lost,
+        and commits under the hold's generation (its fence token)."""
         if self.stop_event.is_set():
             return None
         with self.fleet.claim(key) as held:
             if held is None:
                 return None
-            ready_at, lost = held
-            delay = ready_at - time.monotonic()
-            if delay > 0 and (self.stop_event.wait(delay) or lost.is_set()):
+            delay = held.ready_at - time.monotonic()
+            if delay > 0 and (self.stop_event.wait(delay) or held.lost.is_set()):
                 return None
-            return run(AnyStop(self.stop_event, lost))
+            return run(AnyStop(self.stop_event, held.lost), held.generation)
 
     def poll_zone(self, zone: ZoneConfig) -> ZoneResult | None:
         result = self._held_pass(
-            lease_key(REQUESTS.name, zone.id), lambda stop: self.ingestor.run_zone(zone, stop=stop)
+            lease_key(REQUESTS.name, zone.id),
+            lambda stop, holder: self.ingestor.run_zone(zone, stop=stop, holder=holder),
         )
         if result is not None:
             self._observe(result)
@@ -131,8 +151,8 @@ class Daemon:
 
         result = self._held_pass(
             lease_key(SHIELD_EVENTS.name, zone.id),
-            lambda stop: ingest_shield_zone(
-                self.config, ShieldApi(self.api), zone, clock=self.clock, stop=stop
+            lambda stop, holder: ingest_shield_zone(
+                self.config, ShieldApi(self.api), zone, clock=self.clock, stop=stop, holder=holder
             ),
         )
         if result is not None:
@@ -146,14 +166,16 @@ class Daemon:
             when = datetime.now(UTC) + timedelta(seconds=wait_seconds)
             self.scheduler.modify_job(self._jobs[key], next_run_time=when)
 
-    def write_report(self) -> None:
-        """Yesterday's report, made by one daemon of the fleet (another may retry a day's
-        report whose daemon failed or died)."""
-        day = (self.clock() - timedelta(days=1)).date()
+    def write_report(self, day: date | None = None) -> None:
+        """Yesterday's report (or ``day``'s), made by one daemon of the fleet (another may
+        retry a day's report whose daemon failed or died)."""
+        day = day or (self.clock() - timedelta(days=1)).date()
         try:
             with self.fleet.fleet_job(f"report/{day}") as mine:
                 if not mine:
-                    log.info("daily report for %s: made by another daemon of the fleet", day)
+                    log.info(
+                        "daily report for %s: made (or being made) by a daemon of the fleet", day
+                    )
                     return
                 if self._report_writer is not None:
                     self._report_writer(day)
@@ -168,19 +190,24 @@ class Daemon:
         except Exception as exc:  # the daemon must outlive a failed report
             log.error("daily report for %s failed: %s", day, exc)
 
-    def maintain(self) -> None:
-        """Once a day, by one daemon of the fleet: compact the small files the passes
-        left, checkpoint, vacuum."""
+    def maintain(self, day: date | None = None) -> None:
+        """Once a day (today, or ``day``), by one daemon of the fleet: compact the small
+        files the passes left, checkpoint, vacuum."""
         from cdnlake.lake.maintain import maintain
         from cdnlake.lake.store import Lake
 
-        day = self.clock().date()
+        day = day or self.clock().date()
         try:
             with self.fleet.fleet_job(f"maintain/{day}") as mine:
                 if not mine:
-                    log.info("lake maintenance for %s: done by another daemon of the fleet", day)
+                    log.info(
+                        "lake maintenance for %s: done (or being done) by a daemon of the fleet",
+                        day,
+                    )
                     return
-                report = maintain(Lake.from_config(self.config.storage))
+                report = maintain(
+                    Lake.from_config(self.config.storage), locks=self.config.storage.work / "locks"
+                )
             self.maintain_runs += 1
             log.info("lake maintained: %s", "; ".join(t.line() for t in report.tables))
         except Exception as exc:  # the daemon must outlive a failed maintenance
@@ -206,12 +233,19 @@ class Daemon:
                 next_run_time=now + timedelta(milliseconds=50 * i),  # staggered first passes
             )
         self.scheduler.add_job(self.write_report, self._report_trigger, id="daily-report")
-        hour, minute = (int(x) for x in self.config.schedule.maintain_at.split(":"))
-        self.scheduler.add_job(
-            self.maintain,
-            self._maintain_trigger or CronTrigger(hour=hour, minute=minute, timezone=UTC),
-            id="daily-maintain",
-        )
+        self.scheduler.add_job(self.maintain, self._maintain_trigger, id="daily-maintain")
+        started = self.clock().astimezone(UTC)
+        # The day's runs as the cron would have made them (however late the first round
+        # ends): the report of the day before, today's maintenance.
+        days = {"report": started.date() - timedelta(days=1), "maintenance": started.date()}
+        self._catch_up = [
+            (run, name, days[name])
+            for run, name, at in self._catch_up_at
+            if started.time() >= at_time(at)
+        ]
+        if self._catch_up:
+            self._first_round = {job_id for _, _, job_id in polls}
+            self.scheduler.add_listener(self._polled, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
         self.scheduler.start()
         log.info(
             "daemon started: %d zone(s) every %ss, report at %s UTC",
@@ -219,6 +253,27 @@ class Daemon:
             self.config.schedule.poll_seconds,
             self.config.schedule.report_at,
         )
+
+    def _polled(self, event: JobExecutionEvent) -> None:
+        """After every zone's first poll, the daily jobs whose time passed before the
+        daemon started run once, one after the other (each a no-op where the fleet has
+        done it already)."""
+        with self._lock:
+            if not self._first_round or event.job_id not in self._first_round:
+                return
+            self._first_round.discard(event.job_id)
+            if self._first_round:
+                return
+        with contextlib.suppress(Exception):  # the daemon is stopping: nothing to catch up
+            self.scheduler.add_job(self._run_catch_up, id="daily-catch-up", name="catch up")
+
+    def _run_catch_up(self) -> None:
+        jobs, self._catch_up = self._catch_up, []
+        for run, name, day in jobs:
+            if self.stop_event.is_set():
+                return
+            log.info("daemon started after today's %s time: catching up (%s)", name, day)
+            run(day)
 
     def stop(self, grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS) -> bool:
         """Stop requesting pages, let passes in flight end; True if all ended in time."""
@@ -241,6 +296,17 @@ class Daemon:
         self.start()
         while not interrupted.wait(1.0):
             pass
+
+
+def at_time(hh_mm: str) -> day_time:
+    """``HH:MM`` (UTC, checked by the config) as a time of day."""
+    hour, minute = (int(x) for x in hh_mm.split(":"))
+    return day_time(hour, minute)
+
+
+def daily(hh_mm: str) -> CronTrigger:
+    at = at_time(hh_mm)
+    return CronTrigger(hour=at.hour, minute=at.minute, timezone=UTC)
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:

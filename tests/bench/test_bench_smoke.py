@@ -14,7 +14,6 @@ from tests.conftest import REPO
 BENCHMARKS = [
     "--help start-up",
     "import-v1 of 1,000 lines",
-    "decode",
     "import-v1,",
     "peak memory",
     "ingest",
@@ -22,7 +21,8 @@ BENCHMARKS = [
     "report",
     "--engine spark",
     "range report",
-    "commit of 60 s",
+    "commit of 60 s of new rows on a zone",
+    "commit of 60 s of new rows on a table",
     "status on",
 ]
 

@@ -67,7 +67,7 @@ def test_secret_from_env_never_printed(env):
             2,
             "--action",
         ),
-        (["shield", "event-logs", "--zone", "5001", "--date", "2026-11-20"], 2, "MM-dd-yyyy"),
+        (["shield", "event-logs", "--zone", "5001", "--date", "11/20/2026"], 2, "YYYY-MM-DD"),
         (["pullzone", "add-hostname", "--zone", "1234", "--hostname", ""], 2, "Hostname"),
         (["dns", "list-records", "--zone", "9002"], 1, "dnszone.not_found"),
         (

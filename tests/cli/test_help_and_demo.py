@@ -24,6 +24,7 @@ COMMANDS = [
     "api",
     "migrate-lake",
     "maintain",
+    "audit",
 ]
 
 

@@ -218,3 +218,32 @@ def test_two_daemons_write_one_report_a_day(tmp_path, postgres):
             daemon.stop()
         emu.stop()
     assert len(written) == 1, written
+
+
+def test_every_take_of_a_lease_has_a_larger_generation(postgres, lake):
+    """The generation is the fence token a holder's passes carry into the lake: each take,
+    by another daemon or by the same one after a lapse, gets a larger one."""
+    a, b = fleet_of(postgres, lake, "host:1"), fleet_of(postgres, lake, "host:2")
+    generations: list[int] = []
+    try:
+        a.start(KEYS[:1], lambda key, wait: None)
+        with a.claim(KEYS[0]) as hold:
+            assert hold is not None and hold.generation is not None
+            generations.append(hold.generation)
+        a._stopping.set()  # a dies (its lease lapses); b takes the zone
+        b.start(KEYS[:1], lambda key, wait: None)
+        assert wait_for(lambda: held(b) == {KEYS[0]}, 30)
+        with b.claim(KEYS[0]) as hold:
+            assert hold is not None and hold.generation is not None
+            generations.append(hold.generation)
+        b.stop()  # released; a comes back and takes it anew
+        a = fleet_of(postgres, lake, "host:1")
+        a.start(KEYS[:1], lambda key, wait: None)
+        with a.claim(KEYS[0]) as hold:
+            assert hold is not None and hold.generation is not None
+            generations.append(hold.generation)
+    finally:
+        a.stop()
+        b.stop()
+    assert generations == sorted(set(generations)), generations
+    assert generations[0] >= int(time.time()) - 600  # never below the clock's seconds

@@ -1,4 +1,5 @@
-"""The fast columnar decoder and the lenient typed one agree; odd bodies fall back safely."""
+"""The two v2 routes, the fast columnar decoder and the careful record-by-record one,
+agree; odd bodies fall back safely."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import msgspec
 import polars as pl
 import pytest
 
-from cdnlake.client.logging_wire import decode_v2_page
 from cdnlake.emulator.traffic import Traffic, ZoneSpec
 from cdnlake.errors import MalformedResponseError
 from cdnlake.ingest.decode import (
@@ -17,7 +17,6 @@ from cdnlake.ingest.decode import (
     decode_v2_batch,
     decode_v2_careful,
     decode_v2_fast,
-    records_frame,
 )
 from cdnlake.ingest.normalize import normalize_v2, parse_timestamps
 
@@ -35,12 +34,12 @@ def page_body(n: int = 500) -> bytes:
     )
 
 
-def test_fast_and_typed_routes_agree():
+def test_fast_and_careful_routes_agree():
     body = page_body()
     fast = decode_v2_batch(body)
-    typed = decode_v2_page(body)
-    assert fast.pagination == typed.pagination and fast.pagination.hasMore
-    assert fast.frame.equals(records_frame(typed.data))
+    careful = decode_v2_careful(body)
+    assert fast.pagination == careful.pagination and fast.pagination.hasMore
+    assert fast.frame.equals(careful.frame)
     assert "authorizationHeader" not in fast.frame.columns
     good, rejects = normalize_v2(fast.frame, 1)
     assert good.height == 500 and rejects.height == 0
@@ -50,9 +49,9 @@ def test_the_fast_route_itself_reads_the_providers_pages():
     """The fallback must not hide a broken fast route: call it alone."""
     body = page_body()
     fast = decode_v2_fast(body)
-    typed = decode_v2_page(body)
-    assert fast.frame.equals(records_frame(typed.data))
-    assert fast.pagination == typed.pagination
+    careful = decode_v2_careful(body)
+    assert fast.frame.equals(careful.frame)
+    assert fast.pagination == careful.pagination
     assert fast.frame.schema["timestamp"] == pl.String and fast.frame.height == 500
 
 
@@ -97,8 +96,8 @@ def test_empty_page_and_bad_records():
     assert all(isinstance(pl.Series([r]).str.json_decode(), pl.Series) for r in rejects["raw_line"])
 
 
-def _typed_frame(body: bytes) -> pl.DataFrame:
-    return records_frame(decode_v2_page(body).records)
+def _careful_frame(body: bytes) -> pl.DataFrame:
+    return decode_v2_careful(body).frame
 
 
 def test_strings_full_of_json_syntax_read_as_they_are():
@@ -109,7 +108,7 @@ def test_strings_full_of_json_syntax_read_as_they_are():
         record["referer"] = "}\n{"
     body = msgspec.json.encode(page)
     fast = decode_v2_fast(body)
-    assert fast.frame.equals(_typed_frame(body))
+    assert fast.frame.equals(_careful_frame(body))
     assert set(fast.frame["userAgent"]) == {'curl/8 },{"timestamp":"x"},{ \n line'}
 
 
@@ -118,8 +117,8 @@ def test_a_pretty_printed_page_reads_like_a_compact_one():
     pretty = msgspec.json.format(body, indent=2)
     assert pretty.count(b"\n") > 50 * 10
     fast = decode_v2_fast(pretty)
-    assert fast.frame.equals(_typed_frame(body))
-    assert fast.pagination == decode_v2_page(body).pagination
+    assert fast.frame.equals(_careful_frame(body))
+    assert fast.pagination == decode_v2_careful(body).pagination
 
 
 def test_records_that_are_not_objects_are_rejected_records():
@@ -226,13 +225,14 @@ def test_the_two_routes_agree_on_every_page_the_fast_one_reads():
     """Random records of odd values (wrong JSON types, escapes, JSON syntax inside
     strings, absent fields): wherever the fast reader takes a page, the careful route
     gives the same columns and rejects nothing; where it refuses, the careful route
-    still gives one row per record."""
+    still gives one row per record, and each record that the fast reader takes alone
+    reads the same on both routes."""
     rng = random.Random(5)
     texts = ['"abc"', '""', "null", '"\\u00e9t\\u00e9"', '"\\ud83d\\ude00"', '"a\\nb"', '"x\\"y"',
              '"},{\\"a\\":1"', "12", "1.5", "true", "[1]", '{"a":1}', '"\\/p"']  # fmt: skip
     numbers = ["200", "0", "-1", "null", "200.0", "2e2", '"200"', str(2**63), "1.5", "true",
                '"x"', "[]", "-0", str(2**31)]  # fmt: skip
-    fast_read = 0
+    fast_read = refused_pages_records = 0
     for _ in range(1500):
         records = []
         for _ in range(rng.randint(1, 4)):
@@ -249,9 +249,20 @@ def test_the_two_routes_agree_on_every_page_the_fast_one_reads():
         assert careful.height == len(records)
         try:
             fast = decode_v2_fast(body).frame
-        except Exception:  # refused: the careful route alone reads it
+        except Exception:  # refused: the careful route alone reads it, record by record
+            for i, record in enumerate(records):
+                alone = ('{"data":[' + record + '],"pagination":{}}').encode()
+                try:
+                    one = decode_v2_fast(alone).frame
+                except Exception:  # (the careful route may take it, or reject it alone)
+                    continue
+                refused_pages_records += 1
+                row = careful.select(list(V2_WIRE_SCHEMA)).slice(i, 1)
+                assert _canonical(one).equals(_canonical(row)), record
+                if "_fault" in careful.columns:
+                    assert careful["_fault"][i] is None, record
             continue
         fast_read += 1
         assert "_fault" not in careful.columns, body
         assert _canonical(fast).equals(_canonical(careful)), body
-    assert fast_read > 50
+    assert fast_read > 50 and refused_pages_records > 50

@@ -144,7 +144,7 @@ def test_two_processes_on_one_zone_never_duplicate(tmp_path, lake_kind, request)
         )
         other = tmp_path / "other"  # another machine: its own root and locks, the same lake
         other.mkdir()
-        from dataclasses import replace
+        from msgspec.structs import replace
 
         twin = replace(config, storage=replace(config.storage, root=other))
         if lake_kind == "local":

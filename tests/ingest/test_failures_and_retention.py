@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from cdnlake.emulator import Faults
 from cdnlake.ingest.passes import Ingestor
 from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
 from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.progress import to_ms
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.monitoring.metrics import DaemonMetrics
+from cdnlake.status import zone_statuses
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
     NOW,
@@ -92,5 +95,40 @@ def test_watermark_older_than_retention_records_a_gap(tmp_path):
                 "SELECT pull_zone_id, gap_from, reason FROM ingest_gaps ORDER BY 1"
             ).fetchall()
         assert [g[0] for g in gaps] == [1234, 1235]
+    finally:
+        emu.stop()
+
+
+def test_an_outage_over_several_passes_extends_its_one_gap(tmp_path):
+    """The provider answers nothing for hours while the zone's watermark is past
+    retention: every pass claims the loss up to its own retention edge, and the zone keeps
+    one gap whose end moves on; status and the metrics count each lost second once."""
+    emu = start_emulator("1234", faults=Faults(error_rate=1.0))
+    try:
+        config = load_test_config(write_config(tmp_path, emu, zones=[(1234, "v2")]))
+        old = NOW - timedelta(days=5)
+        writer = ZoneWriter(lake_of(config), REQUESTS, 1234)
+        writer.commit(writer.empty(), {"": to_ms(old)})
+        metrics = DaemonMetrics(config)
+        ends = []
+        for _ in range(3):
+            (result,) = Ingestor(config, logging_client(config), clock=emu.clock.now).run(
+                config.zones
+            )
+            assert result.outcome == "failed"
+            metrics.observe(result)
+            ends.append(result.gaps[0].gap_to)
+            emu.clock.advance(3600)
+        assert ends[0] < ends[1] < ends[2]
+        with Warehouse(config.storage).connect() as con:
+            gaps = con.execute("SELECT pull_zone_id, gap_from, gap_to FROM ingest_gaps").fetchall()
+        assert gaps == [(1234, old, ends[-1])]
+        lost = (ends[-1] - old).total_seconds()
+        counted = metrics.registry.get_sample_value(
+            "cdnlake_gap_seconds_total", {"zone": "1234", "source": "v2"}
+        )
+        assert counted == lost
+        (status,) = zone_statuses(config, now=emu.clock.now())
+        assert (status.gaps_7d, status.lost_seconds_7d) == (1, lost)
     finally:
         emu.stop()

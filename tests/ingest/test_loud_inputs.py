@@ -14,12 +14,14 @@ from cdnlake.emulator.logging_routes import bad_record_kind
 from cdnlake.emulator.state import is_bad_record
 from cdnlake.ingest.passes import Ingestor
 from cdnlake.ingest.v1_parser import LogStream, iter_parsed
+from cdnlake.lake.schema import INGEST_GAPS
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
     FAULT_RETRY,
     KEY,
     NOW,
     lake_ids,
+    lake_of,
     load_test_config,
     logging_client,
     run_cli,
@@ -78,6 +80,59 @@ def test_a_truncated_gzip_keeps_its_whole_lines_and_fails_loudly(tmp_path, emula
     zone = json.loads(status.stdout)[0]
     assert status.returncode == 1 and zone["last_outcome"] == "failed"
     assert "damaged" in zone["problem"] and zone["gaps_7d"] == 1
+
+
+def test_a_truncated_copy_of_a_day_the_lake_holds_fails_and_claims_nothing_lost(tmp_path, emulator):
+    """Re-importing a cut copy of a day file already imported: its lines past the cut are
+    in the lake, so nothing is lost: the import fails (exit 1), and no gap is claimed,
+    however often it is tried."""
+    path = write_config(tmp_path, emulator, zones=[(1234, "v2")])
+    text = day_text(emulator)
+    whole = tmp_path / "day.log"
+    whole.write_text(text)
+    first = run_cli("--config", str(path), "import-v1", str(whole), "--zone", "1234")
+    assert first.returncode == 0, first.stdout + first.stderr
+    packed = gzip.compress(text.encode())
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(packed[: len(packed) // 2])
+    for _attempt in range(2):
+        result = run_cli("--config", str(path), "import-v1", str(cut), "--zone", "1234")
+        out = result.stdout + result.stderr
+        assert result.returncode == 1, out
+        assert "cut.log.gz is damaged" in out and "nothing lost" in out, out
+        assert "data lost" not in out
+    config = load_test_config(path)
+    assert sorted(lake_ids(tmp_path / "data", 1234)) == sorted(
+        line.split("|")[10] for line in text.splitlines()
+    )
+    gaps = lake_of(config).open(INGEST_GAPS)
+    assert gaps is None or gaps.to_pyarrow_table().num_rows == 0
+    status = run_cli("--config", str(path), "status", "--format", "json")
+    zone = json.loads(status.stdout)[0]
+    assert zone["last_outcome"] == "failed" and zone["gaps_7d"] == 0
+
+
+def test_a_truncated_file_of_a_day_the_provider_still_serves_claims_nothing_lost(tmp_path):
+    """Yesterday's file cut short: its rest is not in the lake, but the provider still
+    serves that day, so nothing is lost yet: the import fails and says so."""
+    emu = start_emulator("1234", now=None, frozen=False)
+    try:
+        path = write_config(tmp_path, emu, zones=[(1234, "v1")])
+        yesterday = (emu.clock.now() - timedelta(days=1)).date()
+        text = httpx.get(
+            f"{emu.url}/{yesterday:%m-%d-%y}/1234.log", headers={"AccessKey": KEY}
+        ).text
+        packed = gzip.compress(text.encode())
+        cut = tmp_path / "cut.log.gz"
+        cut.write_bytes(packed[: len(packed) // 2])
+        result = run_cli("--config", str(path), "import-v1", str(cut), "--zone", "1234")
+        out = result.stdout + result.stderr
+        assert result.returncode == 1, out
+        assert "the provider still serves it" in out and "data lost" not in out, out
+        gaps = lake_of(load_test_config(path)).open(INGEST_GAPS)
+        assert gaps is None or gaps.to_pyarrow_table().num_rows == 0
+    finally:
+        emu.stop()
 
 
 def test_a_corrupt_gzip_block_ends_the_file_where_the_damage_starts(tmp_path, emulator):

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, time, timedelta
 
 from cdnlake.client import ShieldApi
 from cdnlake.config import build_config
 from cdnlake.emulator import Faults
+from cdnlake.emulator.http import json_response
 from cdnlake.emulator.state import is_bad_record
 from cdnlake.ingest.passes import ingest_shield_zone
+from cdnlake.ingest.shield import DAYS_BACK
+from cdnlake.status import zone_statuses
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import KEY, lake_frame, make_client, start_emulator
 
@@ -111,5 +114,38 @@ def test_an_event_that_does_not_decode_is_rejected_once_and_its_day_goes_on(tmp_
                 "shield",
             )
         }
+    finally:
+        emu.stop()
+
+
+def test_a_pass_failing_on_its_second_day_keeps_the_watermark_at_that_days_start(tmp_path):
+    """The watermark moves only with days read whole: a pass that fails on its second
+    day leaves the zone's lag showing that its data stops where that day starts."""
+    emu = start_emulator("1234")
+    try:
+        config = shield_config(tmp_path, emu)
+        zone = config.shield_zones[0]
+        now = emu.clock.now()
+        second = now.date() - timedelta(days=DAYS_BACK - 1)
+        original = emu.dispatch
+
+        def refuse_second_day(req):
+            if req.path.startswith(f"/shield/event-logs/5001/{second:%m-%d-%Y}"):
+                return json_response(400, {"statusCode": 400, "message": "refused"})
+            return original(req)
+
+        emu.dispatch = refuse_second_day
+        shield = ShieldApi(make_client(config))
+        failed = ingest_shield_zone(config, shield, zone, clock=emu.clock.now)
+        assert failed.outcome == "failed" and failed.rows > 0  # the first day is stored
+        second_start = datetime.combine(second, time(), UTC)
+        assert failed.reached == second_start
+        (status,) = zone_statuses(config, now=now)
+        assert status.watermark == second_start
+        assert status.lag_seconds == (now - second_start).total_seconds()
+
+        emu.dispatch = original
+        again = ingest_shield_zone(config, shield, zone, clock=emu.clock.now)
+        assert again.ok and again.reached == now
     finally:
         emu.stop()

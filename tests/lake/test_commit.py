@@ -204,7 +204,8 @@ def test_writers_racing_to_create_a_table_all_land(storage):
     a writer already holding version 0 fail ("Metadata changed since last commit") and
     a zone's run go unrecorded."""
     lake = Lake.from_config(storage)
-    gap = {"gap_from": BASE, "gap_to": BASE, "reason": "r", "detected_at": BASE, "source": "v2"}
+    hour = BASE + timedelta(hours=1)  # a span: an empty one claims nothing and is not written
+    gap = {"gap_from": BASE, "gap_to": hour, "reason": "r", "detected_at": BASE, "source": "v2"}
     failures: list[BaseException] = []
 
     def record(fresh: Lake, start: threading.Barrier, zone: int) -> None:
@@ -224,6 +225,6 @@ def test_writers_racing_to_create_a_table_all_land(storage):
             thread.join()
         assert not failures, failures
         table = fresh.open(INGEST_GAPS)
-        assert table is not None and table.version() == 3  # one creation, three appends
+        assert table is not None and table.version() == 3  # one creation, three writes
         zones = table.to_pyarrow_table(columns=["zone"]).column("zone").to_pylist()
         assert sorted(zones) == [1, 2, 3]

@@ -40,7 +40,8 @@ def test_fifty_zones_one_daemon(tmp_path):
         )
         path.write_text(path.read_text().replace("[ingest]", "[ingest]\nconcurrency = 16"))
         config = load_test_config(path)
-        daemon = Daemon(config, make_client(config), clock=emu.clock.now)
+        # Passes alone: the day's report and maintenance (due at 12:00) are not caught up.
+        daemon = Daemon(config, make_client(config), clock=emu.clock.now, catch_up=False)
         fds_before = len(os.listdir("/proc/self/fd"))
         daemon.start()
         rss = []

@@ -175,13 +175,10 @@ def test_json_carries_the_panels_and_rate_changes_in_points(written):
     assert [r["path"] for r in doc["top_paths"]["by_misses"]] == ["/y", "/z"]
     assert doc["top_referers"][0] == {"referer_host": "(direct)", "requests": 7, "pct": 70.0}
     agents = doc["user_agents"]
-    assert set(agents) == {"browser", "os", "crawler"}
-    assert {r["browser"] for r in agents["browser"]} >= {"curl"}
-    assert (
-        sum(r["requests"] for r in agents["browser"])
-        + sum(r["requests"] for r in agents["crawler"])
-        == 10
-    )
+    assert set(agents) == {"browser", "os", "tool", "crawler"}
+    assert {r["tool"] for r in agents["tool"]} >= {"curl"}  # a tool, not a browser
+    assert "curl" not in {r["browser"] for r in agents["browser"]}
+    assert sum(r["requests"] for kind in ("browser", "tool", "crawler") for r in agents[kind]) == 10
     assert doc["countries"][0]["country_code"] in ("DE", "US")
     changes = {r["metric"]: r for r in doc["sections"]["day_over_day"]["rows"]}
     # 5xx: 0 % the day before, 30 % this day: +30 points, no relative change.

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
+from datetime import date, datetime
 from typing import Any
 
 from cdnlake.errors import UsageError
@@ -60,9 +62,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     a = _action(acts, "metrics", "Upload-scanning metrics of a shield zone.")
     a.add_argument("--zone", type=int, required=True, help="shield zone id")
-    a = _action(acts, "event-logs", "Shield event logs of one day (MM-dd-yyyy).")
+    a = _action(acts, "event-logs", "Shield event logs of one UTC day.")
     a.add_argument("--zone", type=int, required=True, help="shield zone id")
-    a.add_argument("--date", required=True, help="day of the logs, MM-dd-yyyy")
+    a.add_argument(
+        "--date",
+        type=log_day,
+        required=True,
+        metavar="YYYY-MM-DD",
+        help="day of the logs (the API's own MM-dd-yyyy is accepted too)",
+    )
     a.add_argument("--token", default=None, help="continuation token (default: the first page)")
     a.add_argument("--all", action="store_true", help="follow continuation tokens to the end")
     _action(acts, "waf-enums", "WAF enum mappings.")
@@ -155,6 +163,18 @@ def _record_type(text: str | None) -> int | None:
         )
     except KeyError:
         raise UsageError(f"--type: unknown record type {text!r}") from None
+
+
+def log_day(text: str) -> date:
+    """A day as every other command takes it (YYYY-MM-DD), or as the API writes it."""
+    for parse in (date.fromisoformat, lambda t: datetime.strptime(t, "%m-%d-%Y").date()):
+        try:
+            return parse(text)
+        except ValueError:
+            pass
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}|\d{2}-\d{2}-\d{4}", text):
+        raise argparse.ArgumentTypeError(f"not a real date: {text!r}")
+    raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD (or MM-dd-yyyy), got {text!r}")
 
 
 def run(cdn: Any, args: argparse.Namespace) -> Any:

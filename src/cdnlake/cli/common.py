@@ -38,6 +38,30 @@ def load(
     return config
 
 
+def require_writable_root(config: Config) -> None:
+    """For the commands that write the lake: the storage root (and a local lake) must be
+    folders this process can create files in, said in one line naming the path (exit 2)
+    rather than a traceback from deep in the Delta writer."""
+    import tempfile
+    from pathlib import Path
+
+    storage = config.storage
+    folders = [storage.root, storage.work]
+    if not storage.lake_location.startswith("s3://"):
+        folders.append(Path(storage.lake_location))
+    for folder in folders:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise ConfigError(
+                f"storage.root: cannot create or write to {folder} ({reason.lower()}); "
+                "set [storage] root to a folder cdnlake may write"
+            ) from None
+
+
 def open_api(config: Config, *, require_key: bool = True) -> ApiClient:
     from cdnlake.client import ApiClient, BudgetRegistry
 

@@ -25,13 +25,14 @@ if TYPE_CHECKING:
 
 
 def daemon(args: argparse.Namespace) -> int:
-    from cdnlake.cli.common import load, open_api
+    from cdnlake.cli.common import load, open_api, require_writable_root
     from cdnlake.errors import UsageError
     from cdnlake.scheduler import Daemon
 
     config = load(args)
     if not config.zones:
         raise UsageError("daemon: no zones configured ([[zones]] in the config file)")
+    require_writable_root(config)
     log = logging.getLogger("cdnlake.daemon")
     interrupted = threading.Event()
 

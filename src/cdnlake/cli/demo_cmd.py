@@ -40,5 +40,34 @@ def demo(args: argparse.Namespace) -> int:
     )
     html = [p for p in result.report_paths if p.suffix == ".html"]
     print(f"\nReport: {html[0] if html else '(none)'}")
-    print('Try:    cdnlake sql "SELECT cache_status, count(*) FROM requests GROUP BY 1"')
+    print(f'Try:    {command_name()} sql "SELECT cache_status, count(*) FROM requests GROUP BY 1"')
     return 0 if all(r.ok for r in result.results) else 1
+
+
+def command_name() -> str:
+    """How to run this cdnlake again from here: ``cdnlake`` when that is on PATH and is
+    this one, else the path it was started by (``.venv/bin/cdnlake`` under ``make demo``)."""
+    import os
+    import shutil
+    import sys
+
+    started = sys.argv[0] if os.path.basename(sys.argv[0]) == "cdnlake" else None
+    on_path = shutil.which("cdnlake")
+    if on_path and (started is None or os.path.samefile(on_path, started)):
+        return "cdnlake"
+    if started is not None:
+        return short_path(started)
+    beside = os.path.join(os.path.dirname(sys.executable), "cdnlake")  # python -m cdnlake
+    if os.path.isfile(beside):
+        return short_path(beside)
+    return f"{short_path(sys.executable)} -m cdnlake"
+
+
+def short_path(path: str) -> str:
+    """``path`` relative to here when below here, else absolute."""
+    import os
+
+    relative = os.path.relpath(os.path.abspath(path))
+    if relative.startswith(".."):
+        return os.path.abspath(path)
+    return relative if os.sep in relative else f"./{relative}"

@@ -106,6 +106,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="v2 records served spoiled (a timestamp that is no time or a status code "
         "of the wrong type) and shield events (a timestamp that is text), always the same ones",
     )
+    faults.add_argument(
+        "--lose-hour",
+        action="append",
+        default=[],
+        metavar="ZONE@YYYY-MM-DDTHH",
+        help="the logging API (v1 and v2) serves no record of this UTC hour of this zone, "
+        "while /statistics still counts them (repeat for more)",
+    )
     faults.add_argument("--fault-seed", type=int, default=0, help="seed of the fault dice")
 
 
@@ -125,18 +133,22 @@ def build_config(args: argparse.Namespace) -> Any:
             raise UsageError(f"--now: not an ISO-8601 instant: {args.now!r}") from None
         if now.tzinfo is None:
             raise UsageError("--now: give a time zone, e.g. 2026-11-20T12:00:00Z")
-    faults = Faults(
-        error_rate=args.error_rate,
-        spurious_429_rate=args.spurious_429_rate,
-        retry_after=args.retry_after,
-        slow_rate=args.slow_rate,
-        slow_seconds=args.slow_seconds,
-        drop_rate=args.drop_rate,
-        truncate_rate=args.truncate_rate,
-        malformed_rate=args.malformed_rate,
-        bad_record_rate=args.bad_record_rate,
-        seed=args.fault_seed,
-    )
+    try:
+        faults = Faults(
+            error_rate=args.error_rate,
+            spurious_429_rate=args.spurious_429_rate,
+            retry_after=args.retry_after,
+            slow_rate=args.slow_rate,
+            slow_seconds=args.slow_seconds,
+            drop_rate=args.drop_rate,
+            truncate_rate=args.truncate_rate,
+            malformed_rate=args.malformed_rate,
+            bad_record_rate=args.bad_record_rate,
+            lose_hours=",".join(args.lose_hour),
+            seed=args.fault_seed,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc).replace("lose_hours", "--lose-hour", 1)) from None
     key = args.access_key or os.environ.get("CDNLAKE_ACCESS_KEY") or "demo-key"
     try:
         shield = tuple(int(z) for z in args.shield_zones.split(",") if z.strip())

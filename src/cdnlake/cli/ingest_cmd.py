@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from cdnlake.cli.common import is_tty, load, open_api
+from cdnlake.cli.common import is_tty, load, open_api, require_writable_root
 from cdnlake.errors import UsageError
 from cdnlake.ingest.result import ZoneResult, breakdown
 
@@ -103,6 +103,7 @@ def ingest(args: argparse.Namespace) -> int:
     zones = list(pull)
     if not zones and not shield_zones:
         raise UsageError("ingest: no zones configured ([[zones]] in the config file)")
+    require_writable_root(config)
     progress = RichProgress(zones) if is_tty() else LineProgress()
     with open_api(config) as api:
         with progress:
@@ -127,6 +128,7 @@ def import_v1(args: argparse.Namespace) -> int:
     for path in paths:
         if not path.is_file():
             raise UsageError(f"import-v1: {path} is not a readable file")
+    require_writable_root(config)
 
     def on_file(path: Path, result: ZoneResult) -> None:
         status = "ok" if result.ok else f"FAILED: {result.error}"

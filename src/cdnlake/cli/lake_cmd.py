@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from cdnlake.cli.common import load
+from cdnlake.config import Config
 
 if TYPE_CHECKING:
     from cdnlake.lake.store import Lake
@@ -17,7 +18,11 @@ def migrate_lake(args: argparse.Namespace) -> int:
     config = load(args, default_level="WARNING", legacy_ok=True)
     report = migrate(config.storage)
     if not report.moved_to:
-        print(f"nothing to migrate: the lake at {config.storage.lake_location} is Delta already")
+        where = config.storage.lake_location
+        if _has_tables(config):
+            print(f"nothing to migrate: the lake at {where} is Delta already")
+        else:
+            print(f"nothing to migrate: there is no lake at {where} yet")
         return 0
     for folder in report.moved_to:
         print(f"migrated {folder} (kept there: the earlier lake, state and warehouse)")
@@ -30,6 +35,14 @@ def migrate_lake(args: argparse.Namespace) -> int:
     for line in report.unreadable:
         print(f"  NOT MIGRATED (unreadable, kept): {line}")
     return 1 if report.unreadable else 0
+
+
+def _has_tables(config: Config) -> bool:
+    from cdnlake.lake.schema import TABLES
+    from cdnlake.lake.store import Lake
+
+    lake = Lake.from_config(config.storage)
+    return any(lake.open(spec) is not None for spec in TABLES)
 
 
 def maintain(args: argparse.Namespace) -> int:
@@ -46,6 +59,7 @@ def maintain(args: argparse.Namespace) -> int:
         args.zone,
         retention_hours=args.retention_hours,
         check_all=args.check_all,
+        locks=config.storage.work / "locks",
     )
     for table in report.tables:
         print(table.line())

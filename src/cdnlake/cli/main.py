@@ -16,6 +16,8 @@ from cdnlake import __version__
 from cdnlake.errors import CdnlakeError, ConfigError, RequestValidationError, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# The optional extras (pyproject.toml): a module they install -> the extra's name.
+EXTRAS = {"sqlglot": "spark", "pyspark": "spark", "psycopg": "postgres"}
 DEFAULT_TABLE_ROWS = 1000  # a terminal table is for reading; csv and json write every row
 
 
@@ -38,10 +40,18 @@ def zone_id(text: str) -> int:
     return int(text)
 
 
-def non_negative(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a whole number of seconds >= 0, got {text!r}")
-    return int(text)
+def whole_number(unit: str) -> Callable[[str], int]:
+    """An argparse type: a whole number >= 0 of ``unit`` (named in the error)."""
+
+    def parse(text: str) -> int:
+        if not text.isdigit():
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number of {unit} >= 0, got {text!r}"
+            )
+        return int(text)
+
+    parse.__name__ = unit  # argparse names the type in some messages
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument(
         "--max-lag",
-        type=non_negative,
+        type=whole_number("seconds"),
         metavar="SECONDS",
         help="override status.max_lag_seconds",
     )
@@ -128,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["table", "csv", "json"], default="table")
     p.add_argument(
         "--limit",
-        type=non_negative,
+        type=whole_number("rows"),
         default=None,
         metavar="N",
         help=f"rows a table shows (default {DEFAULT_TABLE_ROWS}; 0: all); csv and json write all",
@@ -177,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--retention-hours",
-        type=non_negative,
+        type=whole_number("hours"),
         default=168,
         metavar="H",
         help="keep data files older versions need for this long (default 168)",
@@ -193,6 +203,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="only put back the files set aside in <lake>/_quarantine that decode, less the "
         "rows the table holds already (of --zone's zones, if given); exit 1 if one stays",
     )
+
+    p = _command(
+        sub,
+        "audit",
+        "The lake's hourly counts against the provider's own statistics: one row per zone\n"
+        "and hour (provider, lake, difference, ratio, verdict ok|short|missing|pending;\n"
+        "4xx, 5xx and bytes alike). Exits 1 when an hour is short beyond audit.tolerance\n"
+        "or the statistics cannot be read.",
+        "cdnlake.cli.audit_cmd:audit",
+    )
+    from cdnlake.cli.audit_cmd import add_arguments as add_audit_arguments
+
+    add_audit_arguments(p, zone_id)
 
     p = _command(
         sub,
@@ -256,6 +279,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CdnlakeError as exc:
         print(f"cdnlake: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except ModuleNotFoundError as exc:
+        extra = EXTRAS.get((exc.name or "").partition(".")[0])
+        if extra is None:
+            raise
+        print(
+            f"cdnlake: error: {extra} support is not installed (no module {exc.name!r}): "
+            f"pip install 'cdnlake[{extra}]'",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("cdnlake: interrupted", file=sys.stderr)
         return EXIT_FAILED

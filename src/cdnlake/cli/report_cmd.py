@@ -69,6 +69,12 @@ def report(args: argparse.Namespace) -> int:
         engine=args.engine,
         end=end,
     )
+    if [p.suffix for p in paths] == [".md"]:  # Markdown alone is for reading: show it
+        import sys
+
+        sys.stdout.write(paths[0].read_text(encoding="utf-8"))
+        print(f"cdnlake: wrote {paths[0]}", file=sys.stderr)
+        return 0
     for path in paths:
         print(path)
     return 0

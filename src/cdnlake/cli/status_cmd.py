@@ -23,6 +23,7 @@ def status(args: argparse.Namespace) -> int:
     from cdnlake.warehouse.output import render
 
     config = load(args, default_level="WARNING")
+    config.require_zones("status")
     statuses, fleet = full_status(config, max_lag_seconds=args.max_lag)
     if args.format == "json":
         json.dump([s.as_dict() for s in statuses], sys.stdout, indent=1)  # as /healthz
@@ -58,6 +59,12 @@ def status(args: argparse.Namespace) -> int:
         sys.stdout.write(render("table", columns, rows))
         kind = "daemons (PostgreSQL fleet)" if fleet.coordinated else "daemon"
         sys.stdout.write(f"{kind}: {'; '.join(fleet.daemons) or 'none running'}\n")
+        never = [str(s.zone_id) for s in statuses if s.problem == "never ingested"]
+        if never:  # a config copied elsewhere moves the storage root: say where we looked
+            sys.stdout.write(
+                f"never ingested into the lake at {config.storage.lake_location}: "
+                f"zone {', '.join(never)} (storage.root in the config)\n"
+            )
     if fleet.problem:
         print(f"cdnlake: error: {fleet.problem}", file=sys.stderr)
         return 1

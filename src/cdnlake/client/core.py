@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import email.utils
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -40,6 +41,7 @@ from cdnlake.errors import (
     TransportError,
     UnauthorizedError,
     UnreachableError,
+    UnresolvableHostError,
 )
 
 Auth = Literal["key", "logging", "none"]
@@ -338,9 +340,18 @@ class ApiClient:
         return result
 
 
-def connect_error(exc: httpx.ConnectError, request: httpx.Request, line: str) -> TransportError:
-    """A refused connection says where nobody listened; other connect failures retry."""
+def connect_error(
+    exc: httpx.ConnectError, request: httpx.Request, line: str
+) -> TransportError | UnresolvableHostError:
+    """A refused connection says where nobody listened, a host name that does not resolve
+    which name (neither heals by waiting); other connect failures retry."""
     origin = f"{request.url.scheme}://{request.url.netloc.decode()}"
+    if _name_unknown(exc):
+        return UnresolvableHostError(
+            f"cannot connect to {origin}: the host name {request.url.host!r} does not resolve "
+            "(is the address right?)",
+            request_line=line,
+        )
     if "refused" in str(exc).lower():
         return UnreachableError(
             f"cannot connect to {origin}: connection refused (is the address right and the "
@@ -348,6 +359,22 @@ def connect_error(exc: httpx.ConnectError, request: httpx.Request, line: str) ->
             request_line=line,
         )
     return TransportError(f"cannot connect to {origin}: {exc}", request_line=line)
+
+
+# The resolver's answers that a host name has no address (as opposed to EAI_AGAIN, a
+# resolver that could not be asked: that one may heal).
+_NO_SUCH_NAME = {
+    getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name)
+}
+
+
+def _name_unknown(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, socket.gaierror):
+            return seen.errno in _NO_SUCH_NAME
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def json_body(response: httpx.Response) -> Any:

@@ -9,10 +9,20 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from cdnlake.config import Config
 from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS
+
+
+class Hold(NamedTuple):
+    """A zone held by this daemon for one pass."""
+
+    ready_at: float  # time.monotonic(): the previous owner's rate window has passed
+    lost: threading.Event  # set when the hold is lost: the pass stops at its next page
+    # The lease's generation, the fence token its pass commits under (None: a daemon
+    # alone on its storage root, whose zones no other daemon takes).
+    generation: int | None
 
 
 class Fleet(Protocol):
@@ -20,9 +30,7 @@ class Fleet(Protocol):
 
     def start(self, zone_keys: list[str], on_acquired: Callable[[str, float], None]) -> None: ...
 
-    def claim(
-        self, key: str
-    ) -> contextlib.AbstractContextManager[tuple[float, threading.Event] | None]: ...
+    def claim(self, key: str) -> contextlib.AbstractContextManager[Hold | None]: ...
 
     def fleet_job(self, job: str) -> contextlib.AbstractContextManager[bool]: ...
 

@@ -13,8 +13,13 @@ different machines never meet.
   next page. It reconnects at every tick and takes its share again.
 - A new owner makes its first request only after the previous owner's rate window
   (``ingest.window_seconds``) has passed, so the zone's budget is spent by one process.
+- Every take of a lease gives it a new, larger generation; the passes run under it carry
+  it into the lake as the zone's fence token (:mod:`cdnlake.lake.progress`). The first
+  commit of the new owner advances the zone's fence, after which a daemon whose lease
+  lapsed (a stall, a SIGSTOP) is refused on every commit, in the pass it had in flight
+  and in any pass it starts before it takes the lease anew.
 - Correctness does not rest on the leases: if two daemons ever overlap on a zone, the
-  Delta commit protocol still keeps every request once.
+  Delta commit protocol still keeps every request once, and the fence its progress.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from cdnlake.coordination import Hold
 from cdnlake.coordination.assign import share
 from cdnlake.errors import CoordinationError
 from cdnlake.sqlfiles import postgres_sql
@@ -83,6 +89,7 @@ def ensure_schema(conn: Any) -> None:
 class Lease:
     valid_until: float  # time.monotonic(): the lease may be another daemon's after this
     ready_at: float  # time.monotonic(): the previous owner's rate window has passed
+    generation: int  # this take's, the fence token of its passes
     lost: threading.Event = field(default_factory=threading.Event)
     running: bool = False
 
@@ -149,9 +156,9 @@ class PostgresFleet:
 
     # -- what the daemon asks ----------------------------------------------------------
     @contextlib.contextmanager
-    def claim(self, key: str) -> Iterator[tuple[float, threading.Event] | None]:
-        """``(ready_at, lost)`` if this daemon holds ``key`` now, else None. While the
-        block runs (a pass in flight) the lease is renewed, never released."""
+    def claim(self, key: str) -> Iterator[Hold | None]:
+        """The hold of ``key`` if this daemon has it now, else None. While the block runs
+        (a pass in flight) the lease is renewed, never released."""
         with self._lock:
             lease = self.leases.get(key)
             if lease is None or lease.lost.is_set() or time.monotonic() >= lease.valid_until:
@@ -159,7 +166,7 @@ class PostgresFleet:
             else:
                 lease.running = True
         try:
-            yield None if lease is None else (lease.ready_at, lease.lost)
+            yield None if lease is None else Hold(lease.ready_at, lease.lost, lease.generation)
         finally:
             if lease is not None:
                 with self._lock:
@@ -245,7 +252,7 @@ class PostgresFleet:
             for row in conn.execute(postgres_sql("renew_leases"), self._params(keys=sorted(keep)))
         }
         new = sorted(wanted - held)
-        taken: list[tuple[str, str, float]] = []
+        taken: list[tuple[str, str, float, int]] = []
         if new:
             with conn.transaction():
                 conn.execute(postgres_sql("ensure_leases"), self._params(keys=new))
@@ -264,12 +271,13 @@ class PostgresFleet:
                 self.leases[key].lost.set()
                 del self.leases[key]
             acquired = []
-            for key, previous, quiet in taken:
+            for key, previous, quiet, generation in taken:
                 # Our own earlier lease (lapsed while the database was away) left no
                 # budget spent elsewhere: this process's own budget still counts it.
                 wait = 0.0 if previous == self.daemon_id else float(quiet)
                 ready_at = time.monotonic() + max(0.0, wait)
-                self.leases[key] = Lease(sent + self.ttl - self.tick_seconds, ready_at)
+                valid_until = sent + self.ttl - self.tick_seconds
+                self.leases[key] = Lease(valid_until, ready_at, int(generation))
                 acquired.append((key, previous, float(wait)))
         if release:
             conn.execute(postgres_sql("release_leases"), self._params(keys=release))

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+from cdnlake.coordination import Hold
 from cdnlake.errors import DaemonRunningError
 
 
@@ -40,6 +41,11 @@ def holder(work: Path) -> str | None:
         return None  # nobody holds it (the shared hold ends as the file closes)
     finally:
         os.close(fd)
+
+
+def job_marker(work: Path, job: str) -> Path:
+    """Where a sole daemon records a fleet job it did (``report/<day>``, ...)."""
+    return work / "jobs" / f"{job}.done"
 
 
 class SoleDaemon:
@@ -71,13 +77,22 @@ class SoleDaemon:
         self._fd = fd
 
     @contextlib.contextmanager
-    def claim(self, key: str) -> Iterator[tuple[float, threading.Event] | None]:
+    def claim(self, key: str) -> Iterator[Hold | None]:
         """Always held, ready at once, never lost."""
-        yield 0.0, self._never
+        yield Hold(0.0, self._never, None)
 
     @contextlib.contextmanager
     def fleet_job(self, job: str) -> Iterator[bool]:
+        """True unless this root's daemon did ``job`` already (a restart after the day's
+        report must not make it twice); done once the block ends without an exception."""
+        marker = job_marker(self.work, job)
+        if marker.exists():
+            yield False
+            return
         yield True
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        marker.write_text(f"{self.daemon_id} at {since}\n")
 
     def stop(self) -> None:
         if self._fd is not None:

@@ -126,7 +126,7 @@ def handle_v2(emu: Provider, req: Request, zone_id: int) -> Response:
 
     records = [
         r
-        for r in emu.traffic.records(zone_id, from_ms, to_ms)
+        for r in emu.faults.logged(zone_id, emu.traffic.records(zone_id, from_ms, to_ms))
         if r.visible_ms <= now_ms and db_filter(r)
     ]
     if order == "desc":
@@ -239,11 +239,11 @@ def handle_v1(emu: Provider, req: Request, zone_id: int, day: date) -> Response:
     if lo < hi:
         records = [
             r
-            for r in emu.traffic.records(zone_id, lo, hi)
+            for r in emu.faults.logged(zone_id, emu.traffic.records(zone_id, lo, hi))
             if r.visible_ms <= now_ms and (status_ok is None or status_ok(r.wire.statusCode))
         ]
-    # A log file grows by arrival: lines are in the order the records became visible.
-    records.sort(key=lambda r: (r.visible_ms, r.wire.requestId))
+    # A day file is in time order (``order`` sorts by timestamp), as the provider's is: a
+    # record that arrives late is inserted among the lines of its own time, not appended.
     lines = [r.v1_line(extended) for r in records]
     if search:
         lines = [line for line in lines if search in line]

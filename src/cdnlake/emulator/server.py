@@ -19,7 +19,7 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from cdnlake.emulator import logging_routes
+from cdnlake.emulator import logging_routes, statistics
 from cdnlake.emulator.area import ManagementFixtures
 from cdnlake.emulator.http import (
     HttpProblem,
@@ -182,6 +182,8 @@ class Emulator:
                 return logging_error(405, "invalid_request", "only GET is allowed")
             zone_id = int((v2 or v1).group(1 if v2 else 4))  # type: ignore[union-attr]
             return self._logging(req, zone_id, v2 is not None, v1)
+        if req.path == statistics.PATH:
+            return statistics.handle(self, req)
         return self.management.dispatch(req)
 
     def _logging(self, req: Request, zone_id: int, is_v2: bool, v1: Any) -> Response | str:
@@ -273,6 +275,19 @@ class Emulator:
                 if req.method == "POST":
                     self.faults.update(req.json() or {})
                 return json_response(200, self.faults.as_dict())
+            if name == "late" and req.method == "POST":
+                # Requests made ``seconds_ago`` that reach the provider ``delay_seconds``
+                # after they happened (a late arrival on demand).
+                body = req.json() or {}
+                zone = int(body["zone"])
+                if zone not in self.zones:
+                    raise ValueError(f"unknown zone {zone}")
+                at = self.clock.now_ms() - int(float(body.get("seconds_ago", 0)) * 1000)
+                delay = int(float(body["delay_seconds"]) * 1000)
+                if delay < 0:
+                    raise ValueError("delay_seconds must not be negative")
+                added = self.traffic.add_late(zone, at, delay, int(body.get("count", 1)))
+                return json_response(200, {"request_ids": [r.wire.requestId for r in added]})
             if name == "stats":
                 with self._counter_lock:
                     stats = {str(z): vars(c).copy() for z, c in self.counters.items()}

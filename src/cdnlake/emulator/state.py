@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import threading
 import time
 import zlib
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from cdnlake.emulator.http import Request
-    from cdnlake.emulator.traffic import Traffic, ZoneSpec
+    from cdnlake.emulator.traffic import Record, Traffic, ZoneSpec
 
 
 class EmulatorClock:
@@ -49,6 +50,7 @@ class EmulatorClock:
             self._offset += seconds
 
 
+HOUR_MS = 3_600_000
 RETRY_AFTER_MODES = ("positive", "zero", "absent", "mixed")
 
 
@@ -67,9 +69,14 @@ class Faults:
     # v2 records and shield events served spoiled (see is_bad_record): always the same ones
     # (chosen by their id), as a provider bug would be, so a reject can be counted once.
     bad_record_rate: float = 0.0
+    # Hours the logging API lost while the statistics still count them: a comma list of
+    # ZONE@YYYY-MM-DDTHH (UTC), e.g. "1234@2026-11-20T05". Neither v1 nor v2 serves a
+    # record of those hours of that zone; ``GET /statistics`` counts every one.
+    lose_hours: str = ""
     seed: int = 0
     _rng: random.Random = field(default_factory=random.Random, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _lost: frozenset[tuple[int, int]] = field(default=frozenset(), repr=False)
 
     def __post_init__(self) -> None:
         self._rng.seed(self.seed)
@@ -85,14 +92,28 @@ class Faults:
             raise ValueError(f"retry_after must be one of {RETRY_AFTER_MODES}")
         if self.slow_seconds < 0:
             raise ValueError("slow_seconds must not be negative")
+        self._lost = parse_lost_hours(self.lose_hours)
+
+    def logged(self, zone_id: int, records: list[Record]) -> list[Record]:
+        """``records`` of ``zone_id`` less those of the hours the logging API lost."""
+        lost = {hour for zone, hour in self._lost if zone == zone_id}
+        if not lost:
+            return records
+        return [r for r in records if r.ts_ms // HOUR_MS not in lost]
 
     def update(self, values: dict[str, Any]) -> None:
         names = {f.name for f in fields(self) if not f.name.startswith("_")}
-        for key, value in values.items():
-            if key not in names:
-                raise ValueError(f"unknown fault switch {key!r}")
-            setattr(self, key, type(getattr(self, key))(value))
-        self.check()
+        before = self.as_dict()
+        try:
+            for key, value in values.items():
+                if key not in names:
+                    raise ValueError(f"unknown fault switch {key!r}")
+                setattr(self, key, type(getattr(self, key))(value))
+            self.check()
+        except (TypeError, ValueError):
+            for key, value in before.items():  # a refused update changes nothing
+                setattr(self, key, value)
+            raise
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
@@ -106,6 +127,26 @@ class Faults:
     def choice(self, options: list[str]) -> str:
         with self._lock:
             return self._rng.choice(options)
+
+
+def parse_lost_hours(text: str) -> frozenset[tuple[int, int]]:
+    """``ZONE@YYYY-MM-DDTHH,...`` as (zone, hour index since the epoch) pairs."""
+    out: set[tuple[int, int]] = set()
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        match = re.fullmatch(r"(\d+)@(\d{4}-\d{2}-\d{2})T(\d{2})(:00)?(:00)?Z?", item)
+        if not match:
+            raise ValueError(f"lose_hours: expected ZONE@YYYY-MM-DDTHH, got {item!r}")
+        try:
+            day = datetime.fromisoformat(match.group(2)).replace(tzinfo=UTC)
+        except ValueError:
+            raise ValueError(f"lose_hours: not a date in {item!r}") from None
+        hour = int(match.group(3))
+        if hour > 23:
+            raise ValueError(f"lose_hours: hour {hour} in {item!r} is not 00..23")
+        out.add((int(match.group(1)), int(day.timestamp()) // 3600 + hour))
+    return frozenset(out)
 
 
 def is_bad_record(record_id: str, rate: float) -> bool:

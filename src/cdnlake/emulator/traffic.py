@@ -212,6 +212,7 @@ class Traffic:
         self.zones = zones
         self.rpm = rpm
         self._cache: dict[tuple[int, int], tuple[list[int], list[Record]]] = {}
+        self._late: dict[tuple[int, int], list[Record]] = {}  # added by ``add_late``
         self._lock = threading.Lock()
 
     def hour(self, zone_id: int, hour_index: int) -> tuple[list[int], list[Record]]:
@@ -222,11 +223,30 @@ class Traffic:
         if cached is not None:
             return cached
         records = self._generate(zone_id, hour_index)
+        with self._lock:
+            records += self._late.get(key, [])
         records.sort(key=lambda r: (r.ts_ms, r.wire.requestId))
         result = ([r.ts_ms for r in records], records)
         with self._lock:
             self._cache[key] = result
         return result
+
+    def add_late(self, zone_id: int, ts_ms: int, delay_ms: int, count: int = 1) -> list[Record]:
+        """``count`` more requests of ``zone_id`` made at ``ts_ms`` that reach the provider
+        ``delay_ms`` later (a record late by more than the usual 5 minutes is allowed too)."""
+        key = (zone_id, ts_ms // HOUR_MS)
+        spec = self.zones.get(zone_id, ZoneSpec(zone_id))
+        hosts = [f"cdn{zone_id}.example.com"]
+        with self._lock:
+            known = len(self._late.get(key, []))
+        rng = random.Random(f"{self.seed}:{zone_id}:late:{ts_ms}:{known}")
+        added = [self._record(rng, spec, zone_id, ts_ms, hosts) for _ in range(count)]
+        for record in added:
+            record.visible_ms = ts_ms + delay_ms
+        with self._lock:
+            self._late.setdefault(key, []).extend(added)
+            self._cache.pop(key, None)  # generated again with them
+        return added
 
     def forget_before(self, ts_ms: int) -> None:
         """Drop cached hours that are past retention, so memory stays flat."""
@@ -234,6 +254,8 @@ class Traffic:
         with self._lock:
             for key in [k for k in self._cache if k[1] < limit]:
                 del self._cache[key]
+            for key in [k for k in self._late if k[1] < limit]:
+                del self._late[key]
 
     def records(self, zone_id: int, from_ms: int, to_ms: int) -> list[Record]:
         """Every record with ``from_ms <= ts < to_ms``, visible or not, in order."""

@@ -1,11 +1,10 @@
 """v2 pages into columns (the extract stage's decoder), and the wire schema.
 
 The client hands over a page's bytes; this module makes them a frame with the wire's
-column names. The fast route finds the records with msgspec and reads them with polars'
-native NDJSON reader and an explicit schema; a body it refuses takes msgspec's typed,
-lenient route, so that no page is lost to a decoder's mood. Where that refuses the page
-too, it is read record by record: a record that does not decode (a field of the wrong
-type) is rejected with its fault, and only a body that is no page at all fails.
+column names, by one of two routes. The fast route finds the records with msgspec and
+reads them with polars' native NDJSON reader and an explicit schema. A body it refuses
+is read record by record (the careful route): a record that does not decode (a field of
+the wrong type) is rejected with its fault, and only a body that is no page at all fails.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from cdnlake.client.logging_wire import Pagination, V2Record, decode_v2_page
+from cdnlake.client.logging_wire import Pagination, V2Record
 from cdnlake.errors import MalformedResponseError
 
 
@@ -90,8 +89,8 @@ def decode_v2_fast(content: bytes) -> V2Batch:
 
 
 def decode_v2_batch(content: bytes) -> V2Batch:
-    """A page as columns: the fast reader, or the lenient typed route for a body it
-    refuses, so that no page is lost to a decoder's mood."""
+    """A page as columns: the fast reader, or record by record for a body it refuses, so
+    that no page is lost to a decoder's mood."""
     try:
         return decode_v2_fast(content)
     except Exception:  # any refusal of the fast reader: decode the careful way
@@ -99,7 +98,7 @@ def decode_v2_batch(content: bytes) -> V2Batch:
 
 
 def decode_v2_careful(content: bytes) -> V2Batch:
-    """The page by msgspec's typed decoder; when that refuses the page, record by record.
+    """The page record by record, each by msgspec's typed, lenient decoder.
 
     A record that does not decode (a status code of ``"abc"``, a number too wide for its
     column, a record that is no object) becomes a row of NULLs carrying the fault
@@ -109,11 +108,6 @@ def decode_v2_careful(content: bytes) -> V2Batch:
     is no page at all (not JSON, ``data`` not an array) raises
     :class:`MalformedResponseError`.
     """
-    try:
-        typed = decode_v2_page(content)
-        return V2Batch(records_frame(typed.records), typed.pagination)
-    except MalformedResponseError:
-        pass
     try:
         page = _RAW_PAGE.decode(content)
     except msgspec.DecodeError as exc:

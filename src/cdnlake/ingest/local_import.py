@@ -7,13 +7,14 @@ loads the HTTP client.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cdnlake.config import Config
+from cdnlake.errors import DamagedInputError
 from cdnlake.ingest.result import ZoneResult
-from cdnlake.ingest.runner import Runner
+from cdnlake.ingest.runner import Chunk, PassContext, Runner
 from cdnlake.ingest.v1_source import V1FileSource
 
 
@@ -47,6 +48,21 @@ class _Quiet:
         pass
 
 
+class _LocalV1File(V1FileSource):
+    """A file on disk: one named ``.gz`` that is empty was cut short before its gzip
+    header, not a day without traffic (an empty gzip file still holds 20 bytes)."""
+
+    def chunks(self, ctx: PassContext) -> Iterator[Chunk]:
+        if self.path.name.endswith(".gz") and self.path.stat().st_size == 0:
+            exc = DamagedInputError(
+                f"{self.path} is empty (0 bytes): a gzip file cut short before its header",
+                last_line=0,
+            )
+            self._record_damage(ctx, exc)
+            raise exc
+        yield from super().chunks(ctx)
+
+
 def import_v1_files(
     config: Config,
     paths: list[Path],
@@ -58,7 +74,7 @@ def import_v1_files(
     runner = Runner(config, progress=_Quiet())
     total = ImportResult()
     for path in paths:
-        result = runner.run(zone_id, V1FileSource(path))
+        result = runner.run(zone_id, _LocalV1File(path))
         total.add(result)
         if on_file is not None:
             on_file(path, result)

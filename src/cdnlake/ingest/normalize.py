@@ -7,12 +7,9 @@ user agent and referer, whichever version it came from.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import polars as pl
 
-from cdnlake.client.logging_wire import V2Record
-from cdnlake.ingest.decode import FAULT, RAW, records_frame
+from cdnlake.ingest.decode import FAULT, RAW
 from cdnlake.ingest.decode import V2_WIRE_SCHEMA as V2_SCHEMA
 
 URL_SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]*://"
@@ -105,13 +102,6 @@ def parse_timestamps(text: pl.Series) -> pl.Series:
         fallback = stamp.str.to_datetime(time_unit="ms", time_zone="UTC", strict=False)
         ts = frame.select(pl.coalesce(ts, fallback)).to_series()
     return ts.alias("ts")
-
-
-def v2_frame(
-    records: Sequence[V2Record], zone_id: int, offset: int = 0
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Rows for the lake and rejected records (with a reason) from decoded v2 records."""
-    return normalize_v2(records_frame(records), zone_id, offset)
 
 
 def _v2_lake_columns() -> list[pl.Expr]:

@@ -50,8 +50,10 @@ class Ingestor:
     def run(self, zones: Iterable[ZoneConfig]) -> list[ZoneResult]:
         return self.runner.run_many((z.id, self.source(z)) for z in zones)
 
-    def run_zone(self, zone: ZoneConfig, stop: StopSignal | None = None) -> ZoneResult:
-        return self.runner.run(zone.id, self.source(zone), stop)
+    def run_zone(
+        self, zone: ZoneConfig, stop: StopSignal | None = None, holder: int | None = None
+    ) -> ZoneResult:
+        return self.runner.run(zone.id, self.source(zone), stop, holder=holder)
 
 
 def ingest_shield_zone(
@@ -62,6 +64,7 @@ def ingest_shield_zone(
     clock: Clock = utcnow,
     stop: StopSignal | None = None,
     progress: Progress | None = None,
+    holder: int | None = None,
 ) -> ZoneResult:
     runner = Runner(config, clock=clock, progress=progress)
-    return runner.run(zone.id, ShieldSource(shield), stop)
+    return runner.run(zone.id, ShieldSource(shield), stop, holder=holder)

@@ -71,7 +71,8 @@ class ZoneResult:
     reasons: Counter[str] = field(default_factory=Counter)  # rejects by kind
     outcome: str = "ok"
     error: str | None = None
-    gaps: list[Gap] = field(default_factory=list)
+    gaps: list[Gap] = field(default_factory=list)  # spans the pass claims lost
+    lost_seconds: float = 0.0  # of those, the seconds that no earlier gap claimed
     stats: RequestStats = field(default_factory=RequestStats)
     notes: list[str] = field(default_factory=list)
     damaged: list[DamagedFile] = field(default_factory=list)
@@ -80,6 +81,12 @@ class ZoneResult:
     @property
     def ok(self) -> bool:
         return self.outcome == "ok"
+
+    @property
+    def rows_read(self) -> int:
+        """Records (v2, shield) or lines (v1) the provider served in this pass, new or not:
+        each one either parsed or rejected."""
+        return self.parsed + self.rejected
 
     def absorb(self, written: Written) -> None:
         self.rows += written.new
@@ -138,6 +145,7 @@ class ZoneResult:
             "outcome": self.outcome,
             "error": self.error,
             "daemon": this_daemon(),
+            "rows_read": self.rows_read,
         }
 
     def gap_rows(self) -> list[dict[str, Any]]:

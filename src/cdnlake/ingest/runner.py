@@ -21,8 +21,7 @@ from typing import Protocol
 import polars as pl
 
 from cdnlake.config import RETENTION_SECONDS, Config
-from cdnlake.errors import CdnlakeError, StopRequested
-from cdnlake.ingest.lock import zone_lock
+from cdnlake.errors import CdnlakeError, FencedError, StopRequested, StorageError
 from cdnlake.ingest.result import (
     Gap,
     LogProgress,
@@ -33,6 +32,7 @@ from cdnlake.ingest.result import (
 )
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.commit import Written, ZoneWriter
+from cdnlake.lake.lock import zone_lock
 from cdnlake.lake.progress import WATERMARK, from_ms, rewind
 from cdnlake.lake.schema import TableSpec, polars_schema
 from cdnlake.lake.store import Lake
@@ -109,26 +109,75 @@ class PassContext:
                 run_id=self.result.run_id,
             )
 
+    def oldest(self) -> datetime:
+        """The first instant the provider still serves (less a margin: our clock and the
+        provider's differ a little)."""
+        return floor_ms(self.now - RETENTION + RETENTION_MARGIN)
+
     def read_start(self) -> datetime:
         """Where a pass reads from: the watermark less the overlap, never past retention.
 
-        A watermark older than retention is a loss: recorded as a gap, said loudly.
+        A watermark older than retention is a loss: claimed as a gap, said loudly. While
+        the zone stays behind (an outage), each pass claims it again up to its own
+        ``oldest``: the zone's one gap grows (see ``Bookkeeping.record_gaps``).
         """
-        oldest = floor_ms(self.now - RETENTION + RETENTION_MARGIN)
+        oldest = self.oldest()
         wm = self.watermark()
         if wm is None:
             return oldest
         if wm < oldest:
-            self.result.gaps.append(
-                Gap(
-                    wm,
-                    oldest,
-                    "past retention: the provider keeps logs for 3 days and the last "
-                    f"ingested instant was {wm.isoformat()}",
-                )
+            self.claim_gap(
+                wm,
+                oldest,
+                "past retention: the provider keeps logs for 3 days and the last "
+                f"ingested instant was {wm.isoformat()}",
             )
             return oldest
         return max(wm - timedelta(seconds=self.config.ingest.overlap_seconds), oldest)
+
+    def claim_gap(self, start: datetime, end: datetime, reason: str) -> bool:
+        """Claim ``[start, end)`` lost, for the part the provider no longer serves (the
+        caller knows that the lake does not hold it). Whether it is claimed."""
+        end = min(end, self.oldest())
+        if end <= start:
+            return False
+        gap = Gap(start, end, reason)
+        if gap not in self.result.gaps:
+            self.result.gaps.append(gap)
+        return True
+
+    def lake_holds(self, start: datetime, end: datetime) -> bool:
+        """Whether the lake holds the zone's rows of ``(start, end)``: the zone's watermark
+        reaches ``end`` (a pass read the span), or the zone has rows inside it (another
+        read of the span stored them). Read from the table as it is now, apart from the
+        writer, whose commit may be under way on its own thread."""
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+
+        lake, spec = self.writer.lake, self.writer.spec
+        table = lake.open(spec)
+        if table is None:
+            return False
+        mark = from_ms(table.transaction_version(spec.app_id(self.zone_id, WATERMARK)))
+        if mark is not None and mark >= end:
+            return True
+        days = [start.date()]
+        while days[-1] < end.date():
+            days.append(days[-1] + timedelta(days=1))
+        partitions: list[tuple[str, str, str | list[str]]] = [
+            (spec.zone_column, "=", str(self.zone_id))
+        ]
+        if spec.by_date:
+            partitions.append(("date", "in", [day.isoformat() for day in days]))
+        stamp = pa.timestamp("us", "UTC")
+        inside = (ds.field("ts") > pa.scalar(start, stamp)) & (
+            ds.field("ts") < pa.scalar(end, stamp)
+        )
+        try:
+            found = lake.dataset(spec, table, partitions).head(1, columns=["ts"], filter=inside)
+        except OSError as exc:
+            raise StorageError(f"cannot read {spec.name}: {exc}") from None
+        return bool(found.num_rows)
 
 
 class Source(Protocol):
@@ -170,13 +219,29 @@ class Runner:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zone") as pool:
             return list(pool.map(lambda job: self.run(*job), jobs))
 
-    def run(self, zone_id: int, source: Source, stop: StopSignal | None = None) -> ZoneResult:
-        """One pass; ``stop`` ends it early as the runner's own stop does."""
+    def run(
+        self,
+        zone_id: int,
+        source: Source,
+        stop: StopSignal | None = None,
+        *,
+        holder: int | None = None,
+    ) -> ZoneResult:
+        """One pass; ``stop`` ends it early as the runner's own stop does. ``holder``: the
+        generation of the fleet lease it runs under, its fence token (see
+        :mod:`cdnlake.lake.progress`); a pass whose zone was rewound or taken over since
+        it began commits nothing more and fails."""
         result = ZoneResult(zone_id, source.kind)
         signal: StopSignal = self.stop if stop is None else AnyStop(self.stop, stop)
         locks = self.config.storage.work / "locks"
         with pass_outcome(result, f"zone {zone_id}"), zone_lock(locks, source.spec.name, zone_id):
-            writer = ZoneWriter(self.lake, source.spec, zone_id, count_traffic=self.count_traffic)
+            writer = ZoneWriter(
+                self.lake,
+                source.spec,
+                zone_id,
+                count_traffic=self.count_traffic,
+                holder=holder,
+            )
             ctx = PassContext(
                 zone_id, writer, result, self.clock(), self.config, signal, self.bookkeeping
             )
@@ -212,8 +277,14 @@ class Runner:
                 if pending is not None:
                     future, chunk = pending
                     # After a failure elsewhere, what the last commit wrote still counts;
-                    # otherwise its own failure is the pass's.
-                    if sys.exc_info()[1] is None or future.exception() is None:
+                    # otherwise its own failure is the pass's, and a refused commit's
+                    # (a rewind or a new holder since the pass began) is said above all.
+                    failure = future.exception()
+                    if (
+                        sys.exc_info()[1] is None
+                        or failure is None
+                        or isinstance(failure, FencedError)
+                    ):
                         done(future, chunk)
 
     def _read_again(self, ctx: PassContext) -> None:
@@ -243,7 +314,9 @@ class Runner:
 
     def _record(self, result: ZoneResult) -> None:
         try:
-            self.bookkeeping.record_run(result.zone_id, result.run_row(), result.gap_rows())
+            result.lost_seconds = self.bookkeeping.record_run(
+                result.zone_id, result.run_row(), result.gap_rows()
+            )
         except CdnlakeError as exc:  # bookkeeping must not undo a pass whose rows are durable
             note = f"run not recorded in ingest_runs: {exc}"
             result.notes.append(note)

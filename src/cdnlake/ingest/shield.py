@@ -70,7 +70,9 @@ class ShieldSource:
 
     The zone's day cursor (its first day not yet closed) and its watermark are Delta
     application transactions committed with the events. Each pass walks every page of the
-    days from the cursor to today; a day is left once it closed ``CLOSE_AFTER`` ago.
+    days from the cursor to today; a day is left once it closed ``CLOSE_AFTER`` ago. The
+    watermark moves only with a day read whole (to its end, or to now for today), so a
+    pass that fails within a day leaves the zone's lag showing where its data stops.
     """
 
     kind = "shield"
@@ -85,6 +87,7 @@ class ShieldSource:
         today = now.date()
         first = today - timedelta(days=DAYS_BACK)
         saved = DayCursor.decode(ctx.progress(DAYS))
+        watermark = ctx.watermark()
         cursor = first if saved is None else max(saved.day, first)
         result = ctx.result
         result.window_from, result.window_to = day_start(cursor), now
@@ -109,5 +112,7 @@ class ShieldSource:
             result.parsed += frame.height
             if closed and day == cursor:
                 cursor = day + timedelta(days=1)
-            yield Chunk(frame, {DAYS: DayCursor(cursor).encode(), WATERMARK: to_ms(now)})
+            read = min(day_start(day) + timedelta(days=1), now)  # every page of the day
+            watermark = read if watermark is None else max(watermark, read)
+            yield Chunk(frame, {DAYS: DayCursor(cursor).encode(), WATERMARK: to_ms(watermark)})
             day += timedelta(days=1)

@@ -203,9 +203,10 @@ def _epoch_ms(text: pl.Expr) -> pl.Expr:
 
 
 def parse_block(
-    block: Block, zone_id: int | None, *, keep_unterminated: bool = True
+    block: Block, zone_id: int | None, *, keep_unterminated: bool = True, numbered: bool = False
 ) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """Parse one block: (lake rows, rejected rows, blank lines)."""
+    """Parse one block: (lake rows, rejected rows, blank lines). ``numbered`` rows keep
+    their ``line_number`` as a last column (not a lake column: the caller drops it)."""
     frame = pl.DataFrame({"line": block_lines(block)}).with_row_index(
         "line_number", offset=block.first_line
     )
@@ -348,6 +349,7 @@ def parse_block(
         pl.lit(None, pl.Int32).alias("asn"),
         pl.lit(None, pl.String).alias("asn_organization"),
         pl.lit("v1").alias("source"),
+        *([pl.col("line_number").cast(pl.Int64)] if numbered else []),
     )
     rejects = frame.filter(pl.col("_rule").is_not_null()).select(
         pl.col("line_number").cast(pl.Int64),
@@ -375,6 +377,7 @@ def iter_parsed(
     block_bytes: int = DEFAULT_BLOCK_BYTES,
     first_line: int = 1,
     keep_unterminated: bool = True,
+    numbered: bool = False,
     workers: int = 2,
 ) -> Iterator[tuple[pl.DataFrame, pl.DataFrame, ParseCounts]]:
     """Parse a whole file block by block, yielding (rows, rejects, counts of the block).
@@ -385,7 +388,9 @@ def iter_parsed(
     """
 
     def parse(block: Block) -> tuple[pl.DataFrame, pl.DataFrame, ParseCounts]:
-        good, rejects, blank = parse_block(block, zone_id, keep_unterminated=keep_unterminated)
+        good, rejects, blank = parse_block(
+            block, zone_id, keep_unterminated=keep_unterminated, numbered=numbered
+        )
         return good, rejects, ParseCounts(good.height + rejects.height + blank, blank)
 
     last_line = first_line - 1

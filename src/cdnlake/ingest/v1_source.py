@@ -1,8 +1,15 @@
 """v1 day files as sources: from the API (a zone's days in turn) and from local files.
 
-API: a zone's day cursor (its first unfinished UTC day and the lines taken from it) is
-a Delta application transaction, committed with the rows. An open day is read from the
-first line not yet taken; a day that has closed is read whole once more, then left.
+API: a zone's day cursor (its first unfinished UTC day and the lines of it that are
+settled) is a Delta application transaction, committed with the rows. A day file is in
+time order, so a record that arrives late (up to ``lag_seconds``) is inserted among the
+lines of its own time, not appended. The cursor of an open day therefore moves only over
+lines that can no longer change: those before the first line at or after the stable point
+(now - ``lag_seconds``). Each pass reads the open day from the cursor: the lines after the
+stable point are stored at once and read again by the next pass (deduplication drops the
+repeats), so a late record is stored by the next pass, and a pass reads only the last
+``lag_seconds`` again, never the whole day. A day that has closed is read whole once more,
+then left.
 
 Local files (``import-v1``): every whole line a file holds is taken, even from a damaged
 gzip file, whose loss is then recorded and failed loudly.
@@ -19,7 +26,6 @@ import polars as pl
 
 from cdnlake.errors import DamagedInputError, DataError, TransportError
 from cdnlake.ingest.normalize import REJECT_SCHEMA
-from cdnlake.ingest.result import Gap
 from cdnlake.ingest.runner import RETENTION, Chunk, PassContext, RowBuffer, floor_ms
 from cdnlake.ingest.v1_parser import iter_parsed
 from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, day_start, to_ms
@@ -53,14 +59,20 @@ class V1DaySource:
         result.reached = watermark
         day = cursor.day
         buffer = RowBuffer(self.spec, cfg.flush_rows)
+        after = cursor
         while day <= ctx.now.date():
             ctx.check_stop()
             closed = day_start(day) + ONE_DAY <= stable  # every record of the day arrived
             # A closed day is read whole once more: belt and braces against a file that
             # was not strictly append-only.
             start = 0 if closed or day != cursor.day else cursor.lines
-            taken = yield from self._read_day(ctx, day, start, closed, buffer)
-            after = DayCursor(day + ONE_DAY) if closed else DayCursor(day, start + taken)
+            settled = yield from self._read_day(ctx, day, start, None if closed else stable, buffer)
+            if closed:
+                after = DayCursor(day + ONE_DAY)
+            elif after.day == day:
+                # The first open day keeps the cursor: just after midnight the day before
+                # is still open, and today (read too, for freshness) must not skip it.
+                after = DayCursor(day, settled)
             mark = min(day_start(day) + ONE_DAY, stable)
             if watermark is None or mark > watermark:
                 watermark = mark
@@ -70,9 +82,10 @@ class V1DaySource:
         yield buffer.take()
 
     def _read_day(
-        self, ctx: PassContext, day: date, start: int, closed: bool, buffer: RowBuffer
+        self, ctx: PassContext, day: date, start: int, stable: datetime | None, buffer: RowBuffer
     ) -> Generator[Chunk, None, int]:
-        """Download a day file from line ``start`` and parse it; returns the lines taken.
+        """Download a day file from line ``start`` and store its rows; returns the lines
+        settled (see :class:`OpenTail`). ``stable`` is None for a day that has closed.
 
         A body that arrived whole by HTTP's count but is no whole gzip file is fetched
         again: what it held is kept (duplicates are dropped), and the cursor only moves
@@ -87,18 +100,22 @@ class V1DaySource:
                     ctx.zone_id, day, dest, start=start or None, order="asc", stats=ctx.result.stats
                 )
                 ctx.result.pages += 1
-                taken = 0
-                for good, rejects, counts in iter_parsed(
-                    dest, ctx.zone_id, first_line=start + 1, keep_unterminated=closed
+                tail = OpenTail(start, stable)
+                for numbered, rejects, _ in iter_parsed(
+                    dest,
+                    ctx.zone_id,
+                    first_line=start + 1,
+                    keep_unterminated=stable is None,
+                    numbered=True,
                 ):
                     ctx.check_stop()
-                    taken += counts.lines
+                    good = numbered.drop("line_number")
                     ctx.result.parsed += good.height
-                    ctx.store_rejects(rejects, "v1", name)
+                    ctx.store_rejects(tail.settle(numbered, rejects), "v1", name)
                     chunk = buffer.add(good)
                     if chunk is not None:
                         yield chunk
-                return taken
+                return tail.settled
             except DamagedInputError as exc:
                 ctx.result.stats.add("transport_errors")
                 if attempt == attempts:
@@ -110,6 +127,42 @@ class V1DaySource:
             finally:
                 dest.unlink(missing_ok=True)
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+class OpenTail:
+    """How far an open day file is settled: the lines before its first record at or after
+    the stable point, up to the last record before it. Nothing can be inserted there any
+    more: every record older than the stable point has arrived, and the file is in time
+    order. (A rejected or blank line has no time: it is settled only when a settled record
+    follows it.) Rejected lines are kept by their line number, so they are stored only
+    once settled, where their number is final. A closed day (``stable`` None) is settled
+    whole."""
+
+    def __init__(self, start: int, stable: datetime | None) -> None:
+        self.settled = start  # lines of the file, from its first, that are settled
+        self.stable = stable
+        self._open = False  # a record at or after the stable point was met
+        self._held: list[pl.DataFrame] = []  # rejects past ``settled`` so far
+
+    def settle(self, numbered: pl.DataFrame, rejects: pl.DataFrame) -> pl.DataFrame:
+        """Take the next block's records (with line numbers) and rejects; return the
+        rejects now settled."""
+        if self.stable is None:
+            return rejects
+        if not self._open and numbered.height:
+            lines = numbered["line_number"]
+            fresh = lines.filter(numbered["ts"] >= self.stable)
+            if fresh.len():
+                self._open = True
+                lines = lines.filter(lines < fresh.min())
+            if lines.len():
+                last = lines.max()
+                assert isinstance(last, int)
+                self.settled = max(self.settled, last)
+        held = pl.concat([*self._held, rejects]) if self._held else rejects
+        ready = held["line_number"] <= self.settled
+        self._held = [held.filter(~ready)] if not self._open else []
+        return held.filter(ready)
 
 
 class V1FileSource:
@@ -165,11 +218,22 @@ class V1FileSource:
         )
         ctx.store_rejects(marker, "v1", str(self.path))
         last = ctx.result.window_to
-        if last is not None:  # a day file is in time order: the rest of its day is lost
-            ctx.result.gaps.append(
-                Gap(
-                    last,
-                    day_start(last.date()) + ONE_DAY,
-                    f"{self.path.name} is damaged after line {exc.last_line}",
-                )
+        if last is None:
+            return
+        # A day file is in time order: the rest of its day is what the damage hides. It
+        # is not lost where the lake holds it: the zone's passes read it, or a whole copy
+        # of the file was imported.
+        end = day_start(last.date()) + ONE_DAY
+        whole = ctx.bookkeeping.read_whole(ctx.zone_id, self.kind, last)
+        if whole or ctx.lake_holds(last, end):
+            ctx.result.notes.append(
+                f"{self.path.name}: nothing lost, the lake already holds the zone's rows "
+                f"after {last.isoformat()}"
+            )
+        elif not ctx.claim_gap(
+            last, end, f"{self.path.name} is damaged after line {exc.last_line}"
+        ):
+            ctx.result.notes.append(
+                f"{self.path.name}: the rest of {last.date()} is not in the lake, but the "
+                "provider still serves it: the zone's next pass or a whole copy reads it"
             )

@@ -1,20 +1,34 @@
 """The bookkeeping tables: ``ingest_runs``, ``ingest_gaps`` and ``rejected_lines``.
 
-Runs and gaps are appended (one small commit per pass; ``maintain`` compacts them).
-Rejected lines are merged on ``record_key`` so that a record read again (an overlapping
-v2 window, a closed v1 day read once more) is kept once: a v2 record by its request id, a
-shield event by its log id, a line of a file by the file and its line number.
+Every write is a MERGE on the row's key, so that no row is ever written twice:
+
+- ``ingest_runs`` by ``run_id``;
+- ``rejected_lines`` by ``record_key``, so that a record read again (an overlapping v2
+  window, a closed v1 day read once more) is kept once: a v2 record by its request id, a
+  shield event by its log id, a line of a file by the file and its line number;
+- ``ingest_gaps`` by span: a gap claims only what no earlier gap of its zone claims, and
+  a gap that continues one (an outage that goes on) extends that row instead of adding
+  one (see :meth:`Bookkeeping.record_gaps`).
+
+Why a MERGE and not an append: when the store applied a commit but its answer was lost,
+delta-rs finds the commit's version taken and commits the same actions again as the next
+version. An append then adds its file a second time, which doubles its rows once a
+compaction (``maintain``) replaced the first copy in between. A MERGE reads the zone's
+rows first, so delta-rs sees that the version it lost added rows it did not read and
+refuses the commit; the MERGE is then run again and finds its rows already there.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import polars as pl
-from deltalake import CommitProperties, write_deltalake
+from deltalake import CommitProperties
+from deltalake.exceptions import CommitFailedError
 
 from cdnlake.errors import StorageError
 from cdnlake.lake.schema import (
@@ -29,6 +43,11 @@ from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
 
 log = logging.getLogger(__name__)
 
+# A MERGE whose commit delta-rs refused (a concurrent write to the zone's rows, or its
+# own commit whose answer was lost) is run again, this many times in all.
+MERGE_ATTEMPTS = 10
+Span = tuple[datetime, datetime]
+
 
 def _frame(spec: TableSpec, zone_id: int, rows: list[dict[str, Any]]) -> pl.DataFrame:
     records = [{spec.zone_column: zone_id, **row} for row in rows]
@@ -39,27 +58,133 @@ class Bookkeeping:
     def __init__(self, lake: Lake) -> None:
         self.lake = lake
 
-    def _append(self, spec: TableSpec, frame: pl.DataFrame) -> None:
-        if frame.height == 0:
-            return
-        table = self.lake.open_or_create(spec)
+    def _merge(
+        self,
+        spec: TableSpec,
+        zone_id: int,
+        rows: Callable[[], pl.DataFrame],
+        match: str,
+        *,
+        update: dict[str, str] | None = None,
+        update_if: str | None = None,
+    ) -> None:
+        """Insert the rows that ``match`` (``t``: the table, ``s``: the rows) finds no row
+        of the zone for; ``update`` those it finds (where ``update_if`` holds).
+
+        ``rows`` is asked again for each attempt: what to write may depend on what the
+        table holds by then."""
+        predicate = f"t.{spec.zone_column} = {int(zone_id)} AND {match}"
+        for attempt in range(1, MERGE_ATTEMPTS + 1):
+            frame = rows()
+            if frame.height == 0:
+                return
+            table = self.lake.open_or_create(spec)
+            try:
+                merger = table.merge(
+                    conform(frame, spec.schema),
+                    predicate=predicate,
+                    source_alias="s",
+                    target_alias="t",
+                    commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
+                )
+                if update:
+                    merger = merger.when_matched_update(update, predicate=update_if)
+                merger.when_not_matched_insert_all().execute()
+                return
+            except CommitFailedError as exc:
+                if attempt == MERGE_ATTEMPTS:
+                    raise StorageError(
+                        f"cannot write {spec.name}: {first_line(exc)} ({attempt} attempts)"
+                    ) from None
+                log.info("%s: merge refused, run again: %s", spec.name, first_line(exc))
+            except Exception as exc:
+                raise StorageError(f"cannot write {spec.name}: {first_line(exc)}") from None
+
+    def record_run(self, zone_id: int, run: dict[str, Any], gaps: list[dict[str, Any]]) -> float:
+        """The run's row, once by its ``run_id``, and its gaps (see :meth:`record_gaps`):
+        returns the seconds of loss that no earlier gap claimed."""
+        frame = _frame(INGEST_RUNS, zone_id, [run])
+        # The id also as a literal: delta-rs skips the files whose statistics rule it
+        # out, instead of reading every run file of the zone at every pass.
+        match = f"t.run_id = s.run_id AND t.run_id = {_text(run['run_id'])}"
+        self._merge(INGEST_RUNS, zone_id, lambda: frame, match)
+        return self.record_gaps(zone_id, gaps)
+
+    def record_gaps(self, zone_id: int, gaps: list[dict[str, Any]]) -> float:
+        """Claim the spans of ``gaps`` lost, each instant once per zone.
+
+        Only what no gap of the zone claims yet is written: the rest of a span that
+        continues a gap (one ending where it starts: an outage still going on) extends
+        that gap's row; any other rest is a row of its own. Pull zones and shield zones
+        (``source = 'shield'``) are numbered apart and claim apart. Returns the seconds
+        newly claimed (as they stood before the first attempt)."""
+        wanted = [g for g in gaps if g["gap_to"] > g["gap_from"]]
+        if not wanted:
+            return 0.0
+        shield = wanted[0].get("source") == "shield"
+        spans = _union([(g["gap_from"], g["gap_to"]) for g in wanted])
+        new = _subtract(spans, _spans(self._claimed(zone_id, shield)))
+
+        def rows() -> pl.DataFrame:
+            held = self._claimed(zone_id, shield)
+            ends = {row["gap_to"]: row for row in held}
+            out: list[dict[str, Any]] = []
+            for start, end in _subtract(spans, _spans(held)):
+                if start in ends:  # it goes on from a claimed gap: that row grows
+                    out.append({**ends[start], "gap_to": end})
+                else:
+                    first = next(g for g in wanted if g["gap_from"] <= start < g["gap_to"])
+                    out.append({**first, "gap_from": start, "gap_to": end})
+            return _frame(INGEST_GAPS, zone_id, out)
+
+        kind = "(t.source = 'shield') IS NOT DISTINCT FROM (s.source = 'shield')"
+        self._merge(
+            INGEST_GAPS,
+            zone_id,
+            rows,
+            f"t.gap_from = s.gap_from AND {kind}",
+            update={"gap_to": "s.gap_to"},
+            update_if="s.gap_to > t.gap_to",
+        )
+        return sum((end - start).total_seconds() for start, end in new)
+
+    def _claimed(self, zone_id: int, shield: bool) -> list[dict[str, Any]]:
+        """The zone's gap rows (its pull zone's or its shield zone's)."""
+        table = self.lake.open(INGEST_GAPS)
+        if table is None:
+            return []
         try:
-            write_deltalake(
-                table,
-                frame,  # an Arrow stream: no pyarrow needed
-                mode="append",
-                partition_by=spec.partition_by,
-                commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
-            )
-        except Exception as exc:
-            raise StorageError(f"cannot write {spec.name}: {first_line(exc)}") from None
+            found = self.lake.dataset(INGEST_GAPS, table, [("zone", "=", str(zone_id))]).to_table()
+        except OSError as exc:
+            raise StorageError(f"cannot read ingest_gaps: {exc}") from None
+        return [
+            row
+            for row in found.to_pylist()
+            if (row["source"] == "shield") == shield and row["gap_to"] > row["gap_from"]
+        ]
 
-    def record_run(self, zone_id: int, run: dict[str, Any], gaps: list[dict[str, Any]]) -> None:
-        self._append(INGEST_RUNS, _frame(INGEST_RUNS, zone_id, [run]))
-        self.record_gaps(zone_id, gaps)
+    def read_whole(self, zone_id: int, source: str, instant: datetime) -> bool:
+        """Whether a run of the zone from ``source`` ended ``ok`` with ``instant`` inside
+        its window: it read its input whole (a file without damage), so what followed
+        ``instant`` there is in the lake."""
+        import pyarrow as pa
+        import pyarrow.dataset as ds
 
-    def record_gaps(self, zone_id: int, gaps: list[dict[str, Any]]) -> None:
-        self._append(INGEST_GAPS, _frame(INGEST_GAPS, zone_id, gaps))
+        table = self.lake.open(INGEST_RUNS)
+        if table is None:
+            return False
+        moment = pa.scalar(instant, pa.timestamp("us", "UTC"))
+        whole = (
+            (ds.field("source") == source)
+            & (ds.field("outcome") == "ok")
+            & (ds.field("window_from") <= moment)
+            & (ds.field("window_to") >= moment)
+        )
+        runs = self.lake.dataset(INGEST_RUNS, table, [("zone", "=", str(zone_id))])
+        try:
+            return bool(runs.head(1, columns=["run_id"], filter=whole).num_rows)
+        except OSError as exc:
+            raise StorageError(f"cannot read ingest_runs: {exc}") from None
 
     def add_rejects(
         self,
@@ -92,23 +217,45 @@ class Bookkeeping:
             pl.lit(run_id).alias("run_id"),
             key.alias("record_key"),
         ).unique(subset=["record_key"], keep="first", maintain_order=True)
-        frame = conform(frame, REJECTED_LINES.schema)
-        table = self.lake.open_or_create(REJECTED_LINES)
-        try:
-            (
-                table.merge(
-                    frame,
-                    predicate=f"t.zone = {int(zone_id)} AND t.record_key = s.record_key",
-                    source_alias="s",
-                    target_alias="t",
-                    commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
-                )
-                .when_not_matched_insert_all()
-                .execute()
-            )
-        except Exception as exc:
-            raise StorageError(f"cannot write rejected_lines: {first_line(exc)}") from None
+        self._merge(REJECTED_LINES, zone_id, lambda: frame, "t.record_key = s.record_key")
 
 
 def _md5(text: str | None) -> str:
     return hashlib.md5((text or "").encode(), usedforsecurity=False).hexdigest()
+
+
+def _text(value: str) -> str:
+    """A string literal of a merge predicate (delta-rs binds no parameters there)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _spans(rows: list[dict[str, Any]]) -> list[Span]:
+    return [(row["gap_from"], row["gap_to"]) for row in rows]
+
+
+def _union(spans: list[Span]) -> list[Span]:
+    """The same instants as disjoint spans in order (touching spans become one)."""
+    out: list[Span] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _subtract(spans: list[Span], taken: list[Span]) -> list[Span]:
+    """What of ``spans`` (disjoint, in order) lies outside every span of ``taken``."""
+    out: list[Span] = []
+    held = _union(taken)
+    for start, end in spans:
+        cursor = start
+        for lo, hi in held:
+            if hi <= cursor or lo >= end:
+                continue
+            if lo > cursor:
+                out.append((cursor, lo))
+            cursor = max(cursor, hi)
+        if cursor < end:
+            out.append((cursor, end))
+    return out

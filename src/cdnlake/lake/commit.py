@@ -10,7 +10,10 @@ Delta gives the rest, as an existing protocol:
   another one updated the same app id since this writer's snapshot ("concurrent
   transaction"): the loser re-reads the table, drops what the winner added, and tries
   again. Two processes on one zone (a stale one and its successor) never duplicate a
-  request.
+  request;
+- every commit carries the writer's fence token (:mod:`cdnlake.lake.progress`): after
+  each re-read, a writer whose token a rewind or a new holder moved past is refused
+  (:class:`FencedError`), so progress computed before a rewind is never resent over it.
 
 Deduplication reads only the keys of the files that can hold the rows being written: the
 zone and date partitions, and files whose ``ts`` statistics overlap the rows' time range
@@ -27,9 +30,10 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import unquote
 
 import polars as pl
@@ -37,8 +41,9 @@ from deltalake import CommitProperties, Transaction
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, RemoveAction
 
-from cdnlake.errors import StorageError, ZoneBusyError
+from cdnlake.errors import FencedError, StorageError, ZoneBusyError
 from cdnlake.lake.damage import DamagedFile, Undecodable, read_checked, set_aside
+from cdnlake.lake.progress import FENCE, WATERMARK, Versions, holder_of, taken_by
 from cdnlake.lake.schema import TableSpec, conform, polars_schema
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line, logged_span
 
@@ -57,6 +62,9 @@ TS_SLACK = timedelta(seconds=1)
 # about its minutes of a busy zone, and a day's file footer stays small.
 ROW_GROUP_ROWS = 16_384
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# A commit's progress: app-id parts ("" the watermark) to versions, or (a rewind) a
+# function of the table's current versions, computed again at every attempt.
+Plan: TypeAlias = dict[str, int] | Callable[[Versions], dict[str, int]]
 
 
 @dataclass
@@ -134,9 +142,21 @@ class ZoneWriter:
     """Commits rows of one zone into one exactly-once table (``requests``/``shield_events``)."""
 
     def __init__(
-        self, lake: Lake, spec: TableSpec, zone_id: int, *, count_traffic: bool = False
+        self,
+        lake: Lake,
+        spec: TableSpec,
+        zone_id: int,
+        *,
+        count_traffic: bool = False,
+        holder: int | None = None,
     ) -> None:
-        """``count_traffic``: break each commit's new rows down for the metrics
+        """Take the zone's fence token as the table has it now (see
+        :mod:`cdnlake.lake.progress`).
+
+        ``holder``: the generation of the fleet lease this writer's pass runs under
+        (None without a fleet). A newer one than the table's takes the zone, by a commit
+        of progress alone; an older one is refused at once (:class:`FencedError`).
+        ``count_traffic``: break each commit's new rows down for the metrics
         (``Written.traffic``); only a daemon serving metrics reads it."""
         if spec.key is None:
             raise ValueError(f"{spec.name} has no key")
@@ -150,6 +170,13 @@ class ZoneWriter:
         # repeats there without reading back what it has just written. Data files are
         # never changed in place, so what is remembered is what the file holds.
         self._last_written: dict[str, pl.DataFrame] = {}
+        self._known: tuple[int, dict[str, int | None]] = (-1, {})  # app versions by snapshot
+        self.token = self._version(FENCE) or 0
+        if holder is not None and holder != holder_of(self.token):
+            if holder < holder_of(self.token):
+                raise self._fenced()
+            self.token = taken_by(holder)
+            self.commit(self.empty(), {})  # from now on, the earlier holder's commits fail
 
     def empty(self) -> pl.DataFrame:
         """No rows: a commit of progress alone."""
@@ -159,8 +186,19 @@ class ZoneWriter:
     def progress(self, part: str = "") -> int | None:
         """The version of the zone's app transaction ``part`` as of the newest commit."""
         self.refresh()
-        version: int | None = self.table.transaction_version(self.spec.app_id(self.zone_id, part))
-        return version
+        return self._version(part)
+
+    def _version(self, part: str) -> int | None:
+        """The version of app transaction ``part`` in the table as last read (each read
+        replays the log, remotely on S3: asked once per snapshot, and not at all when
+        this writer made the newest commit)."""
+        snapshot = self.table.version()
+        if self._known[0] != snapshot:
+            self._known = (snapshot, {})
+        known = self._known[1]
+        if part not in known:
+            known[part] = self.table.transaction_version(self.spec.app_id(self.zone_id, part))
+        return known[part]
 
     def refresh(self) -> None:
         try:
@@ -171,24 +209,33 @@ class ZoneWriter:
             ) from None
 
     # -- the commit ----------------------------------------------------------------------
-    def commit(self, rows: pl.DataFrame, progress: dict[str, int]) -> Written:
+    def rewind(self, plan: Callable[[Versions], dict[str, int]]) -> None:
+        """Commit the progress ``plan`` makes of the table's current versions (earlier
+        ones), and advance the fence: allowed whatever this writer's token."""
+        self.commit(self.empty(), plan, rewinding=True)
+
+    def commit(self, rows: pl.DataFrame, progress: Plan, *, rewinding: bool = False) -> Written:
         """Add the rows not yet in the table and set the zone's progress, in one commit.
 
         ``progress`` maps app-id parts ("" for the watermark) to versions. The zone's main
-        app id is always part of the commit (unchanged if not given), so that any two
-        commits of one zone conflict and the loser re-reads.
+        app id and fence are always part of the commit, so that any two commits of one
+        zone conflict and the loser re-reads. FencedError, with nothing written, when the
+        table's fence token is newer than this writer's (a rewind or a new holder since).
+        The watermark never moves back but in a rewind (``rewinding``).
         """
         frame = prepare(self.spec, self.zone_id, rows)
         written = Written()
         for _attempt in range(CONFLICT_RETRIES + 1):
             self.refresh()
+            if not rewinding and (self._version(FENCE) or 0) > self.token:
+                raise self._fenced()
             new, damaged = self._new_rows(frame, written)
             written.damaged += damaged
             if damaged:  # set aside: the files are gone from the table; look again
                 self.refresh()
                 new, more = self._new_rows(frame, written)
                 written.damaged += more
-            txns = self._transactions(progress)
+            versions = self._versions(progress, rewinding)
             try:
                 actions, kept = self._write_files(new)
                 self.table.create_write_transaction(
@@ -197,7 +244,8 @@ class ZoneWriter:
                     schema=self.table.schema(),
                     partition_by=self.spec.partition_by,
                     commit_properties=CommitProperties(
-                        app_transactions=txns, max_commit_retries=COMMIT_ATTEMPTS
+                        app_transactions=self._transactions(versions),
+                        max_commit_retries=COMMIT_ATTEMPTS,
                     ),
                 )
             except CommitFailedError as exc:
@@ -218,6 +266,10 @@ class ZoneWriter:
                     f"cannot write to {self.lake.table_uri(self.spec)}: {first_line(exc)}"
                 ) from None
             self._last_written = kept
+            self.token = versions[FENCE]
+            # Were ours the only commit since this snapshot, the next one's table would
+            # hold just what it wrote: no log replay to learn it again.
+            self._known = (self.table.version() + 1, dict(versions))
             written.new = new.height
             written.duplicates = frame.height - new.height
             if self.count_traffic:
@@ -273,12 +325,29 @@ class ZoneWriter:
             kept[path] = data.select("ts", key)
         return actions, kept
 
-    def _transactions(self, progress: dict[str, int]) -> list[Transaction]:
+    def _fenced(self) -> FencedError:
+        return FencedError(
+            f"zone {self.zone_id}: its {self.spec.name} progress was rewound or the zone "
+            "taken by another holder since this pass began; this commit was refused and "
+            "wrote nothing (the next pass reads from the zone's progress as it is now)"
+        )
+
+    def _versions(self, progress: Plan, rewinding: bool) -> dict[str, int]:
+        """The commit's progress, from the table as last read: the progress given, the
+        watermark (0 where the zone has none yet; never earlier than the table's but in
+        a rewind) and the fence token (one more in a rewind)."""
+        versions = progress(self._version) if callable(progress) else dict(progress)
+        current = self._version(WATERMARK) or 0
+        if rewinding:
+            versions.setdefault(WATERMARK, current)
+            versions[FENCE] = (self._version(FENCE) or 0) + 1
+        else:
+            versions[WATERMARK] = max(versions.get(WATERMARK, current), current)
+            versions[FENCE] = self.token
+        return versions
+
+    def _transactions(self, versions: dict[str, int]) -> list[Transaction]:
         now_ms = int(time.time() * 1000)
-        versions = dict(progress)
-        if "" not in versions:  # unchanged; 0 where the zone has no watermark yet
-            current = self.table.transaction_version(self.spec.app_id(self.zone_id))
-            versions[""] = current if current is not None else 0
         return [
             Transaction(self.spec.app_id(self.zone_id, part), int(version), now_ms)
             for part, version in sorted(versions.items())

@@ -15,12 +15,15 @@ checkpoints and are kept.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -28,11 +31,12 @@ from deltalake import CommitProperties, DeltaTable, WriterProperties
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, RemoveAction
 
-from cdnlake.errors import StorageError
+from cdnlake.errors import StorageError, ZoneBusyError
 from cdnlake.lake import rollups
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.commit import ROW_GROUP_ROWS, ZoneWriter, prepare
 from cdnlake.lake.damage import DamagedFile, unreadable_files
+from cdnlake.lake.lock import zone_lock
 from cdnlake.lake.progress import rewind
 from cdnlake.lake.rollups import ROLLUP
 from cdnlake.lake.schema import TABLES, TableSpec
@@ -45,6 +49,7 @@ PROVIDER_RETENTION = timedelta(days=3)  # what can still be read again
 TARGET_FILE_BYTES = 256 << 20
 CONFLICT_ROUNDS = 5  # readings of a partition whose files another commit kept rewriting
 SORTED_FILES = WriterProperties(max_row_group_size=ROW_GROUP_ROWS, compression="ZSTD")
+HOLD_WAIT_SECONDS = 120.0  # how long a rewind waits for a local pass of its zone to end
 
 
 @dataclass
@@ -89,6 +94,7 @@ def maintain(
     retention_hours: int = DEFAULT_RETENTION_HOURS,
     check_all: bool = False,
     now: datetime | None = None,
+    locks: Path | None = None,
 ) -> MaintainReport:
     """Check, compact the zones' partitions (all without ``zones``), checkpoint, vacuum.
 
@@ -98,6 +104,7 @@ def maintain(
     store that keeps failing (5xx, throttling, timeouts) stops it with
     :class:`~cdnlake.errors.StorageUnavailableError`, nothing set aside. Each partition
     it compacts is checked for repeated keys, which are removed (``TableReport.repeats``).
+    ``locks``: this machine's zone locks (``<work>/locks``), held while a zone is rewound.
     """
     now = now or datetime.now(UTC)
     report = MaintainReport()
@@ -112,7 +119,7 @@ def maintain(
         if spec.key is not None:
             since = None if check_all else now - PROVIDER_RETENTION
             item.damaged = unreadable_files(lake, spec, table, since)
-            _read_again(lake, spec, item.damaged, now)
+            _read_again(lake, spec, item.damaged, now, locks)
             table.update_incremental()
         try:
             if spec.by_date and "ts" in spec.schema:
@@ -248,14 +255,23 @@ def _drop_repeats(
     )
 
 
-def _read_again(lake: Lake, spec: TableSpec, damaged: list[DamagedFile], now: datetime) -> None:
-    """Rewind the zones of damaged files the provider still has; record the rest lost."""
+def _read_again(
+    lake: Lake, spec: TableSpec, damaged: list[DamagedFile], now: datetime, locks: Path | None
+) -> None:
+    """Rewind the zones of damaged files the provider still has; record the rest lost.
+
+    A rewind advances the zone's fence, so no pass in flight (here, on another machine,
+    or a stale daemon's) can commit a watermark over the span: that, not a lock or a
+    lease, is what makes it stick. On this machine it also holds the zone's lock, waiting
+    a while for a pass in flight to end rather than making it fail.
+    """
     oldest = now - PROVIDER_RETENTION + timedelta(minutes=2)
     gaps: dict[int, list[dict[str, object]]] = {}
     for d in damaged:
         start, end = d.start or oldest, d.end or now
         if end > oldest:
-            rewind(ZoneWriter(lake, spec, d.zone_id), max(start, oldest))
+            with _holding(locks, spec, d.zone_id):
+                rewind(ZoneWriter(lake, spec, d.zone_id), max(start, oldest))
         else:
             gaps.setdefault(d.zone_id, []).append(
                 {
@@ -270,3 +286,16 @@ def _read_again(lake: Lake, spec: TableSpec, damaged: list[DamagedFile], now: da
             )
     for zone_id, rows in gaps.items():
         Bookkeeping(lake).record_gaps(zone_id, rows)
+
+
+@contextlib.contextmanager
+def _holding(locks: Path | None, spec: TableSpec, zone_id: int) -> Iterator[None]:
+    """The zone's lock on this machine, if it comes within ``HOLD_WAIT_SECONDS``;
+    without it the rewind still holds (the fence refuses the pass in flight)."""
+    with contextlib.ExitStack() as held:
+        if locks is not None:
+            try:
+                held.enter_context(zone_lock(locks, spec.name, zone_id, wait=HOLD_WAIT_SECONDS))
+            except ZoneBusyError as exc:
+                log.warning("%s; rewinding it anyway: its pass in flight will be refused", exc)
+        yield

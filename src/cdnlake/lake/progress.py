@@ -1,15 +1,29 @@
 """A zone's progress, kept as Delta application transactions in its table.
 
-Two per zone and table, both committed with the rows they cover:
+Three per zone and table, committed with the rows they cover:
 
 - the watermark (app id ``cdnlake/<table>/<zone>``): epoch milliseconds before which
   every record of the zone is in the table; 0 while rows exist but no pass has run;
 - the day cursor (``cdnlake/<table>/<zone>/days``): the first UTC day whose file or
-  event log is not finished, and the lines already taken from it, as one integer.
+  event log is not finished, and the lines already taken from it, as one integer;
+- the fence (``cdnlake/<table>/<zone>/fence``): who may move the progress. A writer takes
+  the table's token when it is made (a pass, under its zone lock or lease); each of its
+  commits re-reads the table first and is refused (:class:`FencedError`, no retry, nothing
+  written) if the token moved on since. Two things move it, each by a commit of progress
+  alone: a **rewind** adds one, so a pass in flight cannot commit a watermark past the span
+  just set aside; a **new holder** of a fleet's lease sets the high bits to its lease's
+  generation (``holder << HOLDER_SHIFT``), so a daemon whose lease lapsed cannot commit
+  again, not even in a new pass, until it takes the lease anew. Since every commit of a
+  zone also carries the zone's app ids, a fence moved between a commit's re-read and its
+  write makes Delta refuse the commit as concurrent, and the retry sees the new token.
+
+Outside a rewind a commit never moves the watermark back: it keeps the later of the
+table's and its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -19,6 +33,8 @@ if TYPE_CHECKING:  # status reads progress without loading the writer (and polar
 
 WATERMARK = ""
 DAYS = "days"
+FENCE = "fence"
+HOLDER_SHIFT = 24  # fence token = holder generation << HOLDER_SHIFT | rewinds since
 EPOCH = date(1970, 1, 1)
 
 
@@ -50,14 +66,34 @@ class DayCursor:
         return cls(EPOCH + timedelta(days=version >> 32), version & 0xFFFFFFFF)
 
 
+def holder_of(token: int) -> int:
+    """The lease generation that set a fence token (0: no fleet holder ever took it)."""
+    return token >> HOLDER_SHIFT
+
+
+def taken_by(holder: int) -> int:
+    """The fence token of a new holder's first commit."""
+    return holder << HOLDER_SHIFT
+
+
+Versions = Callable[[str], int | None]  # the table's current version of an app-id part
+
+
 def rewind(writer: ZoneWriter, start: datetime) -> None:
-    """Make the zone's next pass read again from ``start`` (damaged files set aside)."""
-    progress: dict[str, int] = {}
-    watermark = from_ms(writer.progress(WATERMARK))
-    if watermark is None or start < watermark:
-        progress[WATERMARK] = to_ms(start)
-    cursor = DayCursor.decode(writer.progress(DAYS))
-    if cursor is not None and cursor.day > start.date():
-        progress[DAYS] = DayCursor(start.date()).encode()
-    if progress:
-        writer.commit(writer.empty(), progress)
+    """Make the zone's next pass read again from ``start`` (damaged files set aside), and
+    advance the fence: a pass in flight cannot commit over the span any more.
+
+    Always allowed, whatever the writer's token: it only moves progress back.
+    """
+
+    def back(current: Versions) -> dict[str, int]:
+        progress: dict[str, int] = {}
+        watermark = from_ms(current(WATERMARK))
+        if watermark is None or start < watermark:
+            progress[WATERMARK] = to_ms(start)
+        cursor = DayCursor.decode(current(DAYS))
+        if cursor is not None and cursor.day > start.date():
+            progress[DAYS] = DayCursor(start.date()).encode()
+        return progress
+
+    writer.rewind(back)

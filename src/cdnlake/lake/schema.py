@@ -85,6 +85,9 @@ RUN_SCHEMA: Columns = {
     "outcome": STRING,  # ok, failed, busy, stopped
     "error": STRING,
     "daemon": STRING,  # host:pid of the process that ran the pass
+    # Records (v2, shield) or lines (v1) the provider served, new or not: with ``rows``,
+    # the pass's read amplification. Added after the first releases: NULL in older runs.
+    "rows_read": LONG,
 }
 
 GAP_SCHEMA: Columns = {

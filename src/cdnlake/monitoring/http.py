@@ -1,5 +1,7 @@
 """``/metrics`` (Prometheus text format) and ``/healthz`` (the ``status`` JSON: 200 while
-every zone is healthy, else 503), served by the daemon on ``metrics.listen``."""
+every zone is healthy, else 503), served by the daemon on ``metrics.listen``. ``/healthz``
+answers from the health last computed in the background (:mod:`.health`), with its age in
+seconds as the ``Age`` header."""
 
 from __future__ import annotations
 
@@ -14,11 +16,10 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import make_wsgi_app
 
 from cdnlake.errors import ConfigError
+from cdnlake.monitoring.health import Health, HealthCache, HealthTiming
 from cdnlake.monitoring.metrics import DaemonMetrics
 
 log = logging.getLogger("cdnlake.metrics")
-
-Health = Callable[[], tuple[list[dict[str, Any]], bool]]
 
 
 class _Server(ThreadingMixIn, WSGIServer):
@@ -31,8 +32,17 @@ class _Quiet(WSGIRequestHandler):
 
 
 class MetricsServer:
-    def __init__(self, host: str, port: int, metrics: DaemonMetrics, health: Health) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        metrics: DaemonMetrics,
+        health: Health,
+        timing: HealthTiming | None = None,
+    ) -> None:
         metrics_app = make_wsgi_app(metrics.registry)
+        self.health = HealthCache(health, timing)
+        metrics.after_pass(self.health.pass_done)
 
         def app(environ: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
             path = environ.get("PATH_INFO", "")
@@ -40,7 +50,7 @@ class MetricsServer:
                 result: Iterable[bytes] = metrics_app(environ, start)
                 return result
             if path == "/healthz":
-                return self._healthz(health, start)
+                return self._healthz(start)
             start("404 Not Found", [("Content-Type", "text/plain")])
             return [b"not found: try /metrics or /healthz\n"]
 
@@ -60,23 +70,25 @@ class MetricsServer:
         name = host.decode() if isinstance(host, bytes) else str(host)
         return f"http://{name}:{port}"
 
-    @staticmethod
-    def _healthz(health: Health, start: Callable[..., Any]) -> list[bytes]:
-        try:
-            zones, healthy = health()
-        except Exception as exc:  # an unreadable lake is not healthy
-            zones, healthy = [{"problem": f"status failed: {exc}"}], False
-        body = (json.dumps(zones, indent=1) + "\n").encode()
+    def _healthz(self, start: Callable[..., Any]) -> list[bytes]:
+        answer = self.health.answer()
+        body = (json.dumps(answer.zones, indent=1) + "\n").encode()
         start(
-            "200 OK" if healthy else "503 Service Unavailable",
-            [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+            "200 OK" if answer.healthy else "503 Service Unavailable",
+            [
+                ("Content-Type", "application/json"),
+                ("Content-Length", str(len(body))),
+                ("Age", str(int(answer.age))),
+            ],
         )
         return [body]
 
     def start(self) -> None:
+        self.health.start()
         self.thread.start()
         log.info("metrics: serving %s/metrics and %s/healthz", self.url, self.url)
 
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+        self.health.stop()

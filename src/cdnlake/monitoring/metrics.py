@@ -10,8 +10,10 @@ in a fleet, for zones that other daemons ingest.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
@@ -27,6 +29,7 @@ log = logging.getLogger("cdnlake.metrics")
 LABELS = ("zone", "source")
 PASS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
 WATERMARK_REFRESH_SECONDS = 5.0
+AMPLIFICATION_PASSES = 10  # cdnlake_read_amplification: over each zone's last passes
 
 Watermarks = dict[tuple[str, str], datetime]
 
@@ -49,6 +52,26 @@ class _LagCollector(Collector):
         yield family
 
 
+class _AmplificationCollector(Collector):
+    """``cdnlake_read_amplification``: records read per new record stored, per zone."""
+
+    def __init__(self, read: Callable[[], dict[tuple[str, str], tuple[int, int]]]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "cdnlake_read_amplification",
+            f"Records (v1: lines) read from the provider per new record stored, over the "
+            f"zone's last {AMPLIFICATION_PASSES} passes in this daemon; +Inf when they read "
+            "records and stored none, absent when they read none.",
+            labels=list(LABELS),
+        )
+        for labels, (read, new) in sorted(self.read().items()):
+            if read:
+                family.add_metric(list(labels), read / new if new else math.inf)
+        yield family
+
+
 class DaemonMetrics:
     def __init__(
         self,
@@ -60,6 +83,12 @@ class DaemonMetrics:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.rows = Counter("cdnlake_rows_ingested", "Rows added to the lake.", LABELS, registry=r)
+        self.records_read = Counter(
+            "cdnlake_records_read",
+            "Records (v1: lines) read from the provider, new or not.",
+            LABELS,
+            registry=r,
+        )
         self.duplicates = Counter(
             "cdnlake_duplicates_dropped", "Rows read again and dropped.", LABELS, registry=r
         )
@@ -72,7 +101,8 @@ class DaemonMetrics:
         self.retries = Counter("cdnlake_retries", "Requests sent again.", LABELS, registry=r)
         self.gap_seconds = Counter(
             "cdnlake_gap_seconds",
-            "Seconds of logs recorded as lost (past retention, damaged and gone).",
+            "Seconds of logs recorded as lost (past retention, damaged and gone); each "
+            "instant once, however many passes claim it.",
             LABELS,
             registry=r,
         )
@@ -103,6 +133,7 @@ class DaemonMetrics:
         for labels in self.zones:
             for counter in (
                 self.rows,
+                self.records_read,
                 self.duplicates,
                 self.rejected,
                 self.rate_limited,
@@ -115,7 +146,15 @@ class DaemonMetrics:
         self._marks: Watermarks = {}
         self._read_at = 0.0
         self._lock = threading.Lock()
+        self._after_pass: list[Callable[[], None]] = []
+        # (records read, new rows) of each zone's last passes
+        self._passes: dict[tuple[str, str], deque[tuple[int, int]]] = {}
         r.register(_LagCollector(self.watermarks))
+        r.register(_AmplificationCollector(self.read_and_new))
+
+    def after_pass(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` each time a pass has been observed."""
+        self._after_pass.append(listener)
 
     def watermarks(self) -> Watermarks:
         """The zones' watermarks, read again from the lake at most every few seconds."""
@@ -128,16 +167,27 @@ class DaemonMetrics:
                     log.warning("metrics: watermarks not read: %s", exc)
             return dict(self._marks)
 
+    def read_and_new(self) -> dict[tuple[str, str], tuple[int, int]]:
+        """Records read and new rows stored over each zone's last passes."""
+        with self._lock:
+            return {
+                labels: (sum(read for read, _ in passes), sum(new for _, new in passes))
+                for labels, passes in self._passes.items()
+            }
+
     def observe(self, result: ZoneResult) -> None:
         labels = (str(result.zone_id), result.source)
         stats = result.stats
         self.rows.labels(*labels).inc(result.rows)
+        self.records_read.labels(*labels).inc(result.rows_read)
+        with self._lock:
+            passes = self._passes.setdefault(labels, deque(maxlen=AMPLIFICATION_PASSES))
+            passes.append((result.rows_read, result.rows))
         self.duplicates.labels(*labels).inc(result.duplicates)
         self.rejected.labels(*labels).inc(result.rejected)
         self.rate_limited.labels(*labels).inc(stats.rate_limited)
         self.retries.labels(*labels).inc(stats.retries)
-        lost = sum((g.gap_to - g.gap_from).total_seconds() for g in result.gaps)
-        self.gap_seconds.labels(*labels).inc(max(0.0, lost))
+        self.gap_seconds.labels(*labels).inc(max(0.0, result.lost_seconds))
         self.passes.labels(*labels, result.outcome).inc()
         for (cache_status, status_class), n in result.traffic.items():
             self.requests.labels(*labels, cache_status, status_class).inc(n)
@@ -147,3 +197,5 @@ class DaemonMetrics:
         if result.reached is not None:
             with self._lock:
                 self._marks[labels] = result.reached
+        for listener in self._after_pass:
+            listener()

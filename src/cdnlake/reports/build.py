@@ -14,13 +14,20 @@ from typing import Any
 from cdnlake.config import Config
 from cdnlake.errors import UsageError
 from cdnlake.reports.data import ReportData, Table
+from cdnlake.reports.partial import as_date, partial_days, watermarks
+from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.engine import open_session
-from cdnlake.warehouse.named import get_named
+from cdnlake.warehouse.named import get_named, parse_text
 from cdnlake.warehouse.relations import relations_named
 
 AGENTS_READ = 1000  # distinct user agents read for grouping; the rest count as "(others)"
 # The user-agent families (grouped from the user_agents query): section -> title.
-AGENT_SECTIONS = {"browser": "Browsers", "os": "Operating systems", "crawler": "Crawlers"}
+AGENT_SECTIONS = {
+    "browser": "Browsers",
+    "os": "Operating systems",
+    "tool": "Tools and HTTP libraries",
+    "crawler": "Bots, crawlers and monitors",
+}
 # A range report's sections (from_day, to_day instead of day).
 RANGE_SECTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("period_overview", "period_overview", {}, "The whole period"),
@@ -54,6 +61,9 @@ SECTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("response_sizes", "response_size_percentiles", {}, "Response size percentiles"),
 ]
 FORMATS = ("html", "csv", "json", "md")
+# hit_ratio_by's "bucket" column, by what it groups by.
+BUCKETS = {"hour": "Hour (UTC)", "edge": "Edge location", "country": "Country", "host": "Host"}
+COUNTS = {"requests", "bytes"}  # day over day's figures that are counts
 
 
 def collect(
@@ -86,8 +96,9 @@ def collect(
         for name, query_name, fixed, title in (RANGE_SECTIONS if end else SECTIONS)
         if not (name == "zones" and zone is not None)
     ]
+    coverage = parse_text("report_coverage", internal_sql("report_coverage"))
     relations: set[str] | None = set()
-    for _, query, _, _ in sections:
+    for query in [coverage, *(query for _, query, _, _ in sections)]:
         found = relations_named(query.sql)
         relations = None if found is None or relations is None else relations | found
     # Every section asks about these days only (the day before: day over day).
@@ -98,6 +109,23 @@ def collect(
             given = {k: v for k, v in {**common, **fixed}.items() if k in wanted}
             result = session.run_named(query, query.bind(given))
             data.sections[name] = Table(title, result.columns, result.rows)
+            if query.name == "hit_ratio_by":
+                data.sections[name].labels["bucket"] = BUCKETS[fixed["dimension"]]
+        runs = session.run_named(coverage, {"zone": zone}).rows
+    zones = [zone] if zone is not None else [z.id for z in config.zones]
+    data.partial = partial_days(runs, days, data.generated_at, watermarks(config, zones))
+    _whole_counts(data)
+    if "day_over_day" in data.sections:
+        labels = data.sections["day_over_day"].labels
+        if day in data.partial:
+            labels["today"] = "This day (partial)"
+        if day - timedelta(days=1) in data.partial:
+            labels["previous_day"] = "Day before (partial)"
+    if end is not None and "daily_trend" in data.sections:
+        trend = data.sections["daily_trend"]
+        at = trend.columns.index("date")
+        trend.columns.append("partial")
+        trend.rows = [(*r, as_date(r[at]) in data.partial) for r in trend.rows]
     agents = data.sections.pop("user_agents", None)
     if agents is not None:
         from cdnlake.reports.agents import group
@@ -109,6 +137,19 @@ def collect(
             items.insert(at, (kind, Table(title, [kind, "requests", "pct"], grouped[kind])))
         data.sections = dict(items)
     return data
+
+
+def _whole_counts(data: ReportData) -> None:
+    """Day over day's counts are whole numbers (the query computes in doubles)."""
+    table = data.sections.get("day_over_day")
+    if table is None:
+        return
+    table.rows = [
+        (row[0], *(None if v is None else int(v) for v in row[1:3]), *row[3:])
+        if row[0] in COUNTS
+        else row
+        for row in table.rows
+    ]
 
 
 def _write_atomic(path: Path, content: str) -> None:
@@ -166,6 +207,7 @@ def write_reports(
     end: date | None = None,
 ) -> list[Path]:
     formats = config.report.formats if formats is None else formats
+    formats = tuple(dict.fromkeys(formats))  # html,html writes one file: name it once
     if not formats:
         raise UsageError(f"report --format: name at least one of {', '.join(FORMATS)}")
     for fmt in formats:

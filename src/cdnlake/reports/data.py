@@ -12,6 +12,12 @@ class Table:
     title: str
     columns: list[str]
     rows: list[tuple[Any, ...]]
+    labels: dict[str, str] = field(default_factory=dict)  # column -> heading, for this table
+
+    def heading(self, column: str) -> str:
+        from cdnlake.reports.text import header
+
+        return self.labels.get(column) or header(column)
 
     def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
@@ -29,6 +35,9 @@ class ReportData:
     sections: dict[str, Table] = field(default_factory=dict)
     end: date | None = None  # the last day of a range report; None for a daily report
     zone_names: dict[int, str] = field(default_factory=dict)
+    # Days whose figures cover less than the whole day -> why (still running, the lake's
+    # first day): said wherever their figures appear.
+    partial: dict[date, str] = field(default_factory=dict)
 
     @property
     def is_range(self) -> bool:
@@ -45,6 +54,26 @@ class ReportData:
     @property
     def stem(self) -> str:
         return f"report-{self.scope}-{self.period}"
+
+    @property
+    def noun(self) -> str:
+        """What the report covers, in a sentence: "day" or "period"."""
+        return "period" if self.is_range else "day"
+
+    def partial_notes(self) -> list[str]:
+        """One sentence per partial day the report's figures touch."""
+        notes = []
+        for day, why in sorted(self.partial.items()):
+            if day == self.day and not self.is_range:
+                notes.append(f"{day} is a partial day ({why}): its figures are not a whole day's.")
+            elif not self.is_range and day < self.day:
+                notes.append(
+                    f"The day before, {day}, is a partial day ({why}): the changes from it "
+                    "compare with less than a whole day."
+                )
+            else:
+                notes.append(f"{day} is a partial day ({why}).")
+        return notes
 
     @property
     def empty(self) -> bool:

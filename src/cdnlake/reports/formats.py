@@ -27,6 +27,7 @@ def to_json(data: ReportData) -> str:
         "generated_at": plain(data.generated_at),
         "empty": data.empty,
     }
+    payload["partial_days"] = {day.isoformat(): why for day, why in sorted(data.partial.items())}
     if data.is_range:
         assert data.end is not None
         payload["to_date"] = data.end.isoformat()
@@ -37,7 +38,7 @@ def to_json(data: ReportData) -> str:
             "by_misses": rows("top_paths_by_misses"),
         }
         payload["top_referers"] = rows("top_referers")
-        payload["user_agents"] = {kind: rows(kind) for kind in ("browser", "os", "crawler")}
+        payload["user_agents"] = {kind: rows(kind) for kind in ("browser", "os", "tool", "crawler")}
         payload["countries"] = rows("countries")
         payload["asns"] = rows("asns")
     payload["sections"] = {
@@ -66,14 +67,16 @@ def to_markdown(data: ReportData) -> str:
         f"Hits counted: {', '.join(data.hit_statuses)}. Generated {plain(data.generated_at)}.",
         "",
     ]
+    for note in data.partial_notes():
+        lines += [f"_{md_escape(note)}_", ""]
     if data.empty:
-        lines += ["**No traffic was recorded for this day.**", ""]
+        lines += [f"**No traffic was recorded for this {data.noun}.**", ""]
     for table in data.sections.values():
         lines += [f"## {table.title}", ""]
         if not table.rows:
             lines += ["_No rows._", ""]
             continue
-        lines.append("| " + " | ".join(md_escape(header(c)) for c in table.columns) + " |")
+        lines.append("| " + " | ".join(md_escape(table.heading(c)) for c in table.columns) + " |")
         lines.append("|" + "|".join("---" for _ in table.columns) + "|")
         for row in table.rows:
             if table.columns[:1] == ["metric"]:  # day over day: each figure in its own unit

@@ -7,6 +7,7 @@ even if something slipped.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import jinja2
@@ -46,6 +47,7 @@ CACHE_STATUSES = {
     "-": ("#cfd8dc", "no cache status logged (errors before the cache, redirects)"),
 }
 OTHER = "#9e9e9e"
+ONE_DAY = timedelta(days=1)
 
 # Panels with inline bars: section -> (label column, the column the bar shows).
 BAR_PANELS = {
@@ -55,6 +57,7 @@ BAR_PANELS = {
     "top_referers": ("referer_host", "requests"),
     "browser": ("browser", "requests"),
     "os": ("os", "requests"),
+    "tool": ("tool", "requests"),
     "crawler": ("crawler", "requests"),
     "countries": ("country_code", "requests"),
     "asns": ("asn_organization", "requests"),
@@ -116,7 +119,8 @@ def _four_charts(
         ("chart-bandwidth", f"Bandwidth {per}{split}",
          svg.stacked_bars(labels, bandwidth, bytes_short, f"bandwidth {per}"), stacked),
         ("chart-hit-ratio", f"Hit ratio {per}",
-         svg.lines(labels, hit_ratio, whole_percent, f"hit ratio {per}", top=100.0),
+         svg.lines(labels, hit_ratio, whole_percent, f"hit ratio {per}", fit=True,
+                   ceiling=100.0),
          legend([(n, c) for n, c, _ in hit_ratio])),
         ("chart-errors", f"Error rates {per}",
          svg.lines(labels, errors, whole_percent, f"error rates {per}"),
@@ -204,6 +208,8 @@ def _cards(data: ReportData) -> list[dict[str, str]]:
             delta = f"{change(row['change_pct'])} vs day before"
         else:
             delta = ""
+        if delta and (data.day in data.partial or data.day - ONE_DAY in data.partial):
+            delta += " (a partial day)"
         cards.append({"label": label, "value": metric_value(metric, value), "delta": delta})
     return cards
 

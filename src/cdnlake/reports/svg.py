@@ -32,7 +32,37 @@ def nice_ceiling(value: float) -> float:
     return 10.0 * power  # pragma: no cover
 
 
-def _frame(labels: Sequence[str], top: float, fmt: Format, every: int) -> list[str]:
+def nice_range(
+    low: float, high: float, *, ceiling: float | None = None, min_span: float = 1.0
+) -> tuple[float, float]:
+    """A y axis fitted to values from ``low`` to ``high``: four steps of 1, 2, 2.5 or 5
+    times a power of ten, spanning at least ``min_span`` (so that noise is not drawn as
+    a swing), never below 0 for values that are not and never above ``ceiling`` (100 %),
+    so that a line near 76 % is drawn as the change it is, not flat at the top."""
+    floor = 0.0 if low >= 0 else None
+    if high - low < min_span:
+        middle = (high + low) / 2
+        low, high = middle - min_span / 2, middle + min_span / 2
+        if ceiling is not None and high > ceiling:
+            low, high = low - (high - ceiling), ceiling
+        if floor is not None and low < floor:
+            low, high = floor, high + (floor - low)
+    step = nice_ceiling((high - low) / 4)
+    while True:
+        bottom = math.floor(low / step) * step
+        if floor is not None:
+            bottom = max(floor, bottom)
+        top = bottom + 4 * step
+        if ceiling is not None and top > ceiling >= high:
+            top, bottom = ceiling, ceiling - 4 * step
+        if bottom <= low and top >= high:
+            return bottom, top
+        step = nice_ceiling(step * 1.001)
+
+
+def _frame(
+    labels: Sequence[str], top: float, fmt: Format, every: int, bottom: float = 0.0
+) -> list[str]:
     """Axes, four horizontal grid lines with their values, and every ``every``-th x label."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     parts = []
@@ -44,7 +74,7 @@ def _frame(labels: Sequence[str], top: float, fmt: Format, every: int) -> list[s
         )
         parts.append(
             f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" font-size="{FONT}" '
-            f'fill="#52606d">{escape(fmt(top * i / 4))}</text>'
+            f'fill="#52606d">{escape(fmt(bottom + (top - bottom) * i / 4))}</text>'
         )
     step = plot_w / max(1, len(labels))
     for i, label in enumerate(labels):
@@ -100,14 +130,19 @@ def lines(
     series: Sequence[tuple[str, str, Sequence[float | None]]],
     fmt: Format,
     title: str,
-    top: float | None = None,
+    fit: bool = False,
+    ceiling: float | None = None,
 ) -> Markup:
-    """One line per series over ``labels``; a None value breaks the line."""
+    """One line per series over ``labels``; a None value breaks the line. The y axis
+    starts at 0, or with ``fit`` spans only the values' range (:func:`nice_range`)."""
     values = [v for _, _, vs in series for v in vs if v is not None]
-    top = top or nice_ceiling(max(values, default=0.0))
+    if fit and values:
+        bottom, top = nice_range(min(values), max(values), ceiling=ceiling, min_span=5.0)
+    else:
+        bottom, top = 0.0, nice_ceiling(max(values, default=0.0))
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     step = plot_w / max(1, len(labels))
-    parts = _frame(labels, top, fmt, every=max(1, math.ceil(len(labels) / 12)))
+    parts = _frame(labels, top, fmt, every=max(1, math.ceil(len(labels) / 12)), bottom=bottom)
     for name, colour, points in series:
         run: list[str] = []
         for i, value in enumerate([*points, None]):
@@ -120,7 +155,7 @@ def lines(
                 run = []
                 continue
             x = LEFT + step * (i + 0.5)
-            y = TOP + plot_h - plot_h * min(value, top) / top
+            y = TOP + plot_h - plot_h * (min(value, top) - bottom) / (top - bottom)
             run.append(f"{x:.1f},{y:.1f}")
             parts.append(
                 f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{escape(colour)}">'

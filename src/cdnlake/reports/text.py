@@ -49,7 +49,8 @@ HEADERS = {
     "asn_organization": "Network",
     "browser": "Browser",
     "os": "Operating system",
-    "crawler": "Crawler",
+    "crawler": "Bot",
+    "tool": "Tool",
     "pull_zone_id": "Zone",
     "metric": "Figure",
     "today": "This day",
@@ -62,6 +63,7 @@ HEADERS = {
     "max_bytes": "Largest",
     "distinct_paths": "Distinct paths",
     "distinct_clients": "Distinct clients",
+    "partial": "Partial day",
 }
 
 METRICS = {

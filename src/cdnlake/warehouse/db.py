@@ -12,6 +12,7 @@ a DuckDB file and nothing stored holds a path, so the lake can move.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from datetime import date
@@ -31,6 +32,23 @@ from cdnlake.warehouse.named import NamedQuery
 from cdnlake.warehouse.relations import ALIASES, HOURLY, RELATIONS, Result
 
 log = logging.getLogger(__name__)
+
+# DuckDB names the data file it could not read: "... at end of file '/lake/x.parquet'".
+_DAMAGED_FILE = re.compile(r"""\s*['"](?P<path>[^'"]+\.parquet)['"]""")
+
+
+def damaged_file(exc: duckdb.Error) -> DataError | None:
+    """A query that failed on a lake data file DuckDB could not read (truncated, not
+    Parquet): one line naming the file, and what finds and sets such files aside."""
+    text = first_line(exc)
+    found = _DAMAGED_FILE.search(text)
+    if found is None or not isinstance(exc, duckdb.InvalidInputException | duckdb.IOException):
+        return None
+    reason = _DAMAGED_FILE.sub("", text.split(" Error: ", 1)[-1]).rstrip(".")
+    return DataError(
+        f"lake file {found['path']} cannot be read ({reason}); "
+        "`cdnlake maintain --check-all` checks every file and sets damaged ones aside"
+    )
 
 
 def relation_sql(spec: TableSpec, source: str) -> str:
@@ -60,14 +78,18 @@ def empty_sql(spec: TableSpec) -> str:
 def files_sql(spec: TableSpec, files: list[str]) -> str:
     """The snapshot's data files read by DuckDB, partition values from their paths.
 
+    A column that the table gained after its files were written (a lake of an older
+    cdnlake) reads as NULL in them: the files are united by name with the table's empty
+    relation, which has every column (filters and projections still reach the files).
     DDL takes no bound parameters; the paths come from the Delta log, quoted here.
     """
     listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
     types = ", ".join(f"'{c}': {_HIVE_TYPES.get(c, 'BIGINT')}" for c in spec.partition_by)
     columns = ", ".join(f'"{c}"' for c in spec.schema)
     return (
-        f"SELECT {columns} FROM read_parquet([{listed}], hive_partitioning = true, "
-        f"hive_types = {{{types}}}, union_by_name = true)"
+        f"SELECT {columns} FROM ({empty_sql(spec)} UNION ALL BY NAME "
+        f"SELECT * FROM read_parquet([{listed}], hive_partitioning = true, "
+        f"hive_types = {{{types}}}, union_by_name = true))"
     )
 
 
@@ -153,7 +175,12 @@ class Warehouse:
             base = self.lake.table_uri(spec)
             files = table.file_uris() if paths is None else [f"{base}/{unquote(p)}" for p in paths]
             rows = files_sql(spec, files) if files else empty_sql(spec)
-            con.execute(f"CREATE VIEW {source} AS {rows}")
+            try:
+                con.execute(f"CREATE VIEW {source} AS {rows}")
+            except duckdb.Error as exc:
+                raise damaged_file(exc) or DataError(
+                    f"lake table {spec.name} cannot be read: {first_line(exc)}"
+                ) from None
         else:
             try:
                 con.register(source, self.lake.dataset(spec, table))
@@ -227,7 +254,7 @@ class DuckDBSession:
                 return Result(columns, cursor.fetchall())
             rows = cursor.fetchmany(limit + 1)  # one more tells that there are more
         except duckdb.Error as exc:
-            raise QueryError(f"sql: {first_line(exc)}") from None
+            raise damaged_file(exc) or QueryError(f"sql: {first_line(exc)}") from None
         return Result(columns, rows[:limit], more=len(rows) > limit)
 
     def run_named(

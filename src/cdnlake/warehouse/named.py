@@ -1,4 +1,5 @@
-"""Named queries: one ``.sql`` file each in ``cdnlake/sql/``, parameters in its header.
+"""Named queries: one ``.sql`` file each in ``sql/`` (and the user's own in
+``$CDNLAKE_SQL_DIR``), parameters in its header.
 
 Header format (comment lines at the top of the file)::
 
@@ -19,8 +20,8 @@ from datetime import date, datetime
 from importlib.resources.abc import Traversable
 from typing import Any
 
-from cdnlake.errors import UsageError
-from cdnlake.sqlfiles import sql_dir
+from cdnlake.errors import ConfigError, UsageError
+from cdnlake.sqlfiles import USER_SQL_VARIABLE, shipped_dir, user_dir
 
 _PARAM = re.compile(
     r"^--\s*param:\s*(?P<name>[a-z_][a-z0-9_]*)\s+(?P<type>[A-Z]+(?:\[\])?)"
@@ -54,6 +55,9 @@ class Param:
             )
         try:
             if self.type == "BIGINT" or self.type == "INTEGER":
+                # every whole-number parameter is a zone id or a count of rows
+                if not raw.strip().isdigit() or int(raw) < 1:
+                    raise ValueError
                 return int(raw)
             if self.type == "DOUBLE":
                 return float(raw)
@@ -67,14 +71,16 @@ class Param:
             if self.type == "VARCHAR":
                 return raw
         except ValueError:
-            raise UsageError(f"--param {self.name}: expected {self.type}, got {raw!r}") from None
+            whole = self.type in ("BIGINT", "INTEGER")
+            wanted = f"{self.type} (a whole number >= 1)" if whole else self.type
+            raise UsageError(f"--param {self.name}: expected {wanted}, got {raw!r}") from None
         raise UsageError(f"{self.name}: unsupported parameter type {self.type}")
 
 
 @dataclass(frozen=True)
 class NamedQuery:
     name: str
-    path: Traversable
+    path: Traversable | None  # None: not a file of the named queries
     answers: str
     params: list[Param] = field(default_factory=list)
     sql: str = ""
@@ -87,7 +93,11 @@ class NamedQuery:
                 f"--param {unknown[0]}: query {self.name} has no such parameter "
                 f"(it takes: {', '.join(sorted(known)) or 'none'})"
             )
-        return {p.name: p.convert(given.get(p.name)) for p in self.params}
+        bound = {p.name: p.convert(given.get(p.name)) for p in self.params}
+        first, last = bound.get("from_day"), bound.get("to_day")
+        if first is not None and last is not None and first > last:
+            raise UsageError(f"--param from_day: {first} is after to_day {last}")
+        return bound
 
     def signature(self) -> str:
         parts = []
@@ -97,7 +107,11 @@ class NamedQuery:
 
 
 def parse_named(path: Traversable) -> NamedQuery:
-    text = path.read_text(encoding="utf-8")
+    return parse_text(path.name.removesuffix(".sql"), path.read_text(encoding="utf-8"), path)
+
+
+def parse_text(name: str, text: str, path: Traversable | None = None) -> NamedQuery:
+    """A query from its text, parameters from its header (an internal statement too)."""
     answers: list[str] = []
     params: list[Param] = []
     for line in text.splitlines():
@@ -111,27 +125,46 @@ def parse_named(path: Traversable) -> NamedQuery:
             )
         elif line.lower().startswith("-- answers:"):
             answers.append(line.split(":", 1)[1].strip())
-    return NamedQuery(path.name.removesuffix(".sql"), path, " ".join(answers), params, text)
+    return NamedQuery(name, path, " ".join(answers), params, text)
+
+
+def _sql_files(directory: Traversable) -> dict[str, Traversable]:
+    return {
+        p.name.removesuffix(".sql"): p
+        for p in directory.iterdir()
+        if p.name.endswith(".sql") and p.is_file()
+    }
+
+
+def named_files(directory: Traversable | None = None) -> dict[str, Traversable]:
+    """Each named query's file by name: those in ``directory``, else the shipped ones with
+    the user's own (``$CDNLAKE_SQL_DIR``) added over them."""
+    if directory is not None:
+        return {n: p for n, p in _sql_files(directory).items() if _NAME.match(n)}
+    found = {n: p for n, p in _sql_files(shipped_dir()).items() if _NAME.match(n)}
+    mine = user_dir()
+    if mine is not None:
+        for name, path in _sql_files(mine).items():
+            if not _NAME.match(name):
+                raise ConfigError(
+                    f"{USER_SQL_VARIABLE}: {path} is not a usable query name (lower-case "
+                    "letters, digits and _, starting with a letter)"
+                )
+            found[name] = path
+    return found
 
 
 def list_named(directory: Traversable | None = None) -> list[NamedQuery]:
-    directory = directory or sql_dir()
-    files = sorted(
-        (p for p in directory.iterdir() if p.name.endswith(".sql") and p.is_file()),
-        key=lambda p: p.name,
-    )
-    return [parse_named(p) for p in files if _NAME.match(p.name.removesuffix(".sql"))]
+    return [parse_named(p) for _, p in sorted(named_files(directory).items())]
 
 
 def get_named(name: str, directory: Traversable | None = None) -> NamedQuery:
-    directory = directory or sql_dir()
     if not _NAME.match(name):
         raise UsageError(f"--query: bad query name {name!r}")
-    path = directory / f"{name}.sql"
-    if not path.is_file():
-        names = ", ".join(q.name for q in list_named(directory))
-        raise UsageError(f"--query: no named query {name!r} (known: {names})")
-    return parse_named(path)
+    known = named_files(directory)
+    if name not in known:
+        raise UsageError(f"--query: no named query {name!r} (known: {', '.join(sorted(known))})")
+    return parse_named(known[name])
 
 
 def parse_params(pairs: list[str]) -> dict[str, str | None]:

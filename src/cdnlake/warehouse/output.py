@@ -88,13 +88,24 @@ def write_json(out: TextIO, columns: list[str], rows: list[tuple[Any, ...]]) -> 
     out.write("\n")
 
 
+def table_cell(value: Any) -> str:
+    """A terminal table's cell: SQL's NULL written one way, top level or nested."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, list):
+        return "[" + ", ".join(table_cell(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {table_cell(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
 def write_table(out: TextIO, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(*columns, show_lines=False)
     for row in rows:
-        table.add_row(*("NULL" if v is None else str(plain(v)) for v in row))
+        table.add_row(*(table_cell(plain(v)) for v in row))
     console = Console(file=out, width=max(100, 20 * len(columns)) if not out.isatty() else None)
     console.print(table, markup=False, highlight=False)
     console.print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})", highlight=False)

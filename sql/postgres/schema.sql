@@ -19,8 +19,10 @@ CREATE TABLE IF NOT EXISTS cdnlake_leases (
     acquired    timestamptz,
     expires     timestamptz NOT NULL DEFAULT '-infinity',
     quiet_until timestamptz NOT NULL DEFAULT '-infinity',  -- the last owner's budget window
+    generation  bigint      NOT NULL DEFAULT 0,  -- grows at every take: the lake's fence
     PRIMARY KEY (fleet, zone_key)
 );
+ALTER TABLE cdnlake_leases ADD COLUMN IF NOT EXISTS generation bigint NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS cdnlake_fleet_jobs (
     fleet    text        NOT NULL,
     job      text        NOT NULL,             -- report/<day>, maintain/<day>

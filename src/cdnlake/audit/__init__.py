@@ -1,0 +1,1 @@
+"""The completeness audit: the lake's hourly counts against the provider's statistics."""

@@ -1,0 +1,167 @@
+"""The verdict of one zone-hour: the lake's counts held against the provider's.
+
+Pure logic (no I/O): ``ok`` when the lake holds at least ``1 - tolerance`` of what the
+provider counted, in requests, 4xx, 5xx and bytes alike; ``missing`` when the provider
+served requests and the lake holds none; ``short`` otherwise; ``pending`` for an hour
+that is not yet closed or still inside ``lag_seconds`` (records may still arrive), which
+is never short. A short or missing hour says what to do next: read it again while the
+provider's logging API still serves it (3 days), or that it is past retention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from cdnlake.config import RETENTION_SECONDS
+
+Verdict = Literal["ok", "short", "missing", "pending"]
+VERDICTS: tuple[Verdict, ...] = ("ok", "short", "missing", "pending")
+HOUR = timedelta(hours=1)
+RETENTION = timedelta(seconds=RETENTION_SECONDS)
+MEASURES = ("requests", "errors_4xx", "errors_5xx", "bytes")
+
+
+@dataclass(frozen=True)
+class Counts:
+    requests: int = 0
+    errors_4xx: int = 0
+    errors_5xx: int = 0
+    bytes: int = 0
+
+    def get(self, measure: str) -> int:
+        value: int = getattr(self, measure)
+        return value
+
+
+@dataclass(frozen=True)
+class HourAudit:
+    zone_id: int
+    hour: datetime  # its start, UTC
+    provider: Counts
+    lake: Counts
+    verdict: Verdict
+    advice: str = ""
+
+    @property
+    def difference(self) -> int:
+        """Requests the provider counted that the lake lacks (negative: the lake has more)."""
+        return self.provider.requests - self.lake.requests
+
+    @property
+    def ratio(self) -> float | None:
+        """The lake's requests over the provider's; None when the provider counted none."""
+        if self.provider.requests == 0:
+            return None if self.lake.requests else 1.0
+        return self.lake.requests / self.provider.requests
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict in ("short", "missing")
+
+
+COLUMNS = [
+    "zone",
+    "hour",
+    "provider_requests",
+    "lake_requests",
+    "difference",
+    "ratio",
+    "verdict",
+    "provider_4xx",
+    "lake_4xx",
+    "provider_5xx",
+    "lake_5xx",
+    "provider_bytes",
+    "lake_bytes",
+    "advice",
+]
+
+
+def row(h: HourAudit) -> tuple[Any, ...]:
+    """``h`` as a row of :data:`COLUMNS`."""
+    ratio = None if h.ratio is None else round(h.ratio, 6)
+    return (
+        h.zone_id,
+        h.hour.strftime("%Y-%m-%dT%H:%MZ"),
+        h.provider.requests,
+        h.lake.requests,
+        h.difference,
+        ratio,
+        h.verdict,
+        h.provider.errors_4xx,
+        h.lake.errors_4xx,
+        h.provider.errors_5xx,
+        h.lake.errors_5xx,
+        h.provider.bytes,
+        h.lake.bytes,
+        h.advice,
+    )
+
+
+def short_in(provider: Counts, lake: Counts, tolerance: float) -> list[str]:
+    """The measures in which the lake holds less than ``1 - tolerance`` of the provider."""
+    return [m for m in MEASURES if lake.get(m) < provider.get(m) * (1 - tolerance) - 1e-9]
+
+
+def verdict(
+    hour: datetime,
+    provider: Counts,
+    lake: Counts,
+    *,
+    tolerance: float,
+    now: datetime,
+    lag: timedelta,
+) -> Verdict:
+    if hour + HOUR > now - lag:
+        return "pending"
+    if provider.requests > 0 and lake.requests == 0:
+        return "missing"
+    return "short" if short_in(provider, lake, tolerance) else "ok"
+
+
+def advice(zone_id: int, hour: datetime, now: datetime, watermark: datetime | None) -> str:
+    """What to do about a short or missing hour (``watermark``: the zone's, if any)."""
+    if watermark is None or hour + HOUR > watermark:
+        where = f"at {watermark:%Y-%m-%d %H:%M} UTC" if watermark else "not set"
+        return (
+            f"not ingested yet (zone {zone_id}'s watermark is {where}): the next "
+            "`cdnlake ingest` (or the daemon's next pass) reads it"
+        )
+    served_until = hour + RETENTION
+    if served_until > now:
+        return (
+            f"the provider's logging API still serves this hour until "
+            f"{served_until:%Y-%m-%d %H:%M} UTC: read zone {zone_id} from "
+            f"{hour:%Y-%m-%dT%H:%MZ} again before then (no cdnlake command re-reads a past "
+            "hour yet; `cdnlake ingest` reads on from the zone's watermark)"
+        )
+    return (
+        "past the provider's 3-day log retention: it cannot be read again; what the lake "
+        "lacks is lost"
+    )
+
+
+def audit_hour(
+    zone_id: int,
+    hour: datetime,
+    provider: Counts,
+    lake: Counts,
+    *,
+    tolerance: float,
+    now: datetime,
+    lag: timedelta,
+    watermark: datetime | None = None,
+) -> HourAudit:
+    found = verdict(hour, provider, lake, tolerance=tolerance, now=now, lag=lag)
+    note = ""
+    if found in ("short", "missing"):
+        measures = ", ".join(short_in(provider, lake, tolerance)) or "requests"
+        note = f"short in {measures}; {advice(zone_id, hour, now, watermark)}"
+        if found == "short":
+            note += (
+                '; records the lake rejected are short too: see `cdnlake sql "SELECT * FROM '
+                f'rejected_lines WHERE pull_zone_id = {zone_id}"`'
+            )
+    return HourAudit(zone_id, hour, provider, lake, found, note)

@@ -1,0 +1,104 @@
+"""One audit: the provider's statistics of each zone and day, the lake's hourly counts
+(``sql/internal/audit_hourly.sql`` on ``requests_hourly``), and a verdict per hour.
+
+The caller reads the provider's statistics first, all of them: when they cannot be read,
+the audit fails with that error before the lake is looked at, and no verdict is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, date, datetime, timedelta
+
+from cdnlake.audit.compare import HOUR, Counts, HourAudit, audit_hour
+from cdnlake.client.statistics import StatisticsApi, ZoneStatistics
+from cdnlake.config import Config
+from cdnlake.lake.progress import from_ms
+from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.store import Lake
+from cdnlake.sqlfiles import internal_sql
+from cdnlake.warehouse.engine import open_session
+
+DAY = timedelta(days=1)
+
+
+def day_start(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def provider_counts(
+    api: StatisticsApi, zones: Sequence[int], first: date, last: date
+) -> dict[tuple[int, datetime], Counts]:
+    """The provider's counts per (zone, hour): one statistics call per zone and day."""
+    out: dict[tuple[int, datetime], Counts] = {}
+    for zone in zones:
+        day = first
+        while day <= last:
+            stats: ZoneStatistics = api.zone_hourly(zone, day_start(day), day_start(day) + DAY)
+            for hour, c in stats.hours.items():
+                out[(zone, hour)] = Counts(c.requests, c.errors_4xx, c.errors_5xx, c.bytes)
+            day += DAY
+    return out
+
+
+def lake_counts(
+    config: Config, zones: Sequence[int], first: date, last: date
+) -> dict[tuple[int, datetime], Counts]:
+    """The lake's counts per (zone, hour), from ``requests_hourly``."""
+    with open_session(config, "duckdb", {"requests_hourly"}, hourly_days=(first, last)) as s:
+        result = s.run(
+            internal_sql("audit_hourly"), {"first": first, "last": last, "zones": list(zones)}
+        )
+    out: dict[tuple[int, datetime], Counts] = {}
+    for zone, day, hour, requests, e4, e5, sent in result.rows:
+        moment = day_start(day) + timedelta(hours=int(hour))
+        out[(int(zone), moment)] = Counts(int(requests), int(e4), int(e5), int(sent))
+    return out
+
+
+def zone_watermarks(config: Config, zones: Sequence[int]) -> dict[int, datetime]:
+    """Each zone's watermark: before it, ingestion has read everything the provider served."""
+    # Read from the lake, not through ``cdnlake.status``: status is to show the last
+    # audit, so it will import this stage, never the other way round.
+    table = Lake.from_config(config.storage).open(REQUESTS)
+    if table is None:
+        return {}
+    marks: dict[int, datetime] = {}
+    for zone in zones:
+        mark = from_ms(table.transaction_version(REQUESTS.app_id(zone)))
+        if mark is not None:
+            marks[zone] = mark
+    return marks
+
+
+def judge(
+    config: Config,
+    zones: Sequence[int],
+    first: date,
+    last: date,
+    provider: dict[tuple[int, datetime], Counts],
+    lake: dict[tuple[int, datetime], Counts],
+    *,
+    now: datetime,
+    marks: dict[int, datetime] | None = None,
+) -> list[HourAudit]:
+    """One row per zone and hour of the days ``first``..``last`` that has begun by ``now``."""
+    lag = timedelta(seconds=config.ingest.lag_seconds)
+    rows: list[HourAudit] = []
+    for zone in zones:
+        hour = day_start(first)
+        while hour < day_start(last) + DAY and hour <= now:
+            rows.append(
+                audit_hour(
+                    zone,
+                    hour,
+                    provider.get((zone, hour), Counts()),
+                    lake.get((zone, hour), Counts()),
+                    tolerance=config.audit.tolerance,
+                    now=now,
+                    lag=lag,
+                    watermark=(marks or {}).get(zone),
+                )
+            )
+            hour += HOUR
+    return rows

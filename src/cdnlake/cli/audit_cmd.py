@@ -1,0 +1,102 @@
+"""``cdnlake audit``: the lake's hourly counts against the provider's own statistics.
+
+Exit 1 when any hour is short (or missing) beyond ``[audit] tolerance``, or when the
+provider's statistics cannot be read (one line, and no verdict); 0 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
+
+from cdnlake.errors import CdnlakeError, UsageError
+
+MAX_RANGE_DAYS = 31
+
+
+def add_arguments(p: argparse.ArgumentParser, zone_id: Callable[[str], int]) -> None:
+    p.add_argument("--date", metavar="YYYY-MM-DD", help="UTC day (default: yesterday)")
+    p.add_argument("--from", dest="from_day", metavar="YYYY-MM-DD", help="first day of a range")
+    p.add_argument("--to", dest="to_day", metavar="YYYY-MM-DD", help="last day of a range")
+    p.add_argument(
+        "--zone",
+        type=zone_id,
+        action="append",
+        metavar="ID",
+        help="only this pull zone (repeat for more; default: every configured pull zone)",
+    )
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+
+
+def _day(text: str, option: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"audit {option}: expected YYYY-MM-DD, got {text!r}") from None
+
+
+def parse_days(args: argparse.Namespace, today: date) -> tuple[date, date]:
+    """(first, last) UTC days, both included."""
+    if args.date is not None and (args.from_day or args.to_day):
+        raise UsageError("audit: give --date DAY, or --from DAY --to DAY, not both")
+    if bool(args.from_day) != bool(args.to_day):
+        raise UsageError("audit: --from and --to go together")
+    if args.from_day:
+        first, last = _day(args.from_day, "--from"), _day(args.to_day, "--to")
+    elif args.date is not None:
+        first = last = _day(args.date, "--date")
+    else:
+        first = last = today - timedelta(days=1)
+    if first > last:
+        raise UsageError(f"audit: --from {first} is after --to {last}")
+    if last > today:
+        raise UsageError(f"audit: {last} is in the future")
+    if (last - first).days >= MAX_RANGE_DAYS:
+        raise UsageError(f"audit: a range covers at most {MAX_RANGE_DAYS} days")
+    return first, last
+
+
+def audit(args: argparse.Namespace) -> int:
+    from cdnlake.audit.compare import COLUMNS, row
+    from cdnlake.audit.run import judge, lake_counts, provider_counts, zone_watermarks
+    from cdnlake.cli.common import load, open_api
+    from cdnlake.client.statistics import StatisticsApi
+    from cdnlake.warehouse.output import render
+
+    now = datetime.now(UTC)
+    first, last = parse_days(args, now.date())
+    config = load(args, default_level="WARNING")
+    zones = [config.zone(z).id for z in args.zone] if args.zone else [z.id for z in config.zones]
+    if not zones:
+        raise UsageError("audit: no pull zones are configured ([[zones]] in the config)")
+    with open_api(config) as api:
+        try:
+            provider = provider_counts(StatisticsApi(api), zones, first, last)
+        except CdnlakeError as exc:
+            print(
+                "cdnlake: error: audit: the provider's statistics could not be read, so no "
+                f"hour was judged: {exc}",
+                file=sys.stderr,
+            )
+            return 1
+    marks = zone_watermarks(config, zones)
+    lake = lake_counts(config, zones, first, last)
+    hours = judge(config, zones, first, last, provider, lake, now=now, marks=marks)
+    if args.format == "table":
+        columns = COLUMNS[:-1]
+        sys.stdout.write(render("table", columns, [row(h)[:-1] for h in hours]))
+        for h in hours:
+            if h.failed:
+                print(f"zone {h.zone_id} {h.hour:%Y-%m-%d %H:00}: {h.verdict}: {h.advice}")
+    else:
+        sys.stdout.write(render(args.format, COLUMNS, [row(h) for h in hours]))
+    failed = [h for h in hours if h.failed]
+    pending = sum(h.verdict == "pending" for h in hours)
+    summary = (
+        f"audit: {len(hours)} zone-hours, {len(failed)} short or missing, {pending} pending "
+        f"(tolerance {config.audit.tolerance:g})"
+    )
+    print(summary, file=sys.stderr)
+    return 1 if failed else 0
