@@ -14,6 +14,7 @@ will fail the same way until something is changed by a person.
     │   ├── WarehouseBusyError         the DuckDB file stayed locked by another process
     │   ├── CoordinationError          the daemons' PostgreSQL cannot be reached or failed
     │   ├── EngineError                the query engine (Spark Connect) cannot be reached or failed
+    │   ├── StorageUnavailableError    the lake's store kept failing (5xx, throttling, timeout)
     │   └── StopRequested              the process is shutting down; nothing was committed
     └── TerminalError                  fix something, then run again
         ├── ConfigError                bad config.toml / environment (exit code 2)
@@ -127,6 +128,11 @@ class CoordinationError(TransientError):
 
 class EngineError(TransientError):
     """The query engine could not be reached, or failed while running a query."""
+
+
+class StorageUnavailableError(TransientError):
+    """The lake's store kept failing to answer (a 5xx or SlowDown, a timeout, a reset, too
+    many open files) past the retries: the work stopped, nothing was set aside as damaged."""
 
 
 class StopRequested(TransientError):

@@ -1,11 +1,15 @@
-"""``cdnlake migrate-lake`` and ``cdnlake maintain``: the lake's own upkeep."""
+"""``cdnlake migrate-lake`` and ``cdnlake maintain`` (``--restore``): the lake's own upkeep."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from cdnlake.cli.common import load
 from cdnlake.config import Config
+
+if TYPE_CHECKING:
+    from cdnlake.lake.store import Lake
 
 
 def migrate_lake(args: argparse.Namespace) -> int:
@@ -48,6 +52,8 @@ def maintain(args: argparse.Namespace) -> int:
     config = load(args, default_level="WARNING")
     if args.zone:
         config.select_all_zones(args.zone)  # unknown ids are refused
+    if args.restore:
+        return restore(Lake.from_config(config.storage), args.zone)
     report = run_maintain(
         Lake.from_config(config.storage),
         args.zone,
@@ -60,3 +66,15 @@ def maintain(args: argparse.Namespace) -> int:
     if not report.tables:
         print("the lake has no tables yet")
     return 1 if any(t.damaged for t in report.tables) else 0
+
+
+def restore(lake: Lake, zones: list[int] | None) -> int:
+    """``maintain --restore``: a line per file of the quarantine; 1 if one stays there."""
+    from cdnlake.lake.restore import restore as run_restore
+
+    results = run_restore(lake, zones)
+    for item in results:
+        print(item.line())
+    if not results:
+        print(f"nothing to restore: {lake.uri.rstrip('/')}/_quarantine holds no file")
+    return 1 if any(item.error is not None for item in results) else 0

@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub,
         "maintain",
         "Compact small files, checkpoint and vacuum the lake's Delta tables\n"
-        "(the daemon does this once a day).",
+        "(the daemon does this once a day); --restore puts back what was set aside.",
         "cdnlake.cli.lake_cmd:maintain",
     )
     p.add_argument(
@@ -196,6 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--check-all",
         action="store_true",
         help="read every data file (default: those the provider could still serve again)",
+    )
+    p.add_argument(
+        "--restore",
+        action="store_true",
+        help="only put back the files set aside in <lake>/_quarantine that decode, less the "
+        "rows the table holds already (of --zone's zones, if given); exit 1 if one stays",
     )
 
     p = _command(

@@ -42,7 +42,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, RemoveAction
 
 from cdnlake.errors import FencedError, StorageError, ZoneBusyError
-from cdnlake.lake.damage import DamagedFile, set_aside
+from cdnlake.lake.damage import DamagedFile, Undecodable, read_checked, set_aside
 from cdnlake.lake.progress import FENCE, WATERMARK, Versions, holder_of, taken_by
 from cdnlake.lake.schema import TableSpec, conform, polars_schema
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line, logged_span
@@ -407,28 +407,29 @@ class ZoneWriter:
         written: Written,
     ) -> tuple[list[pl.DataFrame], list[DamagedFile]]:
         """The keys near [lo, hi] of the files ``actions`` name, and those files that do
-        not read, set aside."""
+        not decode, set aside (a store that keeps failing raises, setting nothing aside)."""
         import pyarrow as pa  # loaded by the first commit that reads files, not by start-up
 
         files = self.lake.filesystem()
         seen: list[pl.DataFrame] = []
-        damaged: list[DamagedFile] = []
+        undecodable: list[tuple[str, Undecodable]] = []
         for action in actions:
             path = unquote(action["path"])
+            name = f"{self.spec.name}/{path}"
             written.files_read += 1
             try:
-                keys, rows = _keys_near(files, f"{self.spec.name}/{path}", key, lo, hi)
-            except (OSError, pa.ArrowInvalid) as exc:
-                if _readable(files, f"{self.spec.name}/{path}", key):
-                    raise StorageError(
-                        f"cannot read {self.spec.name}/{path}: {first_line(exc)}"
-                    ) from None
-                damaged.append(set_aside(self.lake, self.spec, self.table, path, exc))
-                continue
+                keys, rows = _keys_near(files, name, key, lo, hi)
+            except (OSError, pa.ArrowException) as exc:
+                checked = read_checked(files, name, [key], exc, name)
+                if isinstance(checked, Undecodable):
+                    undecodable.append((path, checked))
+                    continue
+                keys, rows = checked, checked.num_rows  # all its keys: more than needed
             written.keys_read += rows
             frame_of_keys = pl.from_arrow(keys)  # a table: no detour through pyarrow.compute
             assert isinstance(frame_of_keys, pl.DataFrame)
             seen.append(frame_of_keys.select(pl.col(key).cast(pl.String)))
+        damaged = [set_aside(self.lake, self.spec, self.table, p, u.reason) for p, u in undecodable]
         if damaged:
             self.table.repair(dry_run=False)  # drop the set-aside files from the table
         return seen, damaged
@@ -480,16 +481,3 @@ def _keys_near(
 
 def _epoch_us(moment: datetime) -> int:
     return (moment - EPOCH) // timedelta(microseconds=1)
-
-
-def _readable(files: pafs.FileSystem, path: str, key: str) -> bool:
-    """Whether a data file's keys read at all: only a file that does not is set aside."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        with files.open_input_file(path) as source:
-            pq.read_table(source, columns=[key])
-    except (OSError, pa.ArrowInvalid):
-        return False
-    return True

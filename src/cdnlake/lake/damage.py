@@ -1,26 +1,54 @@
-"""A data file that the Delta log names but that cannot be read: set aside, never deleted.
+"""A data file that the Delta log names but whose bytes do not decode: set aside, never deleted.
 
-The file is moved to ``<lake>/_quarantine/<table>/<its path>.<stamp>`` and dropped from the
-table (Delta's repair removes log entries whose file is gone). Its time range, from the
-log's statistics, tells the runner what to read again while the provider still has it,
-or to record as a gap.
+Damage is what cannot be decoded, and nothing else: a failed read is told apart from a
+file that does not decode by doing the two apart (:func:`read_checked`). The file's bytes
+are fetched again, with backoff while the store fails (a 5xx or SlowDown, a timeout, a
+reset, too many open files); a store that keeps failing stops the work with
+:class:`StorageUnavailableError` and nothing is set aside. Only bytes in hand that do
+not decode as Parquet (magic, footer, page, decompression) are damage.
+
+A damaged file is moved to ``<lake>/_quarantine/<table>/<its path>.<stamp>`` and dropped
+from the table (Delta's repair removes log entries whose file is gone). Its time range,
+from the log's statistics, tells the runner what to read again while the provider still
+has it, or to record as a gap. ``cdnlake maintain --restore`` puts back what decodes
+(:mod:`cdnlake.lake.restore`).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING, TypeVar
 
 from deltalake import DeltaTable
 
-from cdnlake.errors import StorageError
+from cdnlake.errors import StorageError, StorageUnavailableError
 from cdnlake.lake.schema import TableSpec
 from cdnlake.lake.store import Lake, action_rows, add_actions_table, first_line
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
 log = logging.getLogger(__name__)
 QUARANTINE = "_quarantine"
+# A store that failed a read is asked again this many times, the waits doubling from
+# FIRST_WAIT (jittered): about 2 s, besides the S3 client's own retries of each call.
+READ_ATTEMPTS = 4
+FIRST_WAIT = 0.25
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Undecodable:
+    """Bytes in hand that are not the Parquet file they should be: why not."""
+
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -45,22 +73,25 @@ def file_time_range(table: DeltaTable, path: str) -> tuple[datetime | None, date
 
 
 def set_aside(
-    lake: Lake, spec: TableSpec, table: DeltaTable, path: str, exc: BaseException
+    lake: Lake, spec: TableSpec, table: DeltaTable, path: str, reason: str
 ) -> DamagedFile:
-    """Move an unreadable data file into the quarantine; its log entry is dropped later."""
+    """Move a data file that does not decode (``reason``: why) into the quarantine; its log
+    entry is dropped later."""
     start, end = file_time_range(table, path)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     source = f"{spec.name}/{path}"
     target = f"{QUARANTINE}/{spec.name}/{path}.{stamp}"
     fs = lake.filesystem()
-    try:
+
+    def move() -> None:
         fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
-        fs.move(source, target)
-    except OSError as move_error:
-        raise StorageError(
-            f"damaged lake file {source} could not be set aside: {first_line(move_error)}"
-        ) from None
-    reason = first_line(exc)
+        try:
+            fs.move(source, target)
+        except FileNotFoundError:  # an earlier attempt moved it, and its answer was lost
+            if fs.get_file_info(target).size is None:
+                raise
+
+    with_retries(f"setting aside damaged lake file {source}", move)
     log.error("lake file %s is damaged (%s); kept as %s", source, reason, target)
     return DamagedFile(spec.name, path, start, end, target, reason)
 
@@ -69,7 +100,8 @@ def unreadable_files(
     lake: Lake, spec: TableSpec, table: DeltaTable, since: datetime | None
 ) -> list[DamagedFile]:
     """Read every data file whose rows reach past ``since`` (all with None); set aside
-    the ones that do not read. Their log entries are dropped (Delta's repair)."""
+    the ones that do not decode. Their log entries are dropped (Delta's repair). A store
+    that keeps failing raises :class:`StorageUnavailableError`, with nothing set aside."""
     import pyarrow as pa
 
     dataset = lake.dataset(spec, table)
@@ -78,14 +110,72 @@ def unreadable_files(
         for row in action_rows(add_actions_table(table), ["path", "max.ts"])
         if since is None or row["max.ts"] is None or row["max.ts"] >= since
     }
-    damaged = []
+    columns = [spec.key or "ts"]
+    undecodable: list[tuple[str, Undecodable]] = []
     for fragment in dataset.get_fragments():
         if fragment.path not in wanted:
             continue
         try:
-            fragment.to_table(columns=[spec.key or "ts"])
-        except (OSError, pa.ArrowInvalid) as exc:
-            damaged.append(set_aside(lake, spec, table, fragment.path, exc))
+            fragment.to_table(columns=columns)
+        except (OSError, pa.ArrowException) as exc:
+            checked = read_checked(
+                dataset.filesystem, fragment.path, columns, exc, f"{spec.name}/{fragment.path}"
+            )
+            if isinstance(checked, Undecodable):
+                undecodable.append((fragment.path, checked))
+    # Only once every file was read: a store failing half-way sets nothing aside.
+    damaged = [set_aside(lake, spec, table, path, why.reason) for path, why in undecodable]
     if damaged:
         table.repair(dry_run=False)
     return damaged
+
+
+def read_checked(
+    files: pafs.FileSystem, path: str, columns: list[str], failure: BaseException, name: str
+) -> pa.Table | Undecodable:
+    """After a read of ``path`` failed with ``failure``: its ``columns``, decoded from the
+    file's whole bytes, or why those bytes do not decode (damage).
+
+    pyarrow raises ``OSError`` for a refused HEAD and for a ZSTD page that does not
+    decompress alike, and ``ArrowInvalid`` for a missing magic: the exception does not
+    tell I/O from decoding, so they are done apart. Fetching the bytes is retried with
+    backoff; a store that keeps failing raises :class:`StorageUnavailableError` naming
+    ``name``. A file that is not there is no damage either (:class:`StorageError`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    log.info("lake file %s did not read (%s); checking it", name, first_line(failure))
+
+    def fetch() -> bytes:
+        with files.open_input_file(path) as source:
+            return bytes(source.read())
+
+    data = with_retries(f"reading lake file {name}", fetch, then="nothing was set aside")
+    try:
+        return pq.ParquetFile(pa.BufferReader(data)).read(columns=columns)
+    except (OSError, pa.ArrowException, ValueError) as exc:  # bytes in memory: no I/O
+        return Undecodable(first_line(exc))
+
+
+def with_retries(what: str, action: Callable[[], T], *, then: str = "") -> T:
+    """``action()``, again with backoff while the store fails; then
+    :class:`StorageUnavailableError` (``what``: the object and the operation; ``then``:
+    what that means, appended to the message)."""
+    wait = FIRST_WAIT
+    for attempt in range(1, READ_ATTEMPTS + 1):
+        try:
+            return action()
+        except FileNotFoundError as exc:
+            raise StorageError(
+                f"{what}: not found in the lake's store ({first_line(exc)})"
+            ) from None
+        except OSError as exc:
+            if attempt == READ_ATTEMPTS:
+                raise StorageUnavailableError(
+                    f"{what}: the store kept failing ({READ_ATTEMPTS} attempts): "
+                    f"{first_line(exc)}{'; ' + then if then else ''}"
+                ) from None
+            log.info("%s: %s; trying again", what, first_line(exc))
+            time.sleep(random.uniform(wait / 2, wait))
+            wait *= 2
+    raise AssertionError("unreachable")

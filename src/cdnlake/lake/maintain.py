@@ -5,41 +5,49 @@ per zone and table). ``maintain`` rewrites each partition's small files into few
 ones: a day of ``requests`` or ``shield_events`` sorted by ``ts`` in row groups of
 ``ROW_GROUP_ROWS`` (as every commit writes them), so that the row groups' statistics let
 a pass's deduplication, and any query on a time range, read only the rows of its
-minutes. It then writes a checkpoint (so opening a table reads one file, not every commit since
-the first), vacuums data files that no version within the retention period needs, and
-drops log files older than Delta's log retention. Application transactions (the zones'
-watermarks and cursors) live in the log and its checkpoints and are kept.
+minutes; a key found twice in a partition it rewrites is reported and kept once
+(deduplication's assumption, checked). It then writes a checkpoint (so opening a table
+reads one file, not every commit since the first), vacuums data files that no version
+within the retention period needs, and drops log files older than Delta's log retention.
+Application transactions (the zones' watermarks and cursors) live in the log and its
+checkpoints and are kept.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
-from deltalake import DeltaTable, WriterProperties
+import polars as pl
+from deltalake import CommitProperties, DeltaTable, WriterProperties
+from deltalake.exceptions import CommitFailedError
+from deltalake.transaction import AddAction, RemoveAction
 
 from cdnlake.errors import StorageError, ZoneBusyError
 from cdnlake.lake import rollups
 from cdnlake.lake.bookkeeping import Bookkeeping
-from cdnlake.lake.commit import ROW_GROUP_ROWS, ZoneWriter
+from cdnlake.lake.commit import ROW_GROUP_ROWS, ZoneWriter, prepare
 from cdnlake.lake.damage import DamagedFile, unreadable_files
 from cdnlake.lake.lock import zone_lock
 from cdnlake.lake.progress import rewind
 from cdnlake.lake.rollups import ROLLUP
 from cdnlake.lake.schema import TABLES, TableSpec
-from cdnlake.lake.store import Lake, first_line
+from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RETENTION_HOURS = 168  # Delta's default: readers of week-old snapshots still work
 PROVIDER_RETENTION = timedelta(days=3)  # what can still be read again
 TARGET_FILE_BYTES = 256 << 20
+CONFLICT_ROUNDS = 5  # readings of a partition whose files another commit kept rewriting
 SORTED_FILES = WriterProperties(max_row_group_size=ROW_GROUP_ROWS, compression="ZSTD")
 HOLD_WAIT_SECONDS = 120.0  # how long a rewind waits for a local pass of its zone to end
 
@@ -53,6 +61,10 @@ class TableReport:
     vacuumed: int = 0  # data files removed from storage
     damaged: list[DamagedFile] = field(default_factory=list)
     rolled_up: int = 0  # partitions of requests rolled up (requests_hourly)
+    # Rows removed because another row of their partition has the same key (one of each
+    # kept), and where: deduplication assumes a repeat has its first one's ``ts``, +/-1 s.
+    repeats: int = 0
+    repeated: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         text = (
@@ -61,6 +73,10 @@ class TableReport:
         )
         if self.table == ROLLUP.name:
             text += f", {self.rolled_up} partition(s) rolled up"
+        if self.repeats:
+            text += f", {self.repeats} repeated row(s) removed"
+        for where in self.repeated:
+            text += f"; REPEATED KEYS {where}"
         for d in self.damaged:
             text += f"; DAMAGED {d.path} ({d.reason}), kept as {d.moved_to}"
         return text
@@ -83,8 +99,11 @@ def maintain(
     """Check, compact the zones' partitions (all without ``zones``), checkpoint, vacuum.
 
     The check reads every data file that the provider could still serve again (all of
-    them with ``check_all``): one that does not read is set aside and its span read
-    again by the next pass, or recorded in ``ingest_gaps`` when it is past retention.
+    them with ``check_all``): one that does not decode is set aside and its span read
+    again by the next pass, or recorded in ``ingest_gaps`` when it is past retention. A
+    store that keeps failing (5xx, throttling, timeouts) stops it with
+    :class:`~cdnlake.errors.StorageUnavailableError`, nothing set aside. Each partition
+    it compacts is checked for repeated keys, which are removed (``TableReport.repeats``).
     ``locks``: this machine's zone locks (``<work>/locks``), held while a zone is rewound.
     """
     now = now or datetime.now(UTC)
@@ -104,7 +123,7 @@ def maintain(
             table.update_incremental()
         try:
             if spec.by_date and "ts" in spec.schema:
-                item.compacted += _sort_days(lake, spec, table, zones)
+                item.compacted += _sort_days(lake, spec, table, zones, item)
             else:
                 filters = [[(spec.zone_column, "=", str(z))] for z in zones] if zones else [None]
                 for partition_filter in filters:
@@ -135,9 +154,12 @@ def maintain(
     return report
 
 
-def _sort_days(lake: Lake, spec: TableSpec, table: DeltaTable, zones: list[int] | None) -> int:
+def _sort_days(
+    lake: Lake, spec: TableSpec, table: DeltaTable, zones: list[int] | None, item: TableReport
+) -> int:
     """Rewrite each (zone, day) partition of more than one file as one sorted by ``ts``
-    (Delta's Z-order on one column); return the files rewritten."""
+    (Delta's Z-order on one column); return the files rewritten. A partition whose keys
+    repeat is rewritten with each key once instead (counted in ``item``)."""
     wanted = [(spec.zone_column, "in", [str(z) for z in zones])] if zones else None
     files = Counter(
         (action[f"partition.{spec.zone_column}"], action["partition.date"])
@@ -147,14 +169,90 @@ def _sort_days(lake: Lake, spec: TableSpec, table: DeltaTable, zones: list[int] 
     for (zone, day), count in sorted(files.items()):
         if count < 2:
             continue
+        partition = [(spec.zone_column, "=", str(zone)), ("date", "=", str(day))]
+        if spec.key is not None:
+            removed = _drop_repeats(lake, spec, table, int(zone), partition)
+            if removed:
+                item.repeats += removed
+                item.repeated.append(f"zone {zone} {day}: {removed} row(s)")
+                rewritten += count
+                continue
         metrics = table.optimize.z_order(
             ["ts"],
-            partition_filters=[(spec.zone_column, "=", str(zone)), ("date", "=", str(day))],
+            partition_filters=partition,  # type: ignore[arg-type]
             target_size=TARGET_FILE_BYTES,
             writer_properties=SORTED_FILES,
         )
         rewritten += int(metrics.get("numFilesRemoved", 0))
     return rewritten
+
+
+def _drop_repeats(
+    lake: Lake, spec: TableSpec, table: DeltaTable, zone: int, partition: list[Any]
+) -> int:
+    """How many rows of one partition have a key that another of its rows has: 0, or
+    reported loudly and removed, the partition rewritten with each key once (its earliest
+    row) and sorted by ``ts``.
+
+    The commit removes exactly the files that were read, and lands only on the snapshot
+    they were read from or one where they all still are (delta-rs checks no concurrent
+    removal of them: a ``maintain`` elsewhere that rewrote them would double their rows).
+    """
+    key = spec.key
+    assert key is not None
+    for _reading in range(CONFLICT_ROUNDS):
+        actions = lake.add_actions(spec, table, partition, stats=("size_bytes",))
+        dataset = lake.dataset(spec, table, actions=actions)
+        keys = pl.from_arrow(dataset.to_table(columns=[key]))
+        assert isinstance(keys, pl.DataFrame)
+        if keys[key].n_unique() == keys.height:
+            return 0
+        rows = pl.from_arrow(dataset.to_table())
+        assert isinstance(rows, pl.DataFrame)
+        once = prepare(spec, zone, rows.sort("ts"))  # each key once, the earliest kept
+        added, _ = ZoneWriter(lake, spec, zone)._write_files(once)
+        gone = int(time.time() * 1000)
+        removes: list[AddAction | RemoveAction] = [
+            RemoveAction(
+                path=action["path"],
+                data_change=True,
+                deletion_timestamp=gone,
+                size=action["size_bytes"],
+                partition_values={c: str(action[f"partition.{c}"]) for c in spec.partition_by},
+            )
+            for action in actions
+        ]
+        read = {action["path"] for action in actions}
+        for _attempt in range(COMMIT_ATTEMPTS):
+            try:
+                table.create_write_transaction(
+                    removes + added,
+                    mode="append",
+                    schema=table.schema(),
+                    partition_by=spec.partition_by,
+                    commit_properties=CommitProperties(max_commit_retries=0),
+                )
+            except CommitFailedError:  # another commit landed first: are the files there?
+                table.update_incremental()
+                if read <= {a["path"] for a in lake.add_actions(spec, table, partition)}:
+                    continue
+                break  # rewritten meanwhile: read the partition again
+            removed = rows.height - once.height
+            log.error(
+                "%s: zone %s %s held %d row(s) whose key (%s) another row has; removed, one of "
+                "each kept (its earliest; deduplication assumes a repeat has the first one's ts)",
+                spec.name,
+                zone,
+                partition[1][2],
+                removed,
+                key,
+            )
+            table.update_incremental()
+            return removed
+    raise StorageError(
+        f"{spec.name}: zone {zone} {partition[1][2]}: kept changing while "
+        "its repeated rows were removed; run maintain again"
+    )
 
 
 def _read_again(

@@ -1,0 +1,134 @@
+"""``cdnlake maintain --restore``: put back into the lake what was set aside, if it decodes.
+
+A file in ``<lake>/_quarantine/<table>/<its path>.<stamp>`` (see :mod:`cdnlake.lake.damage`)
+is read whole; one whose bytes still do not decode stays where it is. The rows of one that
+decodes are committed again to their zone (:class:`~cdnlake.lake.commit.ZoneWriter`: new
+data files with their statistics, one atomic commit), less those whose key the table holds
+already: the span may have been read again since it was set aside. Only once that commit
+landed is the quarantined copy removed: every one of its rows is then in the table. Running
+it twice is harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from cdnlake.errors import CdnlakeError, StorageError, StorageUnavailableError
+from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake.damage import QUARANTINE, with_retries
+from cdnlake.lake.schema import TABLES_BY_NAME
+from cdnlake.lake.store import Lake, first_line
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+log = logging.getLogger(__name__)
+
+# ``<table>/<zone column>=<id>/date=<day>/<file>.<stamp>``, as ``set_aside`` names it
+KEPT = re.compile(r"(?P<table>[a-z_]+)/(?P<path>[a-z_]+=(?P<zone>\d+)/.+)\.\d{8}T\d{6}")
+
+
+@dataclass
+class Restored:
+    """What became of one file of the quarantine."""
+
+    kept_as: str  # under the lake: ``_quarantine/<table>/<path>.<stamp>``
+    table: str = ""
+    path: str = ""  # the data file's path in its table when it was set aside
+    added: int = 0  # rows put back
+    present: int = 0  # rows whose key the table held already
+    error: str | None = None  # why it was left in the quarantine
+
+    def line(self) -> str:
+        if self.error is not None:
+            return f"NOT RESTORED {self.kept_as}: {self.error}; left where it is"
+        return (
+            f"restored {self.kept_as} to {self.table}: {self.added} rows added, "
+            f"{self.present} already in the table"
+        )
+
+
+def restore(lake: Lake, zones: list[int] | None = None) -> list[Restored]:
+    """Put back every file of the quarantine (of ``zones``, all without) that decodes."""
+    import pyarrow.fs as pafs
+
+    files = lake.filesystem()
+    found = with_retries(
+        f"listing {QUARANTINE}",
+        lambda: files.get_file_info(
+            pafs.FileSelector(QUARANTINE, recursive=True, allow_not_found=True)
+        ),
+    )
+    kept = sorted(info.path for info in found if info.type == pafs.FileType.File)
+    writers: dict[tuple[str, int], ZoneWriter] = {}
+    results = []
+    for name in kept:
+        inside = name.removeprefix(f"{QUARANTINE}/")
+        match = KEPT.fullmatch(inside)
+        spec = TABLES_BY_NAME.get(match["table"]) if match else None
+        if match is None or spec is None or spec.key is None:
+            results.append(Restored(name, error="not a data file that cdnlake set aside"))
+            continue
+        zone = int(match["zone"])
+        if zones and zone not in zones:
+            continue
+        item = Restored(name, spec.name, match["path"])
+        results.append(item)
+        rows = _decoded(files, name, item)
+        if rows is None:
+            continue
+        try:
+            writer = writers.get((spec.name, zone))
+            if writer is None:
+                writer = writers[(spec.name, zone)] = ZoneWriter(lake, spec, zone)
+            written = writer.commit(rows, {})  # the zone's progress unchanged
+            item.added, item.present = written.new, written.duplicates
+            _remove(files, name)
+        except StorageUnavailableError:
+            raise  # the store is down: the next files would fail alike
+        except CdnlakeError as exc:
+            item.error = str(exc)
+            continue
+        log.info("%s", item.line())
+    return results
+
+
+def _remove(files: pafs.FileSystem, name: str) -> None:
+    """Remove a quarantined copy whose rows are all in the table now."""
+
+    def delete() -> None:
+        try:
+            files.delete_file(name)
+        except FileNotFoundError:  # an earlier attempt did, and its answer was lost
+            pass
+
+    with_retries(f"removing {name} (its rows are in the table)", delete)
+
+
+def _decoded(files: pafs.FileSystem, name: str, item: Restored) -> pl.DataFrame | None:
+    """The rows of a quarantined file as a polars frame, or None (``item.error`` says why)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def fetch() -> bytes:
+        with files.open_input_file(name) as source:
+            return bytes(source.read())
+
+    try:
+        data = with_retries(f"reading {name}", fetch)
+    except StorageError as exc:
+        item.error = str(exc)
+        return None
+    try:
+        table = pq.ParquetFile(pa.BufferReader(data)).read()
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        item.error = f"still does not decode ({first_line(exc)})"
+        return None
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame

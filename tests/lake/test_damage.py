@@ -1,0 +1,131 @@
+"""Damage is what cannot be decoded: a failed read is retried, never set aside."""
+
+from __future__ import annotations
+
+import errno
+import io
+from datetime import timedelta
+from typing import Any
+
+import polars as pl
+import pyarrow.fs as pafs
+import pytest
+
+from cdnlake.errors import StorageError, StorageUnavailableError
+from cdnlake.lake import damage
+from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake.damage import Undecodable, read_checked
+from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.store import Lake
+from tests.lake.test_commit import BASE, rows
+
+
+@pytest.fixture(autouse=True)
+def quick(monkeypatch):
+    monkeypatch.setattr(damage, "FIRST_WAIT", 0.001)
+
+
+class Flaky:
+    """A lake's filesystem whose opening of a data file fails ``failures`` times (all
+    with None) as a busy machine or store does; everything else goes through."""
+
+    def __init__(self, real: pafs.FileSystem, failures: int | None, error: OSError) -> None:
+        self.real, self.failures, self.error, self.refused = real, failures, error, 0
+
+    def open_input_file(self, path: str) -> Any:
+        if path.endswith(".parquet") and (self.failures is None or self.refused < self.failures):
+            self.refused += 1
+            raise self.error
+        return self.real.open_input_file(path)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def parquet(n: int = 40_000) -> bytes:
+    frame = pl.DataFrame({"request_id": [f"r{i:08d}x{i * 7919 % 10007}" for i in range(n)]})
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer, compression="zstd")
+    return buffer.getvalue()
+
+
+def corrupt_page(data: bytes) -> bytes:
+    broken = bytearray(data)
+    broken[len(data) // 2 : len(data) // 2 + 4096] = bytes(4096)
+    return bytes(broken)
+
+
+def corrupt_footer(data: bytes) -> bytes:
+    broken = bytearray(data)
+    footer = int.from_bytes(data[-8:-4], "little")
+    for i in range(len(data) - 8 - footer + 5, len(data) - 8 - footer + 40):
+        broken[i] ^= 0x5A
+    return bytes(broken)
+
+
+@pytest.mark.parametrize(
+    ("spoil", "expected"),
+    [
+        (lambda d: d[:100], "magic"),  # ArrowInvalid
+        (lambda d: b"", "0 bytes"),  # ArrowInvalid
+        (corrupt_footer, "thrift"),  # OSError, like an I/O error
+        (corrupt_page, "ZSTD"),  # OSError, likewise
+    ],
+)
+def test_bytes_that_do_not_decode_are_damage(tmp_path, spoil, expected):
+    (tmp_path / "f.parquet").write_bytes(spoil(parquet()))
+    files = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
+    checked = read_checked(files, "f.parquet", ["request_id"], OSError("first"), "f.parquet")
+    assert isinstance(checked, Undecodable) and expected in checked.reason
+
+
+def test_a_read_that_fails_then_works_is_healthy(tmp_path):
+    (tmp_path / "f.parquet").write_bytes(parquet(10))
+    real = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
+    files = Flaky(real, 2, OSError(errno.EMFILE, "Too many open files"))
+    checked = read_checked(files, "f.parquet", ["request_id"], OSError("first"), "f.parquet")
+    assert not isinstance(checked, Undecodable) and checked.num_rows == 10
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(errno.EMFILE, "Too many open files"),
+        OSError(errno.EIO, "Input/output error"),
+        OSError("AWS Error SLOW_DOWN during GetObject operation: Please reduce your request rate."),
+    ],
+)
+def test_a_store_that_keeps_failing_stops_with_one_line_naming_the_file(tmp_path, error):
+    (tmp_path / "f.parquet").write_bytes(parquet(10))
+    real = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
+    with pytest.raises(StorageUnavailableError) as caught:
+        read_checked(Flaky(real, None, error), "f.parquet", ["request_id"], error, "t/f.parquet")
+    assert "t/f.parquet" in str(caught.value) and "nothing was set aside" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_missing_file_is_no_damage(tmp_path):
+    files = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
+    with pytest.raises(StorageError, match="not found in the lake's store"):
+        read_checked(files, "gone.parquet", ["request_id"], OSError("first"), "gone.parquet")
+
+
+def test_too_many_open_files_while_deduplicating_fails_the_commit_and_sets_nothing_aside(
+    tmp_path, monkeypatch
+):
+    lake = Lake(str(tmp_path / "lake"), {})
+    ZoneWriter(lake, REQUESTS, 7).commit(rows(0, 100, BASE), {"": 1})
+    real = Lake.filesystem
+    error = OSError(errno.EMFILE, "Too many open files")
+    monkeypatch.setattr(Lake, "filesystem", lambda self: Flaky(real(self), None, error))
+    writer = ZoneWriter(lake, REQUESTS, 7)  # a new process: nothing remembered
+    with pytest.raises(StorageUnavailableError, match="Too many open files"):
+        writer.commit(rows(50, 100, BASE + timedelta(milliseconds=50)), {"": 2})
+    monkeypatch.undo()
+    assert not (tmp_path / "lake" / "_quarantine").exists()
+    table = lake.open(REQUESTS)
+    assert table is not None and table.to_pyarrow_table().num_rows == 100  # nothing dropped
+    assert ZoneWriter(lake, REQUESTS, 7).progress() == 1  # nor moved
+    # The store answers again: the same commit lands, each row once.
+    written = ZoneWriter(lake, REQUESTS, 7).commit(rows(50, 100, BASE), {"": 2})
+    assert (written.new, written.duplicates, written.damaged) == (50, 50, [])

@@ -1,0 +1,113 @@
+"""The lake on S3 through a faulty road (our proxy in front of moto's server).
+
+A transient failure of the store (503 SlowDown, a write applied and its answer lost, a
+slow answer, a refused read, a burst of refusals) is retried, then fails the work: it is
+never damage. Rows stay exactly once and nothing is set aside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import boto3
+import pytest
+
+from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
+from cdnlake.lake import damage
+from tests.conftest import (
+    NOW,
+    ingest_all,
+    lake_ids,
+    load_test_config,
+    run_cli,
+    start_emulator,
+    truth_ids,
+    write_config,
+)
+from tests.reliability.faultproxy import FaultProxy
+
+
+@pytest.fixture
+def proxy(s3_server) -> Iterator[FaultProxy]:
+    road = FaultProxy(s3_server.url, seed=11)
+    yield road
+    road.stop()
+
+
+@pytest.fixture
+def emu():
+    e = start_emulator("1234", rpm=5)
+    yield e
+    e.stop()
+
+
+def faulty_config(tmp_path, emu, s3_server, proxy):
+    """A config whose lake is in a new bucket of moto's server, reached through ``proxy``."""
+    path = write_config(tmp_path, emu, zones=[(1234, "v2")], s3=s3_server)
+    path.write_text(path.read_text().replace(s3_server.url, proxy.url))
+    return path
+
+
+def quarantined(s3_server, config) -> list[str]:
+    bucket, prefix = config.storage.lake_location.removeprefix("s3://").split("/", 1)
+    s3 = boto3.client("s3", endpoint_url=s3_server.url, region_name="us-east-1")
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/_quarantine/")
+    return [o["Key"] for o in listed.get("Contents", [])]
+
+
+def test_passes_and_a_check_through_a_faulty_road_set_nothing_aside(
+    tmp_path, emu, s3_server, proxy, monkeypatch
+):
+    monkeypatch.setattr(damage, "FIRST_WAIT", 0.01)  # this process's bound: the test's pace
+    monkeypatch.setattr(damage, "READ_ATTEMPTS", 2)
+    path = faulty_config(tmp_path, emu, s3_server, proxy)
+    config = load_test_config(path)
+    assert ingest_all(config, emu)[0].ok  # a clean start: the table exists
+    proxy.configure(read_503=0.03, write_503=0.08, write_lost=0.06, slow=0.03, slow_seconds=0.3)
+    for number in range(3):
+        if number == 1:
+            proxy.burst(1.5)  # everything refused for a moment
+        emu.clock.advance(60)
+        ingest_all(config, emu)  # a pass may fail on a fault: the next one goes on
+    proxy.configure(refuse="data-file-reads")  # as a throttled prefix does
+    emu.clock.advance(60)
+    refused = ingest_all(config, emu)[0]  # its deduplication cannot read a file
+    assert not refused.ok and "nothing was set aside" in (refused.error or ""), refused.error
+    assert quarantined(s3_server, config) == []
+    proxy.configure(refuse=None)
+    emu.clock.advance(60)
+    for _ in range(3):
+        if (last := ingest_all(config, emu)[0]).ok:
+            break
+    assert last.ok, last.error
+    check = run_cli("--config", str(path), "maintain", "--check-all", "--retention-hours", "0")
+    proxy.calm()
+    assert check.returncode == 0 or len(check.stderr.splitlines()) == 1, check.stderr
+    assert "DAMAGED" not in check.stdout
+    assert quarantined(s3_server, config) == []
+    faults = proxy.faults()
+    assert sum(faults.values()) > 20 and faults["write_lost"] and faults["burst"], faults
+    ids = lake_ids(config, 1234)
+    assert len(ids) == len(set(ids))
+    start = NOW - RETENTION + RETENTION_MARGIN
+    assert set(ids) == truth_ids(emu, 1234, start, emu.clock.now())
+
+
+def test_a_check_while_every_data_file_read_is_refused_fails_and_sets_nothing_aside(
+    tmp_path, emu, s3_server, proxy
+):
+    path = faulty_config(tmp_path, emu, s3_server, proxy)
+    config = load_test_config(path)
+    assert ingest_all(config, emu)[0].ok
+    before = sorted(lake_ids(config, 1234))
+    proxy.configure(refuse="data-file-reads")  # as a throttled prefix does
+    check = run_cli("--config", str(path), "maintain", "--check-all")
+    refused = proxy.faults()["refused"]
+    proxy.calm()
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert refused > 0
+    lines = check.stderr.strip().splitlines()
+    assert len(lines) == 1 and "requests/" in lines[0] and "503" in lines[0], check.stderr
+    assert "nothing was set aside" in lines[0] and "DAMAGED" not in check.stdout
+    assert quarantined(s3_server, config) == []
+    assert sorted(lake_ids(config, 1234)) == before  # every row still in the table
