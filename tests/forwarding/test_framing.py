@@ -13,7 +13,7 @@ LINE = (
 )
 # The issue's example: RFC 5424 writes the byte order mark as the letters "BOM".
 EXAMPLE = (
-    '<165>1 2021-01-01T22:14:15.003Z mymachine.example.com evntslog - ID47 [exampleSDID@32473 '
+    "<165>1 2021-01-01T22:14:15.003Z mymachine.example.com evntslog - ID47 [exampleSDID@32473 "
     'iut="3" eventSource="BunnyCDN" eventID="1011"] BOM' + LINE
 ).encode()
 
@@ -64,7 +64,7 @@ def test_the_text_of_the_issues_example_is_the_v1_line():
         (b"hello world", "not an RFC 5424"),
         (b"<999>1 - - - - - - x", "priority 999"),
         (b"<13>1 - - - - - x", "structured data"),
-        (b"<13>1 - - - - - [a@1 k=\"v] x", "not closed"),
+        (b'<13>1 - - - - - [a@1 k="v] x', "not closed"),
         (b"<13>1 - - - - - -", "without text"),
         (b"<13>1 - - - - - -    ", "without text"),
         (b"<13>1 - - - - - -x", "no space"),

@@ -82,9 +82,11 @@ class Buffer:
             if len(self._lines) + self._held >= self.max_lines:
                 self.wake.set()
 
-    def drop(self, reason: str, n: int = 1) -> None:
+    def drop(self, reason: str, n: int = 1) -> int:
+        """Count ``n`` messages dropped for ``reason``; the count so far."""
         with self._lock:
             self.counts.dropped[reason] += n
+            return self.counts.dropped[reason]
 
     def take(self) -> list[Line]:
         with self._lock:
@@ -186,11 +188,11 @@ class Committer:
             return False
         del self._waiting[zone_id]
         self.buffer.counts.rows += written.new
-        self.buffer.counts.duplicates += written.duplicates
+        self.buffer.counts.duplicates += rows.height - written.new  # repeats in rows too
         log.debug(
             "zone %s: %d forwarded rows committed, %d known",
             zone_id,
             written.new,
-            written.duplicates,
+            rows.height - written.new,
         )
         return True

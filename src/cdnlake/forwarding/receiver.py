@@ -196,8 +196,8 @@ class Receiver:
         assert task is not None
         peer = writer.get_extra_info("peername")
         if not self.allowed(str(peer[0])):
-            self.buffer.drop("sender not allowed")
-            log.warning("forwarding: refused a connection from %s (not in allow)", peer[0])
+            if _seldom(self.buffer.drop("sender not allowed")):
+                log.warning("forwarding: refused a connection from %s (not in allow)", peer[0])
             writer.transport.abort()
             return
         if len(self._connections) >= MAX_CONNECTIONS:
@@ -228,8 +228,8 @@ class Receiver:
             for frame in deframer.feed(data):
                 self.take(frame)
             if deframer.error is not None:
-                self.buffer.drop("oversized frame")
-                log.warning("forwarding: connection from %s dropped: %s", peer, deframer.error)
+                if _seldom(self.buffer.drop("oversized frame")):
+                    log.warning("forwarding: connection from %s dropped: %s", peer, deframer.error)
                 return
 
 
@@ -251,3 +251,9 @@ class _Datagrams(asyncio.DatagramProtocol):
             receiver.buffer.drop("buffer full (udp)")
             return
         receiver.take(data.removesuffix(b"\n"))
+
+
+def _seldom(count: int) -> bool:
+    """Whether the ``count``-th event of a kind is logged: the 1st, 2nd, 4th, 8th..., so
+    that a flood of them cannot flood the log (``counts`` has them all)."""
+    return count & (count - 1) == 0
