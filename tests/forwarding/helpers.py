@@ -40,6 +40,14 @@ def forwarding_config(
     return load_test_config(path)
 
 
+def synthetic(i: int, zone: int = 1234, start_ms: int = 1_795_172_400_000) -> str:
+    """A v1 line of request ``i``, one second after request ``i - 1``."""
+    return (
+        f"HIT|200|{start_ms + i * 1000}|100|{zone}|198.51.100.{i % 250}|-|"
+        f"https://cdn.example.com/p/{i}|DE|curl/8|req{i:08d}|DE"
+    )
+
+
 def v1_lines(emu: Any, zone: int, start: datetime, minutes: int) -> list[str]:
     """The emulator's requests of ``zone`` in ``[start, start + minutes)`` as v1 lines."""
     end = start + timedelta(minutes=minutes)

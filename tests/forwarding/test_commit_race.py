@@ -1,0 +1,84 @@
+"""Progress is data: a forwarded commit racing a logging API pass on the same zone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+
+from cdnlake.config import load_config
+from cdnlake.forwarding.batch import Buffer, Committer
+from cdnlake.ingest.v1_parser import Block, parse_block
+from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake.progress import to_ms
+from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.store import Lake
+
+START_MS = to_ms(datetime(2026, 11, 20, 11, 0, tzinfo=UTC))
+
+
+def line(i: int, zone: int = 1234) -> str:
+    return (
+        f"HIT|200|{START_MS + i * 1000}|100|{zone}|198.51.100.{i % 250}|-|"
+        f"https://cdn.example.com/p/{i}|DE|curl/8|req{i:08d}|DE"
+    )
+
+
+def rows(ids: range) -> pl.DataFrame:
+    data = "".join(line(i) + "\n" for i in ids).encode()
+    good, rejects, _ = parse_block(Block(1, data, False), 1234)
+    assert rejects.height == 0
+    return good
+
+
+def config_at(tmp_path: Path):  # type: ignore[no-untyped-def]
+    path = tmp_path / "config.toml"
+    path.write_text('[storage]\nroot = "data"\n[[zones]]\nid = 1234\n')
+    return load_config(path, env={})
+
+
+def test_a_forwarded_commit_racing_a_pass_keeps_the_pass_watermark(tmp_path, monkeypatch):
+    config = config_at(tmp_path)
+    lake = Lake.from_config(config.storage)
+    passes = ZoneWriter(lake, REQUESTS, 1234)
+    passes.commit(rows(range(0, 5)), {"": START_MS})
+    buffer = Buffer()
+    for i in range(5, 15):
+        buffer.put(line(i))
+    committer = Committer(config, buffer, lake)
+
+    # Between the forwarded commit's read of the table and its write, a pass commits
+    # requests 0..9 and moves the watermark: the forwarded commit must lose the race,
+    # read again, add only what is new, and leave the pass's watermark.
+    mark = START_MS + 10_000
+    original = ZoneWriter._write_files
+    raced: list[int] = []
+
+    def racing(self: ZoneWriter, frame: pl.DataFrame):  # type: ignore[no-untyped-def]
+        if self is not passes and not raced:
+            raced.append(frame.height)
+            passes.commit(rows(range(0, 10)), {"": mark})
+        return original(self, frame)
+
+    monkeypatch.setattr(ZoneWriter, "_write_files", racing)
+    assert committer.flush()
+    assert raced == [10]
+    assert passes.progress("") == mark
+    table = pl.from_arrow(lake.open(REQUESTS).to_pyarrow_table())  # type: ignore[union-attr]
+    assert isinstance(table, pl.DataFrame)
+    ids = table["request_id"].to_list()
+    assert sorted(ids) == [f"req{i:08d}" for i in range(15)]  # each once
+    by_source = dict(table.group_by("source").len().iter_rows())
+    assert by_source == {"v1": 10, "forwarded": 5}
+    assert (buffer.counts.rows, buffer.counts.duplicates) == (5, 5)
+
+
+def test_a_forwarded_commit_on_a_zone_without_watermark_sets_none(tmp_path):
+    config = config_at(tmp_path)
+    buffer = Buffer()
+    buffer.put(line(1))
+    committer = Committer(config, buffer)
+    assert committer.flush()
+    writer = ZoneWriter(committer.lake, REQUESTS, 1234)
+    assert not writer.progress("")  # 0: rows, but no watermark yet (a pass starts afresh)
