@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import shutil
+import socket
 import ssl
 import subprocess
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from cdnlake.forwarding import receiver as receiver_module
 from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.progress import from_ms
 from cdnlake.lake.schema import REQUESTS
@@ -147,6 +149,7 @@ def test_tls_frames_land_once(tmp_path, emulator):
         assert receiver.stop()
     assert forwarded(config, 1234).height == len(lines)
     assert receiver.counts.messages == len(lines)
+    assert receiver.counts.dropped == {"tls handshake failed": 1}
 
 
 def test_hostile_input_is_rejected_alone_and_the_receiver_keeps_serving(tmp_path, emulator):
@@ -205,3 +208,20 @@ def test_a_sender_outside_allow_is_refused(tmp_path, emulator):
         assert receiver.stop()
     assert receiver.counts.messages == 0
     assert forwarded(config, 1234).height == 0
+
+
+def test_a_stalled_sender_is_closed_and_others_are_served(tmp_path, emulator, monkeypatch):
+    monkeypatch.setattr(receiver_module, "IDLE_SECONDS", 0.5)
+    config = forwarding_config(tmp_path, emulator)
+    lines = v1_lines(emulator, 1234, NOW - dt.timedelta(minutes=20), 5)
+    receiver = started(config)
+    try:
+        assert receiver.address is not None
+        with socket.create_connection(receiver.address, timeout=30) as stalled:
+            stalled.sendall(syslog(lines[0])[:40])  # half a frame, then nothing
+            assert stalled.recv(1) == b""  # the receiver closed it
+        send_tcp(receiver.address, syslog(lines[1]) + b"\n")
+        until(lambda: receiver.counts.rows == 1, receiver)
+    finally:
+        assert receiver.stop()
+    assert receiver.counts.messages == 1

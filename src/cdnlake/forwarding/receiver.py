@@ -207,7 +207,11 @@ class Receiver:
         self._connections.add(task)
         try:
             if self._tls is not None:
-                await writer.start_tls(self._tls, ssl_handshake_timeout=HANDSHAKE_SECONDS)
+                try:
+                    await writer.start_tls(self._tls, ssl_handshake_timeout=HANDSHAKE_SECONDS)
+                except (TimeoutError, ConnectionError, ssl.SSLError, OSError):
+                    self.buffer.drop("tls handshake failed")
+                    return
             await self._read(reader, str(peer[0]))
         except (TimeoutError, ConnectionError, ssl.SSLError, OSError):
             pass  # the sender's connection ends; others go on
