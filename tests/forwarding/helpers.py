@@ -25,9 +25,18 @@ def octets(message: bytes) -> bytes:
 
 
 def forwarding_config(
-    tmp_path: Path, emu: Any, protocol: str = "tcp", *, flush: float = 0.2, **keys: str
+    tmp_path: Path,
+    emu: Any,
+    protocol: str = "tcp",
+    *,
+    flush: float = 0.2,
+    zones: list[tuple[int, str]] | None = None,
+    ingest: dict[str, Any] | None = None,
+    **keys: str,
 ) -> Config:
-    path = write_config(tmp_path, emu, zones=[(1234, "v2"), (1235, "v1")])
+    path = write_config(
+        tmp_path, emu, zones=zones or [(1234, "v2"), (1235, "v1")], **(ingest or {})
+    )
     lines = [
         "[forwarding]",
         'listen = "127.0.0.1:0"',
