@@ -3,6 +3,7 @@ commits what it holds when SIGTERM stops it."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import time
 from datetime import UTC, datetime, timedelta
@@ -11,7 +12,15 @@ from pathlib import Path
 import polars as pl
 
 from cdnlake.lake.progress import to_ms
-from tests.conftest import free_port, lake_frame, load_test_config, run_cli, start_emulator
+from tests.conftest import (
+    free_port,
+    lake_frame,
+    lake_ids,
+    load_test_config,
+    run_cli,
+    start_emulator,
+    truth_ids,
+)
 from tests.conftest import write_config as write_base_config
 from tests.forwarding.helpers import send_tcp, synthetic, syslog, v1_lines
 from tests.test_scheduler import spawn_daemon, stop, wait_for_line
@@ -72,3 +81,28 @@ def test_a_port_the_receiver_cannot_take_stops_the_daemon_with_a_clear_error(tmp
     assert f"forwarding.listen: cannot listen on 127.0.0.1:{port} (tcp)" in r.stderr
     assert "Traceback" not in r.stderr
     assert time.monotonic() - started < 30
+
+
+def test_sigkill_with_forwarded_rows_waiting_loses_nothing_the_api_serves(tmp_path):
+    emu = start_emulator("1234:extended", rpm=20, now=None, frozen=False)
+    try:
+        port = free_port()
+        path = daemon_config(tmp_path, emu, f"127.0.0.1:{port}", flush=600)
+        now = datetime.now(UTC)
+        start, end = now - timedelta(minutes=40), now - timedelta(minutes=10)
+        lines = v1_lines(emu, 1234, start, 30)
+        proc = spawn_daemon(path)
+        wait_for_line(proc, f"forwarding: receiving tcp syslog on 127.0.0.1:{port}")
+        send_tcp(("127.0.0.1", port), b"".join(syslog(line) + b"\n" for line in lines))
+        code, _took, err = stop(proc, signal.SIGKILL)  # the buffer dies with it
+        assert code == -signal.SIGKILL
+        assert "forwarding stopped" not in err
+        r = run_cli("--config", str(path), "ingest", timeout=300)
+        assert r.returncode == 0, r.stderr
+        truth = truth_ids(emu, 1234, start, end)
+    finally:
+        emu.stop()
+    ids = lake_ids(load_test_config(path), 1234)
+    assert len(ids) == len(set(ids)), "a request stored twice"
+    assert {line.split("|")[10] for line in lines} <= set(ids)
+    assert truth <= set(ids)

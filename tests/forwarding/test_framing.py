@@ -74,3 +74,24 @@ def test_the_text_of_the_issues_example_is_the_v1_line():
 def test_what_is_not_syslog_with_text_is_named(frame, reason):
     with pytest.raises(NotSyslog, match=reason):
         message_text(frame)
+
+
+def test_allow_takes_ipv4_mapped_addresses_and_defaults_to_loopback(tmp_path):
+    from cdnlake.config import load_config
+    from cdnlake.forwarding.receiver import Receiver
+
+    def receiver(allow: str) -> Receiver:
+        path = tmp_path / "config.toml"
+        path.write_text(
+            f'[forwarding]\nlisten = "127.0.0.1:0"\nallow = {allow}\n'
+            '[storage]\nroot = "data"\n[[zones]]\nid = 1\n'
+        )
+        return Receiver(load_config(path, env={}))
+
+    loopback = receiver("[]")
+    assert loopback.allowed("127.0.0.1") and loopback.allowed("::1")
+    assert loopback.allowed("::ffff:127.0.0.1")
+    assert not loopback.allowed("10.1.2.3") and not loopback.allowed("not an address")
+    office = receiver('["10.0.0.0/8", "2001:db8::/32"]')
+    assert office.allowed("10.1.2.3") and office.allowed("::ffff:10.9.9.9")
+    assert office.allowed("2001:db8::5") and not office.allowed("127.0.0.1")

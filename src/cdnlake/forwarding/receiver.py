@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -38,6 +39,7 @@ HANDSHAKE_SECONDS = 10.0
 MAX_CONNECTIONS = 256
 FULL_POLL_SECONDS = 0.05  # how often a paused connection looks whether there is room again
 STOP_SECONDS = 10.0
+UDP_RECEIVE_BUFFER = 4 << 20  # bytes (the kernel caps it at net.core.rmem_max)
 
 
 class Receiver:
@@ -155,6 +157,9 @@ class Receiver:
                 lambda: _Datagrams(self), local_addr=(self.host, self.port)
             )
             self._udp = transport
+            with contextlib.suppress(OSError):  # bursts wait in the kernel, not lost there
+                sock = transport.get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RECEIVE_BUFFER)
             name = transport.get_extra_info("sockname")
         else:
             self._server = await asyncio.start_server(
