@@ -57,9 +57,9 @@ class Counts:
 class Buffer:
     """The lines received and not yet committed, shared by the receiver and the committer.
 
-    ``full`` counts the rows of a commit that failed and waits to be tried again, so memory
-    stays bounded however long the lake refuses: TCP senders then wait (back-pressure) and
-    UDP datagrams are dropped and counted.
+    ``full`` counts the rows being committed and those of a commit that failed and waits to
+    be tried again, so memory stays bounded however slow the lake is or long it refuses:
+    TCP senders then wait (back-pressure) and UDP datagrams are dropped and counted.
     """
 
     def __init__(self, max_lines: int = DEFAULT_MAX_LINES) -> None:
@@ -89,8 +89,11 @@ class Buffer:
             return self.counts.dropped[reason]
 
     def take(self) -> list[Line]:
+        """The lines received so far; they count as held until :meth:`hold` says what is
+        left of them (a commit in progress is memory too)."""
         with self._lock:
             lines, self._lines = self._lines, []
+            self._held += len(lines)
             return lines
 
     def hold(self, rows: int) -> None:

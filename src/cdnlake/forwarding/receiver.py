@@ -220,6 +220,8 @@ class Receiver:
             await self._read(reader, str(peer[0]))
         except (TimeoutError, ConnectionError, ssl.SSLError, OSError):
             pass  # the sender's connection ends; others go on
+        except asyncio.CancelledError:
+            pass  # the receiver stops: end as any connection (asyncio logs a cancelled one)
         finally:
             self._connections.discard(task)
             writer.transport.abort()
