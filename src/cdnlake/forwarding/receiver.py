@@ -114,14 +114,16 @@ class Receiver:
 
     def stop(self) -> bool:
         """Stop listening, drop the connections, commit what was received; True if all
-        of it was committed."""
+        of it was committed. Stopping again does nothing."""
+        if self._stopping.is_set():
+            return True
         if self.address is not None:
             done = asyncio.run_coroutine_threadsafe(self._close(), self._loop)
             with contextlib.suppress(Exception):
                 done.result(timeout=STOP_SECONDS)
+        self._stopping.set()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._loop_thread.join(STOP_SECONDS)
-        self._stopping.set()
         self.buffer.wake.set()
         if self._flush_thread.is_alive():
             self._flush_thread.join()
@@ -143,12 +145,12 @@ class Receiver:
         every = self.config.flush_seconds
         while not self._stopping.is_set():
             started = time.monotonic()
+            self.buffer.wake.clear()  # a buffer that fills during this flush wakes the next
             try:
                 self.committer.flush()
             except Exception:  # the receiver must outlive a failed flush
                 log.exception("forwarding: a flush failed")
             self.buffer.wake.wait(max(0.0, started + every - time.monotonic()))
-            self.buffer.wake.clear()
 
     # -- the loop's side -----------------------------------------------------------------
     async def _open(self) -> tuple[str, int]:
