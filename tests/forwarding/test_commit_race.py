@@ -82,3 +82,31 @@ def test_a_forwarded_commit_on_a_zone_without_watermark_sets_none(tmp_path):
     assert committer.flush()
     writer = ZoneWriter(committer.lake, REQUESTS, 1234)
     assert not writer.progress("")  # 0: rows, but no watermark yet (a pass starts afresh)
+
+
+def test_rows_of_a_failed_commit_are_kept_and_committed_by_the_next_flush(tmp_path, monkeypatch):
+    from cdnlake.errors import StorageError
+
+    config = config_at(tmp_path)
+    buffer = Buffer(max_lines=3)
+    for i in range(3):
+        buffer.put(line(i))
+    committer = Committer(config, buffer)
+    original = ZoneWriter.commit
+    failures = [StorageError("lake commit failed: the store is away")]
+
+    def failing(self: ZoneWriter, rows: pl.DataFrame, progress: dict[str, int]):  # type: ignore[no-untyped-def]
+        if failures:
+            raise failures.pop()
+        return original(self, rows, progress)
+
+    monkeypatch.setattr(ZoneWriter, "commit", failing)
+    assert not committer.flush()
+    assert buffer.full()  # the rows waiting count: senders wait until they are committed
+    buffer.put(line(3))
+    assert committer.flush()
+    assert not buffer.full()
+    assert buffer.counts.rows == 4
+    table = pl.from_arrow(committer.lake.open(REQUESTS).to_pyarrow_table())  # type: ignore[union-attr]
+    assert isinstance(table, pl.DataFrame)
+    assert sorted(table["request_id"]) == [f"req{i:08d}" for i in range(4)]
