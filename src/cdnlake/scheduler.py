@@ -41,6 +41,7 @@ from cdnlake.client.core import ApiClient
 from cdnlake.client.logging_api import LoggingClient
 from cdnlake.config import Config, ShieldZoneConfig, ZoneConfig
 from cdnlake.coordination import Fleet, fleet_for, lease_key, lease_keys
+from cdnlake.forwarding.receiver import Receiver
 from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
 from cdnlake.ingest.result import ZoneResult, this_daemon, utcnow
 from cdnlake.ingest.runner import AnyStop
@@ -111,6 +112,7 @@ class Daemon:
             },
         )
         self._lock = threading.Lock()
+        self.receiver: Receiver | None = None  # [forwarding] listen: the syslog receiver
 
     # -- jobs --------------------------------------------------------------------------
     def _held_pass(
@@ -215,6 +217,8 @@ class Daemon:
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
+        if self.config.forwarding.enabled:  # first: a port it cannot take stops the start
+            self.receiver = Receiver(self.config).start()
         polls: list[tuple[Callable[[Any], Any], Any, str]] = [
             (self.poll_zone, zone, f"zone-{zone.id}") for zone in self.config.zones
         ]
@@ -289,6 +293,8 @@ class Daemon:
         finished = done.wait(grace_seconds)
         if not finished:
             log.warning("passes still running after %.0fs; leaving them", grace_seconds)
+        if self.receiver is not None:  # commits what it holds
+            finished = self.receiver.stop() and finished
         self.fleet.stop()
         return finished
 

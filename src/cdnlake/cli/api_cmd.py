@@ -86,11 +86,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a.add_argument("--secret-id", type=int, required=True, help="secret id")
     _secret_source(a)
 
-    pullzone = areas.add_parser("pullzone", help="pull zones: custom hostnames")
+    pullzone = areas.add_parser("pullzone", help="pull zones: custom hostnames, log forwarding")
     acts = pullzone.add_subparsers(dest="action", metavar="ACTION", required=True)
     a = _action(acts, "add-hostname", "Add a custom hostname to a pull zone.")
     a.add_argument("--zone", type=int, required=True, help="pull zone id")
     a.add_argument("--hostname", required=True, help="the hostname")
+    a = _action(
+        acts,
+        "set-forwarding",
+        "Have the provider push a pull zone's logs to a syslog endpoint (a daemon's "
+        "[forwarding] listen), or stop with --disable.",
+    )
+    a.add_argument("--zone", type=int, required=True, help="pull zone id")
+    a.add_argument("--host", help="host name or address the provider sends to")
+    a.add_argument("--port", type=int, help="port the provider sends to")
+    a.add_argument("--protocol", choices=["tcp", "tls", "udp"], help="as [forwarding] protocol")
+    a.add_argument("--disable", action="store_true", help="stop forwarding the zone's logs")
 
     video = areas.add_parser("video", help="video library: videos, collections, oEmbed")
     acts = video.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -177,6 +188,18 @@ def log_day(text: str) -> date:
     raise argparse.ArgumentTypeError(f"expected YYYY-MM-DD (or MM-dd-yyyy), got {text!r}")
 
 
+def _set_forwarding(cdn: Any, args: argparse.Namespace) -> Any:
+    given = [f"--{k}" for k in ("host", "port", "protocol") if getattr(args, k) is not None]
+    if args.disable:
+        if given:
+            raise UsageError(f"set-forwarding: --disable takes no {', '.join(given)}")
+        return cdn.pullzone.disable_forwarding(args.zone)
+    missing = [k for k in ("--host", "--port", "--protocol") if k not in given]
+    if missing:
+        raise UsageError(f"set-forwarding: {', '.join(missing)} needed (or --disable)")
+    return cdn.pullzone.set_forwarding(args.zone, args.host, args.port, args.protocol)
+
+
 def run(cdn: Any, args: argparse.Namespace) -> Any:
     area, action = args.area, args.action
     if area == "shield":
@@ -214,6 +237,8 @@ def run(cdn: Any, args: argparse.Namespace) -> Any:
             return cdn.compute.add_script_secret(args.script, args.name, secret)
         return cdn.compute.update_script_secret(args.script, args.secret_id, secret)
     if area == "pullzone":
+        if action == "set-forwarding":
+            return _set_forwarding(cdn, args)
         cdn.pullzone.add_hostname(args.zone, args.hostname)
         return {"added": args.hostname, "pullZoneId": args.zone}
     if area == "video":

@@ -1,10 +1,28 @@
-"""Pull zones: add a custom hostname."""
+"""Pull zones: add a custom hostname; send the zone's logs to a syslog endpoint."""
 
 from __future__ import annotations
 
-from cdnlake.client.area import Area, check_id
+from typing import Literal
+
+from cdnlake.client.area import Area, Model, check_id, check_range
 from cdnlake.client.error_bodies import field_error
 from cdnlake.errors import RequestValidationError
+
+ForwardingProtocol = Literal["udp", "tcp", "tls"]
+# PullZoneLogForwarderProtocolType: 0 UDP, 1 TCP, 2 TCPEncrypted (3 DataDog is not syslog)
+PROTOCOL_CODES: dict[str, int] = {"udp": 0, "tcp": 1, "tls": 2}
+PLAIN_FORMAT = 0  # PullZoneLogFormat: 0 Plain (the v1 line), 1 JSON
+
+
+class LogForwarding(Model, rename="pascal"):
+    """The log forwarding settings of a pull zone, as the updated zone reports them."""
+
+    id: int
+    log_forwarding_enabled: bool = False
+    log_forwarding_hostname: str | None = None
+    log_forwarding_port: int = 0
+    log_forwarding_protocol: int | None = None
+    log_forwarding_format: int | None = None
 
 
 class PullZoneApi(Area):
@@ -19,4 +37,37 @@ class PullZoneApi(Area):
             None,
             parser=field_error,
             json={"Hostname": hostname},
+        )
+
+    def set_forwarding(
+        self, pull_zone_id: int, host: str, port: int, protocol: ForwardingProtocol
+    ) -> LogForwarding:
+        """Forward the zone's logs (plain v1 lines in RFC 5424 syslog) to ``host:port``."""
+        check_id("id", pull_zone_id)
+        if not isinstance(host, str) or not host.strip() or any(c.isspace() for c in host):
+            raise RequestValidationError("LogForwardingHostname", "a host name or address")
+        check_range("LogForwardingPort", port, 1, 65535)
+        if protocol not in PROTOCOL_CODES:
+            raise RequestValidationError(
+                "LogForwardingProtocol", f"one of udp, tcp, tls, got {protocol!r}"
+            )
+        return self._update(
+            pull_zone_id,
+            {
+                "LogForwardingEnabled": True,
+                "LogForwardingHostname": host,
+                "LogForwardingPort": port,
+                "LogForwardingProtocol": PROTOCOL_CODES[protocol],
+                "LogForwardingFormat": PLAIN_FORMAT,
+            },
+        )
+
+    def disable_forwarding(self, pull_zone_id: int) -> LogForwarding:
+        check_id("id", pull_zone_id)
+        return self._update(pull_zone_id, {"LogForwardingEnabled": False})
+
+    def _update(self, pull_zone_id: int, settings: dict[str, object]) -> LogForwarding:
+        """``POST /pullzone/{id}`` (Update Pull Zone) with only the keys to change."""
+        return self._call(
+            "POST", f"/pullzone/{pull_zone_id}", LogForwarding, parser=field_error, json=settings
         )

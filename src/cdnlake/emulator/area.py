@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cdnlake.emulator.http import Response, json_response
 
 if TYPE_CHECKING:
+    from cdnlake.emulator.forwarding import Forwarder
     from cdnlake.emulator.state import Provider
 
 INT32_MAX = 2_147_483_647
@@ -120,6 +121,7 @@ class ManagementState:
     hostnames: dict[int, list[str]] = field(default_factory=dict)
     reviews: dict[tuple[int, str], int] = field(default_factory=dict)
     specs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    forwarding: dict[int, dict[str, Any]] = field(default_factory=dict)  # LogForwarding*
 
 
 # (method, path pattern, name of the route method, error shape for 401/403)
@@ -132,6 +134,7 @@ class AreaBase:
     emulator: Provider
     fx: ManagementFixtures
     state: ManagementState
+    forwarder: Forwarder
     _lock: threading.Lock
 
 

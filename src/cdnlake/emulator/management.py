@@ -16,6 +16,7 @@ from cdnlake.emulator.area import ManagementFixtures, ManagementState, status_on
 from cdnlake.emulator.compute import ComputeRoutes
 from cdnlake.emulator.containers import ContainerRoutes
 from cdnlake.emulator.dns import DnsRoutes
+from cdnlake.emulator.forwarding import Forwarder
 from cdnlake.emulator.http import Request, Response, json_response
 from cdnlake.emulator.pullzone import PullZoneRoutes
 from cdnlake.emulator.shield import ShieldRoutes
@@ -36,6 +37,7 @@ class ManagementApi(
         self.emulator = emulator
         self.fx = fixtures or ManagementFixtures()
         self.state = ManagementState()
+        self.forwarder = Forwarder(emulator)  # pushes the logs of zones that forward them
         self._lock = threading.Lock()
         # (method, path pattern, route, its name, error shape for 401/403)
         self.routes: list[tuple[str, re.Pattern[str], Route, str, Callable[[int], Response]]] = [

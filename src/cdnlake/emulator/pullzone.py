@@ -1,4 +1,4 @@
-"""Pull zones: hostnames (the zones themselves are the logging zones)."""
+"""Pull zones: hostnames and log forwarding (the zones themselves are the logging zones)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,22 @@ from cdnlake.emulator.area import (
     field_auth,
     field_error,
 )
-from cdnlake.emulator.http import Request, Response
+from cdnlake.emulator.forwarding import TLS, UDP, Target
+from cdnlake.emulator.http import Request, Response, json_response
+
+FORWARDING_KEYS = (
+    "LogForwardingEnabled",
+    "LogForwardingHostname",
+    "LogForwardingPort",
+    "LogForwardingProtocol",
+    "LogForwardingFormat",
+)
 
 
 class PullZoneRoutes(AreaBase):
     ROUTES: ClassVar[list[RouteSpec]] = [
         ("POST", r"^/pullzone/(\d+)/addHostname$", "add_hostname", field_auth),
+        ("POST", r"^/pullzone/(\d+)$", "update_pull_zone", field_auth),
     ]
 
     def add_hostname(self, req: Request, m: re.Match[str]) -> Response:
@@ -36,3 +46,53 @@ class PullZoneRoutes(AreaBase):
                 return field_error(409, "hostname.taken", "Hostname", f"{hostname} is in use")
             names.append(hostname.lower())
         return Response(204, b"", "application/json")
+
+    def update_pull_zone(self, req: Request, m: re.Match[str]) -> Response:
+        """Update Pull Zone, of which the emulator keeps the log forwarding settings."""
+        zone = int(m.group(1))
+        if zone not in self.emulator.zones:
+            return field_error(404, "pullzone.not_found", "id", f"pull zone {zone} does not exist")
+        try:
+            body = req.json()
+        except ValueError:
+            return field_error(400, "body.invalid", "body", "not JSON")
+        if not isinstance(body, dict):
+            return field_error(400, "body.invalid", "body", "a JSON object")
+        with self._lock:
+            settings = self.state.forwarding.setdefault(
+                zone, dict.fromkeys(FORWARDING_KEYS, None) | {"LogForwardingEnabled": False}
+            )
+            merged = settings | {k: v for k, v in body.items() if k in FORWARDING_KEYS}
+            problem = _forwarding_problem(merged)
+            if problem is not None:
+                return field_error(400, "pullzone.validation", problem[0], problem[1])
+            settings.update(merged)
+            target = None
+            if merged["LogForwardingEnabled"]:
+                target = Target(
+                    merged["LogForwardingHostname"],
+                    merged["LogForwardingPort"],
+                    merged["LogForwardingProtocol"],
+                )
+        self.forwarder.set(zone, target)
+        return json_response(200, {"Id": zone, "Name": f"zone-{zone}", **settings})
+
+
+def _forwarding_problem(settings: dict[str, object]) -> tuple[str, str] | None:
+    """(field, message) of the first setting the provider would refuse, if any."""
+    enabled = settings["LogForwardingEnabled"]
+    if not isinstance(enabled, bool):
+        return "LogForwardingEnabled", "true or false"
+    if not enabled:
+        return None
+    host, port = settings["LogForwardingHostname"], settings["LogForwardingPort"]
+    protocol = settings["LogForwardingProtocol"]
+    if not isinstance(host, str) or not host:
+        return "LogForwardingHostname", "required when forwarding is enabled"
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        return "LogForwardingPort", "an integer within 1..65535"
+    if isinstance(protocol, bool) or protocol not in range(UDP, TLS + 1):
+        return "LogForwardingProtocol", "0 (UDP), 1 (TCP) or 2 (TCPEncrypted)"
+    if settings["LogForwardingFormat"] not in (None, 0):
+        return "LogForwardingFormat", "only 0 (Plain) is emulated"
+    return None

@@ -127,6 +127,7 @@ class Emulator:
         self._server.serve_forever()
 
     def stop(self) -> None:
+        self.management.forwarder.stop()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -1,0 +1,204 @@
+"""Forwarded lines, held in a bounded buffer and committed zone by zone.
+
+Each line is parsed by the v1 parser's own rules (:func:`cdnlake.ingest.v1_parser.parse_block`)
+and its rows committed with ``source = 'forwarded'`` through :class:`ZoneWriter`, the commit
+and deduplication of every other source: whichever way a request comes first (forwarding or
+a logging API pass), it is stored once. A forwarded commit carries no progress, so the zone's
+watermark stays where the last pass put it and the next pass fills what forwarding lost.
+
+A line whose field 5 names a configured zone but breaks a v1 rule is kept in
+``rejected_lines`` under that zone. Anything else (not syslog, no zone, a zone that is not
+configured) is only counted: storing it would let any sender write partitions of zones this
+lake does not hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from cdnlake.config import Config
+from cdnlake.errors import CdnlakeError
+from cdnlake.ingest.result import utcnow
+from cdnlake.ingest.v1_parser import Block, parse_block
+from cdnlake.lake.bookkeeping import Bookkeeping
+from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.store import Lake
+
+log = logging.getLogger("cdnlake.forwarding")
+
+SOURCE = "forwarded"
+DEFAULT_MAX_LINES = 100_000  # lines held (buffered and awaiting commit) before senders wait
+
+
+@dataclass(frozen=True)
+class Line:
+    text: str  # the syslog message's text: one v1 line, or what claims to be
+    seq: int  # the receiver's number of the message: its line number in rejected_lines
+
+
+@dataclass
+class Counts:
+    """What the receiver did, since it started."""
+
+    messages: int = 0  # syslog messages taken into the buffer
+    rows: int = 0  # new rows committed
+    duplicates: int = 0  # rows the lake already held (from a pass or an earlier message)
+    rejected: int = 0  # lines kept in rejected_lines
+    dropped: Counter[str] = field(default_factory=Counter)  # counted, not stored, by reason
+
+
+class Buffer:
+    """The lines received and not yet committed, shared by the receiver and the committer.
+
+    ``full`` counts the rows being committed and those of a commit that failed and waits to
+    be tried again, so memory stays bounded however slow the lake is or long it refuses:
+    TCP senders then wait (back-pressure) and UDP datagrams are dropped and counted.
+    """
+
+    def __init__(self, max_lines: int = DEFAULT_MAX_LINES) -> None:
+        self.max_lines = max_lines
+        self.counts = Counts()
+        self.wake = threading.Event()  # set when the buffer fills: commit now
+        self._lines: list[Line] = []
+        self._held = 0  # rows parsed, waiting for a commit that failed
+        self._seq = 0
+        self._lock = threading.Lock()
+
+    def full(self) -> bool:
+        return len(self._lines) + self._held >= self.max_lines
+
+    def put(self, text: str) -> None:
+        with self._lock:
+            self._seq += 1
+            self._lines.append(Line(text, self._seq))
+            self.counts.messages += 1
+            if len(self._lines) + self._held >= self.max_lines:
+                self.wake.set()
+
+    def drop(self, reason: str, n: int = 1) -> int:
+        """Count ``n`` messages dropped for ``reason``; the count so far."""
+        with self._lock:
+            self.counts.dropped[reason] += n
+            return self.counts.dropped[reason]
+
+    def take(self) -> list[Line]:
+        """The lines received so far; they count as held until :meth:`hold` says what is
+        left of them (a commit in progress is memory too)."""
+        with self._lock:
+            lines, self._lines = self._lines, []
+            self._held += len(lines)
+            return lines
+
+    def hold(self, rows: int) -> None:
+        with self._lock:
+            self._held = rows
+
+
+class Committer:
+    """Parses what the buffer holds and commits it, zone by zone; one thread at a time."""
+
+    def __init__(self, config: Config, buffer: Buffer, lake: Lake | None = None) -> None:
+        self.zones = {zone.id for zone in config.zones}
+        self.buffer = buffer
+        self.lake = lake or Lake.from_config(config.storage)
+        self.bookkeeping = Bookkeeping(self.lake)
+        self.run_id = uuid.uuid4().hex  # names this receiver's rejects: file syslog:<run_id>
+        self._writers: dict[int, ZoneWriter] = {}
+        self._waiting: dict[int, pl.DataFrame] = {}  # rows of commits that failed
+
+    def flush(self) -> bool:
+        """Commit what was received; False if some zone's rows could not be committed
+        (they are kept and tried again at the next flush)."""
+        by_zone = self._by_zone(self.buffer.take())
+        for zone_id, lines in by_zone.items():
+            rows = self._parse(zone_id, lines)
+            if zone_id in self._waiting:
+                rows = pl.concat([self._waiting.pop(zone_id), rows])
+            if rows.height:
+                self._waiting[zone_id] = rows
+        ok = True
+        for zone_id in sorted(self._waiting):
+            ok = self._commit(zone_id) and ok
+        self.buffer.hold(sum(rows.height for rows in self._waiting.values()))
+        return ok
+
+    def _by_zone(self, lines: list[Line]) -> dict[int, list[Line]]:
+        by_zone: dict[int, list[Line]] = {}
+        for line in lines:
+            fields = line.text.split("|", 5)
+            zone_text = fields[4] if len(fields) > 5 else ""
+            digits = zone_text.isascii() and zone_text.isdecimal() and len(zone_text) < 19
+            zone_id = int(zone_text) if digits else None
+            if zone_id is None:
+                self.buffer.drop("not a log line")
+            elif zone_id not in self.zones:
+                self.buffer.drop("unknown zone")
+            else:
+                by_zone.setdefault(zone_id, []).append(line)
+        return by_zone
+
+    def _parse(self, zone_id: int, lines: list[Line]) -> pl.DataFrame:
+        """The zone's rows; its rejected lines go to ``rejected_lines`` (or are counted
+        when that cannot be written)."""
+        data = "".join(line.text + "\n" for line in lines).encode()
+        rows, rejects, blank = parse_block(Block(1, data, False), zone_id)
+        if blank:  # (message_text refuses blank text; a line of spaces splits to one field)
+            self.buffer.drop("not a log line", blank)
+        if rejects.height:
+            seqs = pl.Series("line_number", [line.seq for line in lines], dtype=pl.Int64)
+            rejects = rejects.with_columns(seqs.gather(rejects["line_number"] - 1))
+            try:
+                self.bookkeeping.add_rejects(
+                    zone_id,
+                    rejects,
+                    source=SOURCE,
+                    file=f"syslog:{self.run_id}",
+                    rejected_at=utcnow(),
+                    run_id=self.run_id,
+                )
+                self.buffer.counts.rejected += rejects.height
+            except CdnlakeError as exc:
+                log.error(
+                    "zone %s: %d forwarded lines rejected, not stored: %s",
+                    zone_id,
+                    rejects.height,
+                    exc,
+                )
+                self.buffer.drop("rejected, not stored", rejects.height)
+        return rows.with_columns(pl.lit(SOURCE).alias("source"))
+
+    def _commit(self, zone_id: int) -> bool:
+        rows = self._waiting[zone_id]
+        try:
+            writer = self._writers.get(zone_id)
+            if writer is None:
+                writer = self._writers[zone_id] = ZoneWriter(self.lake, REQUESTS, zone_id)
+            written = writer.commit(rows, progress={})  # forwarding never moves a watermark
+        except CdnlakeError as exc:
+            # A fresh writer next time: after a rewind or a new holder (FencedError) it
+            # takes the zone's fence token as it is then; forwarded rows carry no progress.
+            self._writers.pop(zone_id, None)
+            log.error(
+                "zone %s: %d forwarded rows not committed yet (tried again at the next flush): %s",
+                zone_id,
+                rows.height,
+                exc,
+            )
+            return False
+        del self._waiting[zone_id]
+        self.buffer.counts.rows += written.new
+        self.buffer.counts.duplicates += rows.height - written.new  # repeats in rows too
+        log.debug(
+            "zone %s: %d forwarded rows committed, %d known",
+            zone_id,
+            written.new,
+            rows.height - written.new,
+        )
+        return True
