@@ -26,10 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # status reads progress without loading the writer (and polars)
-    from cdnlake.lake.commit import ZoneWriter
+from typing import Protocol
 
 WATERMARK = ""
 DAYS = "days"
@@ -79,7 +76,14 @@ def taken_by(holder: int) -> int:
 Versions = Callable[[str], int | None]  # the table's current version of an app-id part
 
 
-def rewind(writer: ZoneWriter, start: datetime) -> None:
+class Rewinder(Protocol):
+    """What a rewind needs of a zone's writer (``lake.commit.ZoneWriter``), named here so
+    that progress, which ``status`` reads without polars, imports no writer."""
+
+    def rewind(self, plan: Callable[[Versions], dict[str, int]]) -> None: ...
+
+
+def rewind(writer: Rewinder, start: datetime) -> None:
     """Make the zone's next pass read again from ``start`` (damaged files set aside), and
     advance the fence: a pass in flight cannot commit over the span any more.
 
