@@ -45,7 +45,7 @@ from cdnlake.errors import FencedError, StorageError, ZoneBusyError
 from cdnlake.lake.damage import DamagedFile, Undecodable, read_checked, set_aside
 from cdnlake.lake.progress import FENCE, WATERMARK, Versions, holder_of, taken_by
 from cdnlake.lake.schema import TableSpec, conform, polars_schema
-from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line, logged_span
+from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, commit_refusal, first_line, logged_span
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -249,11 +249,11 @@ class ZoneWriter:
                     ),
                 )
             except CommitFailedError as exc:
-                text = str(exc).lower()
-                if "failed to commit transaction" in text:  # outpaced, not in conflict
+                refusal = commit_refusal(exc)
+                if refusal == "outpaced":  # not in conflict: try again a little later
                     time.sleep(random.uniform(0.05, 0.5))
                     continue
-                if "concurrent" not in text:
+                if refusal != "conflict":
                     raise StorageError(f"lake commit failed: {first_line(exc)}") from None
                 log.info(
                     "zone %s: another process committed to %s; re-reading",

@@ -8,6 +8,7 @@ from the standard AWS environment only; the config names the endpoint and region
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -291,6 +292,25 @@ def _duckdb() -> Iterator[duckdb.DuckDBPyConnection]:
         yield con
     finally:
         con.close()
+
+
+def commit_refusal(exc: BaseException) -> str:
+    """Why delta-rs refused a commit, told from its message (the package is pinned to the
+    range whose messages ``tests/lake/test_delta_errors.py`` checks):
+
+    - ``"outpaced"``: other commits kept landing first, none in conflict with ours, and
+      the retries ran out ("Failed to commit transaction: 15");
+    - ``"conflict"``: a concurrent commit touched what ours reads or names (the zone's
+      application transaction), or changed the table's metadata or protocol, so ours must
+      be prepared again on a fresh snapshot;
+    - ``"other"``: anything else, not a race.
+    """
+    text = str(exc).strip().lower()
+    if re.fullmatch(r"failed to commit transaction: \d+", text):
+        return "outpaced"
+    if "concurrent" in text or "changed since last commit" in text:  # metadata, protocol
+        return "conflict"
+    return "other"
 
 
 def logged_span(action: dict[str, Any]) -> tuple[datetime, datetime] | None:
