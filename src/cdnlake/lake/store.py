@@ -7,7 +7,9 @@ from the standard AWS environment only; the config names the endpoint and region
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -202,10 +204,11 @@ class Lake:
         if not self.uri.startswith("s3://"):
             raise ConfigError(f"storage.lake_uri: unsupported scheme in {self.uri!r}")
         opts = self.storage_options
-        s3 = pafs.S3FileSystem(
-            endpoint_override=opts.get("AWS_ENDPOINT_URL") or None,
-            region=opts.get("AWS_REGION") or None,
-            scheme="http" if opts.get("AWS_ALLOW_HTTP") == "true" else "https",
+        s3 = _s3_client(
+            opts.get("AWS_ENDPOINT_URL") or None,
+            opts.get("AWS_REGION") or None,
+            "http" if opts.get("AWS_ALLOW_HTTP") == "true" else "https",
+            tuple(os.environ.get(name) for name in AWS_ENVIRONMENT),
         )
         return pafs.SubTreeFileSystem(self.uri.removeprefix("s3://").rstrip("/"), s3)
 
@@ -292,6 +295,27 @@ def _duckdb() -> Iterator[duckdb.DuckDBPyConnection]:
         yield con
     finally:
         con.close()
+
+
+# What both S3 clients of the lake take from the environment (delta-rs for the log and
+# commits, Arrow for data files): the same standard AWS chain, from the same options.
+AWS_ENVIRONMENT = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+)
+
+
+@functools.lru_cache(maxsize=8)
+def _s3_client(
+    endpoint: str | None, region: str | None, scheme: str, credentials: tuple[str | None, ...]
+) -> pafs.FileSystem:
+    """Arrow's S3 client for the lake's options, made once per process (and per change of
+    the AWS environment, ``credentials``), not at every read."""
+    import pyarrow.fs as pafs
+
+    return pafs.S3FileSystem(endpoint_override=endpoint, region=region, scheme=scheme)
 
 
 def commit_refusal(exc: BaseException) -> str:
