@@ -211,6 +211,8 @@ class Daemon:
                     Lake.from_config(self.config.storage), locks=self.config.storage.work / "locks"
                 )
             self.maintain_runs += 1
+            if self.metrics is not None:
+                self.metrics.observe_maintain(report)
             log.info("lake maintained: %s", "; ".join(t.line() for t in report.tables))
         except Exception as exc:  # the daemon must outlive a failed maintenance
             log.error("lake maintenance failed: %s", exc)

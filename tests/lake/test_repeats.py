@@ -86,3 +86,21 @@ def test_repeats_removed_from_a_stale_snapshot_never_double_a_rewritten_partitio
     assert _drop_repeats(lake, REQUESTS, stale, 7, partition) == 10
     stored = table_rows(lake)
     assert stored.height == 200 and stored["request_id"].n_unique() == 200
+
+
+def test_the_daemons_metrics_count_the_repeats_maintain_removed(tmp_path):
+    from prometheus_client import generate_latest
+
+    from cdnlake.config import load_config
+    from cdnlake.monitoring.metrics import DaemonMetrics
+
+    config = tmp_path / "config.toml"
+    config.write_text(f'[storage]\nroot = "{tmp_path / "data"}"\n[[zones]]\nid = 7\n')
+    lake = Lake(str(tmp_path / "data" / "lake"), {})
+    writer = ZoneWriter(lake, REQUESTS, 7)
+    writer.commit(rows(0, 20, BASE), {})
+    writer.commit(rows(0, 3, BASE + timedelta(hours=2)), {})
+    metrics = DaemonMetrics(load_config(config, env={}), watermarks=dict)
+    metrics.observe_maintain(maintain(lake))
+    text = generate_latest(metrics.registry).decode()
+    assert 'cdnlake_repeats_removed_total{table="requests"} 3.0' in text

@@ -16,6 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -23,6 +24,9 @@ from prometheus_client.registry import Collector
 
 from cdnlake.config import Config
 from cdnlake.ingest.result import ZoneResult
+
+if TYPE_CHECKING:  # the daemon has it loaded; a scrape needs no writer
+    from cdnlake.lake.maintain import MaintainReport
 
 log = logging.getLogger("cdnlake.metrics")
 
@@ -122,6 +126,13 @@ class DaemonMetrics:
             buckets=PASS_BUCKETS,
             registry=r,
         )
+        self.repeats = Counter(
+            "cdnlake_repeats_removed",
+            "Rows whose key another row of the same table held, found by maintain and removed "
+            "(one of each kept): deduplication assumes there are none.",
+            ("table",),
+            registry=r,
+        )
         self.last_ok = Gauge(
             "cdnlake_last_pass_ok",
             "1 if the zone's last pass succeeded, else 0.",
@@ -174,6 +185,10 @@ class DaemonMetrics:
                 labels: (sum(read for read, _ in passes), sum(new for _, new in passes))
                 for labels, passes in self._passes.items()
             }
+
+    def observe_maintain(self, report: MaintainReport) -> None:
+        for table in report.tables:
+            self.repeats.labels(table.table).inc(table.repeats)
 
     def observe(self, result: ZoneResult) -> None:
         labels = (str(result.zone_id), result.source)
