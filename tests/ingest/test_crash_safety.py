@@ -91,12 +91,13 @@ def crash_rounds(rounds: int, seed: int, tmp_path: Path, s3=None) -> None:
             start = first - RETENTION + RETENTION_MARGIN + timedelta(seconds=5)
             truth = truth_ids(emu, zone, start, watermark, at=emu.clock.now())
             lake = set(lake_ids(root, zone))
+            missing = truth - lake
             lost = sorted(
                 r.ts_ms
                 for r in emu.traffic.records(
                     zone, int(start.timestamp() * 1000), int(watermark.timestamp() * 1000)
                 )
-                if r.wire.requestId in truth - lake
+                if r.wire.requestId in missing
             )
             assert not lost, (
                 f"zone {zone} lost {len(lost)} requests, from {lost[0]} to {lost[-1]} ms "
