@@ -41,6 +41,7 @@ from cdnlake.client.core import ApiClient
 from cdnlake.client.logging_api import LoggingClient
 from cdnlake.config import Config, ShieldZoneConfig, ZoneConfig
 from cdnlake.coordination import Fleet, fleet_for, lease_key, lease_keys
+from cdnlake.errors import StopRequested
 from cdnlake.forwarding.receiver import Receiver
 from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
 from cdnlake.ingest.result import ZoneResult, this_daemon, utcnow
@@ -208,12 +209,16 @@ class Daemon:
                     )
                     return
                 report = maintain(
-                    Lake.from_config(self.config.storage), locks=self.config.storage.work / "locks"
+                    Lake.from_config(self.config.storage),
+                    locks=self.config.storage.work / "locks",
+                    stop=self.stop_event.is_set,
                 )
             self.maintain_runs += 1
             if self.metrics is not None:
                 self.metrics.observe_maintain(report)
             log.info("lake maintained: %s", "; ".join(t.line() for t in report.tables))
+        except StopRequested:  # not done: the next daemon to start catches it up
+            log.info("lake maintenance for %s stopped: the daemon is stopping", day)
         except Exception as exc:  # the daemon must outlive a failed maintenance
             log.error("lake maintenance failed: %s", exc)
 
@@ -270,6 +275,14 @@ class Daemon:
             self._first_round.discard(event.job_id)
             if self._first_round:
                 return
+        # Not from here: a listener runs in a worker thread, and the scheduler's shutdown
+        # holds the job stores' lock while it waits for that thread, so an add_job here
+        # during a stop would wait forever (and the process with it).
+        threading.Thread(target=self._schedule_catch_up, name="catch-up", daemon=True).start()
+
+    def _schedule_catch_up(self) -> None:
+        if self.stop_event.is_set():
+            return
         with contextlib.suppress(Exception):  # the daemon is stopping: nothing to catch up
             self.scheduler.add_job(self._run_catch_up, id="daily-catch-up", name="catch up")
 

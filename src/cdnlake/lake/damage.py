@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from deltalake import DeltaTable
 
-from cdnlake.errors import StorageError, StorageUnavailableError
+from cdnlake.errors import StopRequested, StorageError, StorageUnavailableError
 from cdnlake.lake.schema import TableSpec
 from cdnlake.lake.store import Lake, action_rows, add_actions_table, first_line
 
@@ -97,11 +97,16 @@ def set_aside(
 
 
 def unreadable_files(
-    lake: Lake, spec: TableSpec, table: DeltaTable, since: datetime | None
+    lake: Lake,
+    spec: TableSpec,
+    table: DeltaTable,
+    since: datetime | None,
+    stop: Callable[[], bool] = lambda: False,
 ) -> list[DamagedFile]:
     """Read every data file whose rows reach past ``since`` (all with None); set aside
     the ones that do not decode. Their log entries are dropped (Delta's repair). A store
-    that keeps failing raises :class:`StorageUnavailableError`, with nothing set aside."""
+    that keeps failing raises :class:`StorageUnavailableError`, and ``stop`` turning true
+    :class:`StopRequested`, both with nothing set aside."""
     import pyarrow as pa
 
     dataset = lake.dataset(spec, table)
@@ -115,6 +120,8 @@ def unreadable_files(
     for fragment in dataset.get_fragments():
         if fragment.path not in wanted:
             continue
+        if stop():
+            raise StopRequested()
         try:
             fragment.to_table(columns=columns)
         except (OSError, pa.ArrowException) as exc:

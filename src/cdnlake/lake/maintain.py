@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,7 +31,7 @@ from deltalake import CommitProperties, DeltaTable, WriterProperties
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, RemoveAction
 
-from cdnlake.errors import StorageError, ZoneBusyError
+from cdnlake.errors import StopRequested, StorageError, ZoneBusyError
 from cdnlake.lake import rollups
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.commit import ROW_GROUP_ROWS, ZoneWriter, prepare
@@ -95,6 +95,7 @@ def maintain(
     check_all: bool = False,
     now: datetime | None = None,
     locks: Path | None = None,
+    stop: Callable[[], bool] = lambda: False,
 ) -> MaintainReport:
     """Check, compact the zones' partitions (all without ``zones``), checkpoint, vacuum.
 
@@ -105,10 +106,14 @@ def maintain(
     :class:`~cdnlake.errors.StorageUnavailableError`, nothing set aside. Each partition
     it compacts is checked for repeated keys, which are removed (``TableReport.repeats``).
     ``locks``: this machine's zone locks (``<work>/locks``), held while a zone is rewound.
+    ``stop``: checked between files and partitions (a daemon stopping); when it turns true,
+    :class:`~cdnlake.errors.StopRequested` ends the work where each step is whole.
     """
     now = now or datetime.now(UTC)
     report = MaintainReport()
     for spec in (*TABLES, ROLLUP):
+        if stop():
+            raise StopRequested()
         rolled_up = 0
         if spec is ROLLUP:  # after requests' compaction, whose new files it records
             rolled_up = rollups.refresh(lake, zones)
@@ -118,12 +123,12 @@ def maintain(
         item = TableReport(spec.name, files_before=len(table.file_uris()), rolled_up=rolled_up)
         if spec.key is not None:
             since = None if check_all else now - PROVIDER_RETENTION
-            item.damaged = unreadable_files(lake, spec, table, since)
+            item.damaged = unreadable_files(lake, spec, table, since, stop)
             _read_again(lake, spec, item.damaged, now, locks)
             table.update_incremental()
         try:
             if spec.by_date and "ts" in spec.schema:
-                item.compacted += _sort_days(lake, spec, table, zones, item)
+                item.compacted += _sort_days(lake, spec, table, zones, item, stop)
             else:
                 filters = [[(spec.zone_column, "=", str(z))] for z in zones] if zones else [None]
                 for partition_filter in filters:
@@ -142,6 +147,8 @@ def maintain(
             )
             item.vacuumed = len(removed)
             table.cleanup_metadata()
+        except StopRequested:
+            raise
         except Exception as exc:
             raise StorageError(
                 f"maintain {spec.name}: {first_line(exc)} (a damaged file older than the "
@@ -155,7 +162,12 @@ def maintain(
 
 
 def _sort_days(
-    lake: Lake, spec: TableSpec, table: DeltaTable, zones: list[int] | None, item: TableReport
+    lake: Lake,
+    spec: TableSpec,
+    table: DeltaTable,
+    zones: list[int] | None,
+    item: TableReport,
+    stop: Callable[[], bool],
 ) -> int:
     """Rewrite each (zone, day) partition of more than one file as one sorted by ``ts``
     (Delta's Z-order on one column); return the files rewritten. A partition whose keys
@@ -169,6 +181,8 @@ def _sort_days(
     for (zone, day), count in sorted(files.items()):
         if count < 2:
             continue
+        if stop():
+            raise StopRequested()
         partition = [(spec.zone_column, "=", str(zone)), ("date", "=", str(day))]
         if spec.key is not None:
             removed = _drop_repeats(lake, spec, table, int(zone), partition)
