@@ -24,6 +24,7 @@ BENCHMARKS = [
     "range report",
     "commit of 60 s",
     "status on",
+    "busy zone",
 ]
 
 
