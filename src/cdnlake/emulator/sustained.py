@@ -100,7 +100,8 @@ class SustainedTraffic:
             cache_records, len
         )
         self.times_cache: BoundedLru[tuple[int, int], array[int]] = BoundedLru(cache_times, len)
-        self._counts: BoundedLru[tuple[int, int], int] = BoundedLru(500_000, lambda _: 1)
+        # A second's count is one draw: remembered for a day of seconds of one zone.
+        self._counts: BoundedLru[tuple[int, int], int] = BoundedLru(86_400, lambda _: 1)
         self._late: dict[tuple[int, int], list[Record]] = {}
         self._lock = threading.Lock()
 
