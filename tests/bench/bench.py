@@ -1,7 +1,10 @@
 """cdnlake benchmarks: each figure beside a reference measured in the same run.
 
-    python tests/bench/bench.py            full size (make bench; a few minutes)
+    python tests/bench/bench.py            full size (make bench; a few minutes, and 12 more
+                                           for the busy zone's 10 minutes of daemon)
     python tests/bench/bench.py --small    tiny sizes: proves every benchmark still runs
+    python tests/bench/bench.py --only busy --busy-rate 2000 --busy-seconds 240
+                                           the busy zone at another rate, for a shorter time
 
 Data is generated from a seed. Benchmarks are not tests: only the smoke test runs them,
 on tiny data, and it checks that they run, not how fast.

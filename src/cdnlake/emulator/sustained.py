@@ -9,8 +9,12 @@ millisecond, the request id and the delay until it is visible, the same late-arr
 model as the hourly traffic), cheap enough to count what a page must skip; then, only
 when a page serves them, the records' other fields.
 
-Memory is bounded by two least-recently-used caches: the seconds' records (by record
-count) and the sorted visible-at times of the seconds still arriving late (by count).
+Memory is bounded by least-recently-used caches: the seconds' records (by record count),
+the sorted visible-at times of the seconds still arriving late (by count) and the
+seconds' counts. A v2 page without filters makes only the seconds it serves (plus the
+few at its edges); with filters, or the ``lose_hours`` fault, the emulator makes the
+whole window, and ``/statistics`` walks every record of the hours it counts: both work,
+but slowly for a busy zone.
 """
 
 from __future__ import annotations
