@@ -24,6 +24,7 @@ BENCHMARKS = [
     "commit of 60 s of new rows on a zone",
     "commit of 60 s of new rows on a table",
     "status on",
+    "busy zone",
 ]
 
 

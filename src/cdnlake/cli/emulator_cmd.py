@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import signal
 import sys
+import time
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +20,25 @@ def _rate(text: str) -> tuple[int, float]:
     if not match or int(match.group(1)) < 1 or float(match.group(2)) <= 0:
         raise argparse.ArgumentTypeError(f"expected REQUESTS/SECONDS such as 30/10, got {text!r}")
     return int(match.group(1)), float(match.group(2))
+
+
+def _zone_rate(text: str) -> tuple[int, float, datetime | None]:
+    match = re.fullmatch(r"(\d+)=(\d+(?:\.\d+)?)/s(?:@(.+))?", text.strip())
+    if not match or int(match.group(1)) < 1 or float(match.group(2)) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected ZONE=REQUESTS/s[@SINCE] such as 1234=10000/s, got {text!r}"
+        )
+    since = None
+    if match.group(3):
+        try:
+            since = datetime.fromisoformat(match.group(3).replace("Z", "+00:00"))
+        except ValueError:
+            since = None
+        if since is None or since.tzinfo is None:
+            raise argparse.ArgumentTypeError(
+                f"expected an ISO-8601 instant with a time zone after @, got {text!r}"
+            )
+    return int(match.group(1)), float(match.group(2)), since
 
 
 def _share(text: str) -> float:
@@ -83,6 +104,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--rate", type=_rate, default=(30, 10.0), help="per-zone limit (default 30/10)")
     p.add_argument("--rpm", type=_positive, default=20.0, help="mean requests per minute per zone")
+    p.add_argument(
+        "--zone-rate",
+        type=_zone_rate,
+        action="append",
+        default=[],
+        metavar="ZONE=N/s[@SINCE]",
+        help="a sustained rate for one of --zones: N requests per second, made on demand "
+        "second by second, from SINCE (ISO-8601) or else the emulator's start on (repeat "
+        "for more zones)",
+    )
     p.add_argument("--now", help="start the clock at this ISO-8601 instant")
     p.add_argument("--frozen", action="store_true", help="freeze the clock (with --now)")
     faults = p.add_argument_group("fault switches (shares of logging requests, 0..1)")
@@ -133,6 +164,14 @@ def build_config(args: argparse.Namespace) -> Any:
             raise UsageError(f"--now: not an ISO-8601 instant: {args.now!r}") from None
         if now.tzinfo is None:
             raise UsageError("--now: give a time zone, e.g. 2026-11-20T12:00:00Z")
+    start_ms = int((now.timestamp() if now else time.time()) * 1000)
+    for zone_id, per_second, since in args.zone_rate:
+        if zone_id not in zones:
+            raise UsageError(f"--zone-rate: zone {zone_id} is not one of --zones")
+        since_ms = int(since.timestamp() * 1000) if since is not None else start_ms
+        zones[zone_id] = dataclasses.replace(
+            zones[zone_id], per_second=per_second, since_ms=since_ms
+        )
     try:
         faults = Faults(
             error_rate=args.error_rate,
@@ -188,6 +227,7 @@ def emulator(args: argparse.Namespace) -> int:
         ) from None
     zones = ", ".join(
         f"{z.id}{' (extended)' if z.extended else ''}{' (disabled)' if z.disabled else ''}"
+        f"{f' ({z.per_second:g}/s)' if z.per_second else ''}"
         for z in config.zones.values()
     )
     print(f"cdnlake emulator listening on {emu.url}", flush=True)

@@ -124,14 +124,23 @@ def handle_v2(emu: Provider, req: Request, zone_id: int) -> Response:
             and (request_id is None or w.requestId == request_id)
         )
 
-    records = [
-        r
-        for r in emu.faults.logged(zone_id, emu.traffic.records(zone_id, from_ms, to_ms))
-        if r.visible_ms <= now_ms and db_filter(r)
-    ]
-    if order == "desc":
-        records.reverse()
-    window = records[offset : offset + limit]
+    unfiltered = not (status_ok or cache_set or country_set or edge or remote_ip or request_id)
+    spec = emu.traffic.spec(zone_id)
+    if spec.per_second > 0 and unfiltered and not emu.faults.lose_hours:
+        # A sustained zone: only the page is made, never the whole window.
+        window, more = emu.traffic.sustained.page(
+            spec, from_ms, to_ms, now_ms, offset, limit, order == "desc"
+        )
+    else:
+        records = [
+            r
+            for r in emu.faults.logged(zone_id, emu.traffic.records(zone_id, from_ms, to_ms))
+            if r.visible_ms <= now_ms and db_filter(r)
+        ]
+        if order == "desc":
+            records.reverse()
+        window = records[offset : offset + limit]
+        more = offset + limit < len(records)
     # Late filters run after the database query: a page can come back short, even
     # empty, with hasMore still true.
     late = _late_filters(req, tokens)
@@ -141,13 +150,14 @@ def handle_v2(emu: Provider, req: Request, zone_id: int) -> Response:
             spoiled(w) if is_bad_record(w.requestId, emu.faults.bad_record_rate) else w
             for w in data
         ]
+    emu.traffic.note_served(zone_id, len(data))
     body = {
         "data": data,
         "pagination": {
             "offset": offset,
             "limit": limit,
             "returned": len(data),
-            "hasMore": offset + limit < len(records),
+            "hasMore": more,
         },
         "query": {
             "pullZoneId": zone_id,
@@ -250,6 +260,7 @@ def handle_v1(emu: Provider, req: Request, zone_id: int, day: date) -> Response:
     if order == "desc":
         lines.reverse()
     lines = lines[start:end]
+    emu.traffic.note_served(zone_id, len(lines))
     body = ("\n".join(lines) + "\n").encode() if lines else b""
     headers = {}
     if download == "true":

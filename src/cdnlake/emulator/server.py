@@ -292,6 +292,8 @@ class Emulator:
             if name == "stats":
                 with self._counter_lock:
                     stats = {str(z): vars(c).copy() for z, c in self.counters.items()}
+                for zone, served in dict(self.traffic.served).items():
+                    stats.setdefault(str(zone), {})["records_served"] = served
                 return json_response(200, {"zones": stats})
         except (ValueError, TypeError, KeyError) as exc:
             return json_response(400, {"error": {"code": "invalid_request", "message": str(exc)}})

@@ -94,8 +94,8 @@ def charts(
     end = min(keys[-1] + step, now_ms + 1) if keys else first
     for zone in zones:
         for start in range(first, end, HOUR_MS):
-            _, records = emu.traffic.hour(zone, start // HOUR_MS)
-            for r in records:
+            # One record at a time: a sustained zone's hour is never held whole.
+            for r in emu.traffic.iter_records(zone, start, start + HOUR_MS):
                 if r.ts_ms > now_ms:
                     break  # sorted by time: the rest has not happened yet
                 slot = r.ts_ms - r.ts_ms % step

@@ -1,7 +1,8 @@
 """Deterministic synthetic CDN traffic: the same seed gives the same requests, forever.
 
-Records are generated per (zone, UTC hour) from a seeded RNG, so any time range can be
-produced on demand and tests can recompute the ground truth in-process. Each record has
+Records are generated per (zone, UTC hour) from a seeded RNG (a zone with a sustained
+rate: per second, see ``sustained.py``), so any time range can be produced on demand
+and tests can recompute the ground truth in-process. Each record has
 its own visibility delay of up to 5 minutes (late arrival), and v1 lines and v2 JSON are
 two renderings of the same record.
 """
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import random
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import msgspec
 
@@ -23,7 +26,7 @@ T = TypeVar("T")
 HOUR_MS = 3_600_000
 MAX_DELAY_MS = 299_999  # "up to 5 minutes after its own timestamp"
 
-CACHE_WEIGHTS = [
+CACHE_WEIGHTS = (
     ("HIT", 70),
     ("MISS", 13),
     ("EXPIRED", 3),
@@ -31,8 +34,8 @@ CACHE_WEIGHTS = [
     ("STALE", 2),
     ("UPDATING", 2),
     ("REVALIDATED", 4),
-]
-STATUS_WEIGHTS = [
+)
+STATUS_WEIGHTS = (
     (200, 780),
     (206, 50),
     (304, 50),
@@ -43,7 +46,7 @@ STATUS_WEIGHTS = [
     (500, 10),
     (502, 10),
     (503, 5),
-]
+)
 EDGES = ["DE", "FR", "UK", "NY", "LA", "MI", "WA", "SG", "JP", "SYD"]
 COUNTRIES = ["US", "DE", "GB", "FR", "JP", "BR", "IN", "NL", "SE", "CA", "AU", "SG"]
 USER_AGENTS = [
@@ -172,6 +175,11 @@ class ZoneSpec:
     extended: bool = False
     disabled: bool = False
     suspended: bool = False
+    # A sustained rate (requests per second, > 0): the zone's records are made second by
+    # second on demand (``sustained.py``), from ``since_ms`` on (None: at every time),
+    # instead of hour by hour from ``rpm``.
+    per_second: float = 0.0
+    since_ms: int | None = None
 
 
 CLIENTS = 5000
@@ -186,37 +194,70 @@ def client_ip(zone_id: int, k: int) -> str:
     return f"2001:db8:{rng.getrandbits(16):x}:{rng.getrandbits(16):x}::"
 
 
+@functools.lru_cache(maxsize=4096)
+def _second_text(second: int) -> str:
+    return datetime.fromtimestamp(second, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def format_ts(ts_ms: int) -> str:
-    moment = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
-    base = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    base = _second_text(ts_ms // 1000)
     if ts_ms % 1000 == 0:
         return base + "Z"  # the wire format may omit milliseconds
     return f"{base}.{ts_ms % 1000:03d}Z"
 
 
-def _weighted(rng: random.Random, table: list[tuple[T, int]]) -> T:
-    total = sum(w for _, w in table)
-    pick = rng.random() * total
-    for value, weight in table:
-        pick -= weight
-        if pick < 0:
-            return value
-    return table[-1][0]
+class _Weighted(Generic[T]):
+    """A weighted choice: one ``random()`` draw, found among the cumulative weights."""
+
+    def __init__(self, table: tuple[tuple[T, int], ...]) -> None:
+        self.values = [v for v, _ in table]
+        self.bounds = list(itertools.accumulate(w for _, w in table))
+
+    def __call__(self, rng: random.Random) -> T:
+        pick = rng.random() * self.bounds[-1]
+        return self.values[min(bisect.bisect_right(self.bounds, pick), len(self.values) - 1)]
+
+
+_cache_status = _Weighted(CACHE_WEIGHTS)
+_status_code = _Weighted(STATUS_WEIGHTS)
 
 
 class Traffic:
     """All records of all zones, generated lazily per hour and cached."""
 
     def __init__(self, seed: int, zones: dict[int, ZoneSpec], rpm: float = 20.0) -> None:
+        from cdnlake.emulator.sustained import SustainedTraffic
+
         self.seed = seed
         self.zones = zones
         self.rpm = rpm
         self._cache: dict[tuple[int, int], tuple[list[int], list[Record]]] = {}
         self._late: dict[tuple[int, int], list[Record]] = {}  # added by ``add_late``
         self._lock = threading.Lock()
+        self._hosts: dict[int, list[str]] = {}
+        self.sustained = SustainedTraffic(seed, self._sustained_record)
+        # v2 records and v1 lines served per zone (what a reader's amplification counts).
+        self.served: dict[int, int] = {}
+
+    def spec(self, zone_id: int) -> ZoneSpec:
+        return self.zones.get(zone_id) or ZoneSpec(zone_id)
+
+    def is_sustained(self, zone_id: int) -> bool:
+        return self.spec(zone_id).per_second > 0
+
+    def note_served(self, zone_id: int, count: int) -> None:
+        with self._lock:
+            self.served[zone_id] = self.served.get(zone_id, 0) + count
 
     def hour(self, zone_id: int, hour_index: int) -> tuple[list[int], list[Record]]:
-        """Records of one UTC hour, sorted by (timestamp, request id), with their keys."""
+        """Records of one UTC hour, sorted by (timestamp, request id), with their keys.
+
+        A sustained zone's hour is made whole here: walk it with ``iter_records``."""
+        spec = self.spec(zone_id)
+        if spec.per_second > 0:
+            start = hour_index * HOUR_MS
+            recs = list(self.sustained.iter_records(spec, start, start + HOUR_MS))
+            return [r.ts_ms for r in recs], recs
         key = (zone_id, hour_index)
         with self._lock:
             cached = self._cache.get(key)
@@ -235,7 +276,7 @@ class Traffic:
         """``count`` more requests of ``zone_id`` made at ``ts_ms`` that reach the provider
         ``delay_ms`` later (a record late by more than the usual 5 minutes is allowed too)."""
         key = (zone_id, ts_ms // HOUR_MS)
-        spec = self.zones.get(zone_id, ZoneSpec(zone_id))
+        spec = self.spec(zone_id)
         hosts = [f"cdn{zone_id}.example.com"]
         with self._lock:
             known = len(self._late.get(key, []))
@@ -243,6 +284,11 @@ class Traffic:
         added = [self._record(rng, spec, zone_id, ts_ms, hosts) for _ in range(count)]
         for record in added:
             record.visible_ms = ts_ms + delay_ms
+        if spec.per_second > 0:
+            self.sustained.add_late(spec, added)
+            with self._lock:  # so that the next call draws other records
+                self._late.setdefault(key, []).extend(added)
+            return added
         with self._lock:
             self._late.setdefault(key, []).extend(added)
             self._cache.pop(key, None)  # generated again with them
@@ -256,9 +302,23 @@ class Traffic:
                 del self._cache[key]
             for key in [k for k in self._late if k[1] < limit]:
                 del self._late[key]
+        self.sustained.forget_before(ts_ms)
+
+    def iter_records(self, zone_id: int, from_ms: int, to_ms: int) -> Iterator[Record]:
+        """Every record with ``from_ms <= ts < to_ms``, visible or not, in order; a
+        sustained zone's one second at a time, never the whole window at once."""
+        spec = self.spec(zone_id)
+        if spec.per_second > 0:
+            yield from self.sustained.iter_records(spec, from_ms, to_ms)
+            return
+        for h in range(from_ms // HOUR_MS, (to_ms - 1) // HOUR_MS + 1):
+            keys, recs = self.hour(zone_id, h)
+            yield from recs[bisect.bisect_left(keys, from_ms) : bisect.bisect_left(keys, to_ms)]
 
     def records(self, zone_id: int, from_ms: int, to_ms: int) -> list[Record]:
         """Every record with ``from_ms <= ts < to_ms``, visible or not, in order."""
+        if self.is_sustained(zone_id):
+            return list(self.iter_records(zone_id, from_ms, to_ms))
         out: list[Record] = []
         for h in range(from_ms // HOUR_MS, (to_ms - 1) // HOUR_MS + 1):
             keys, recs = self.hour(zone_id, h)
@@ -266,6 +326,15 @@ class Traffic:
             hi = bisect.bisect_left(keys, to_ms)
             out.extend(recs[lo:hi])
         return out
+
+    def _sustained_record(
+        self, rng: random.Random, spec: ZoneSpec, zone_id: int, ts: int
+    ) -> Record:
+        hosts = self._hosts.get(zone_id)
+        if hosts is None:
+            hosts = [f"cdn{zone_id}.example.com", f"img{zone_id}.example.com", "www.example.com"]
+            self._hosts[zone_id] = hosts
+        return self._record(rng, spec, zone_id, ts, hosts)
 
     def _generate(self, zone_id: int, hour_index: int) -> list[Record]:
         rng = random.Random(f"{self.seed}:{zone_id}:{hour_index}")
@@ -296,11 +365,11 @@ class Traffic:
             status = 404
         elif rng.random() < 0.75:
             path = HOT_PATHS[min(int(rng.paretovariate(1.2)) - 1, len(HOT_PATHS) - 1)]
-            status = _weighted(rng, STATUS_WEIGHTS)
+            status = _status_code(rng)
         else:
             path = f"/static/{rng.getrandbits(40):010x}.{rng.choice(['js', 'css', 'png'])}"
-            status = _weighted(rng, STATUS_WEIGHTS)
-        cache = "-" if post else _weighted(rng, CACHE_WEIGHTS)
+            status = _status_code(rng)
+        cache = "-" if post else _cache_status(rng)
         host = rng.choice(hosts)
         scheme = "https" if rng.random() < 0.95 else "http"
         query = "?v=3" if path.endswith((".js", ".css")) and rng.random() < 0.5 else ""
