@@ -225,7 +225,14 @@ class Daemon:
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
         if self.config.forwarding.enabled:  # first: a port it cannot take stops the start
-            self.receiver = Receiver(self.config).start()
+            receiver = self.receiver = Receiver(self.config).start()
+            if self.metrics is not None:
+                self.metrics.forwarding(
+                    lambda: (
+                        dict(receiver.counts.rows_by_zone),
+                        dict(receiver.counts.rejected_by_zone),
+                    )
+                )
         polls: list[tuple[Callable[[Any], Any], Any, str]] = [
             (self.poll_zone, zone, f"zone-{zone.id}") for zone in self.config.zones
         ]

@@ -106,3 +106,39 @@ def test_sigkill_with_forwarded_rows_waiting_loses_nothing_the_api_serves(tmp_pa
     assert len(ids) == len(set(ids)), "a request stored twice"
     assert {line.split("|")[10] for line in lines} <= set(ids)
     assert truth <= set(ids)
+
+
+def test_metrics_count_the_rows_forwarding_stored_first_per_zone(tmp_path):
+    import httpx
+
+    from cdnlake.scheduler import wait_for
+
+    emu = start_emulator("1234:extended", rpm=20, now=None, frozen=False)
+    try:
+        port, metrics_port = free_port(), free_port()
+        path = daemon_config(tmp_path, emu, f"127.0.0.1:{port}", flush=0.5)
+        text = path.read_text().replace(
+            "[[zones]]", f'[metrics]\nlisten = "127.0.0.1:{metrics_port}"\n[[zones]]', 1
+        )
+        path.write_text(text)
+        start_ms = to_ms(datetime.now(UTC) - timedelta(hours=1))
+        own = [synthetic(i, start_ms=start_ms) for i in range(40)]  # only forwarding has these
+        fields = own[0].split("|")
+        bad = "|".join([*fields[:1], "999", *fields[2:]])  # a configured zone's broken line
+        proc = spawn_daemon(path)
+        try:
+            wait_for_line(proc, "daemon started")
+            send_tcp(("127.0.0.1", port), b"".join(syslog(x) + b"\n" for x in [*own, bad]))
+            url = f"http://127.0.0.1:{metrics_port}/metrics"
+            want = [
+                f'cdnlake_forwarded_rows_total{{zone="1234"}} {len(own)}.0',
+                'cdnlake_forwarded_rejected_total{zone="1234"} 1.0',
+            ]
+            assert wait_for(lambda: all(w in httpx.get(url).text for w in want), 60), httpx.get(
+                url
+            ).text
+        finally:
+            code, _, err = stop(proc)
+        assert code == 0, err
+    finally:
+        emu.stop()

@@ -52,6 +52,8 @@ class Counts:
     duplicates: int = 0  # rows the lake already held (from a pass or an earlier message)
     rejected: int = 0  # lines kept in rejected_lines
     dropped: Counter[str] = field(default_factory=Counter)  # counted, not stored, by reason
+    rows_by_zone: Counter[int] = field(default_factory=Counter)  # ``rows``, per zone
+    rejected_by_zone: Counter[int] = field(default_factory=Counter)  # ``rejected``, per zone
 
 
 class Buffer:
@@ -164,6 +166,7 @@ class Committer:
                     run_id=self.run_id,
                 )
                 self.buffer.counts.rejected += rejects.height
+                self.buffer.counts.rejected_by_zone[zone_id] += rejects.height
             except CdnlakeError as exc:
                 log.error(
                     "zone %s: %d forwarded lines rejected, not stored: %s",
@@ -194,6 +197,7 @@ class Committer:
             return False
         del self._waiting[zone_id]
         self.buffer.counts.rows += written.new
+        self.buffer.counts.rows_by_zone[zone_id] += written.new
         self.buffer.counts.duplicates += rows.height - written.new  # repeats in rows too
         log.debug(
             "zone %s: %d forwarded rows committed, %d known",

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from cdnlake.config import Config
@@ -54,6 +54,37 @@ class _LagCollector(Collector):
         for (zone, source), mark in sorted(self.read().items()):
             family.add_metric([zone, source], (now - mark).total_seconds())
         yield family
+
+
+ForwardedCounts = tuple[dict[int, int], dict[int, int]]  # rows first stored, rejected: by zone
+
+
+class _ForwardedCollector(Collector):
+    """``cdnlake_forwarded_rows_total`` and ``cdnlake_forwarded_rejected_total`` per zone,
+    from the syslog receiver's own counts (none while the daemon receives nothing)."""
+
+    def __init__(self) -> None:
+        self.read: Callable[[], ForwardedCounts] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        rows = CounterMetricFamily(
+            "cdnlake_forwarded_rows",
+            "Rows first stored from the provider's log forwarding (not yet in the lake from "
+            "a pass), per zone.",
+            labels=["zone"],
+        )
+        rejected = CounterMetricFamily(
+            "cdnlake_forwarded_rejected",
+            "Forwarded lines of a configured zone kept in rejected_lines, per zone.",
+            labels=["zone"],
+        )
+        stored, refused = self.read() if self.read is not None else ({}, {})
+        for zone, n in sorted(stored.items()):
+            rows.add_metric([str(zone)], n)
+        for zone, n in sorted(refused.items()):
+            rejected.add_metric([str(zone)], n)
+        yield rows
+        yield rejected
 
 
 class _AmplificationCollector(Collector):
@@ -162,6 +193,8 @@ class DaemonMetrics:
         self._passes: dict[tuple[str, str], deque[tuple[int, int]]] = {}
         r.register(_LagCollector(self.watermarks))
         r.register(_AmplificationCollector(self.read_and_new))
+        self._forwarded = _ForwardedCollector()
+        r.register(self._forwarded)
 
     def after_pass(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` each time a pass has been observed."""
@@ -185,6 +218,10 @@ class DaemonMetrics:
                 labels: (sum(read for read, _ in passes), sum(new for _, new in passes))
                 for labels, passes in self._passes.items()
             }
+
+    def forwarding(self, read: Callable[[], ForwardedCounts]) -> None:
+        """Export the syslog receiver's counts, read at each scrape."""
+        self._forwarded.read = read
 
     def observe_maintain(self, report: MaintainReport) -> None:
         for table in report.tables:
