@@ -114,8 +114,10 @@ class PassContext:
         provider's differ a little)."""
         return floor_ms(self.now - RETENTION + RETENTION_MARGIN)
 
-    def read_start(self) -> datetime:
-        """Where a pass reads from: the watermark less the overlap, never past retention.
+    def read_start(self, until: datetime | None = None) -> datetime:
+        """Where a pass's read of the span up to ``until`` (its stable point; now if not
+        given) starts: the watermark, never past retention, less ``overlap_seconds`` when
+        :func:`margin_due`: a safety margin, re-read about once an hour, not every pass.
 
         A watermark older than retention is a loss: claimed as a gap, said loudly. While
         the zone stays behind (an outage), each pass claims it again up to its own
@@ -133,6 +135,8 @@ class PassContext:
                 f"ingested instant was {wm.isoformat()}",
             )
             return oldest
+        if not margin_due(wm, self.now if until is None else until, self.config.ingest.lag_seconds):
+            return wm
         return max(wm - timedelta(seconds=self.config.ingest.overlap_seconds), oldest)
 
     def claim_gap(self, start: datetime, end: datetime, reason: str) -> bool:
@@ -321,6 +325,15 @@ class Runner:
             note = f"run not recorded in ingest_runs: {exc}"
             result.notes.append(note)
             log.error("zone %s: %s", result.zone_id, note)
+
+
+def margin_due(watermark: datetime, until: datetime, lag_seconds: int) -> bool:
+    """Whether a read from ``watermark`` to ``until`` re-reads the ``overlap_seconds``
+    before the watermark: when it crosses an hour boundary (an instant of ``(watermark,
+    until]``), so about once an hour whatever the poll, decided by the span alone (no
+    state: a pass that dies and its rerun decide alike). With ``lag_seconds = 0`` the
+    margin is all the lateness the zone allows: re-read at every pass."""
+    return lag_seconds == 0 or until.replace(minute=0, second=0, microsecond=0) > watermark
 
 
 def split_windows(

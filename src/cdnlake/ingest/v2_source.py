@@ -1,9 +1,20 @@
 """Logging API v2 as a source: time windows read in offset pages.
 
-Each pass stores what the provider serves up to *now*, but moves the watermark only to
-``now - lag_seconds``: the next pass reads the unstable tail again (from the watermark
-less ``overlap_seconds``), and deduplication keeps every request once. Data is at most
-one poll old; a window with no new rows still moves the watermark.
+Each span of time is read twice: once as soon as the provider serves it (*fresh*: data is
+at most one poll old), and once more when it has become stable at ``now - lag_seconds``
+(*complete*: the records that arrived late). A pass reads
+
+- the stable span, from the watermark to ``now - lag_seconds`` (``overlap_seconds`` more
+  before the watermark about once an hour, see :func:`~cdnlake.ingest.runner.margin_due`),
+  and moves the watermark with it: a watermark never moves past data not in the lake;
+- the fresh span, from where the zone's last fresh read ended (progress part ``FRESH``,
+  committed with its rows) or the stable point, whichever is later, to now.
+
+Windows are split at the stable point, so a stable window receives no record while its
+offset pages are read; a fresh window can (late arrivals), but pages are read in time
+order, where a record arriving before the page being read only repeats one already read,
+and the stable read takes it. Deduplication keeps every request once; a window with no
+new rows still moves the watermark.
 """
 
 from __future__ import annotations
@@ -16,7 +27,7 @@ from cdnlake.client.logging_wire import V2Query, iso_utc
 from cdnlake.ingest.decode import decode_v2_batch
 from cdnlake.ingest.normalize import normalize_v2
 from cdnlake.ingest.runner import Chunk, PassContext, RowBuffer, floor_ms, split_windows
-from cdnlake.lake.progress import WATERMARK, to_ms
+from cdnlake.lake.progress import FRESH, WATERMARK, from_ms, to_ms
 from cdnlake.lake.schema import REQUESTS
 
 if TYPE_CHECKING:
@@ -39,31 +50,42 @@ class V2Source:
     def chunks(self, ctx: PassContext) -> Iterator[Chunk]:
         cfg = ctx.config.ingest
         result = ctx.result
-        start = ctx.read_start()
         end = floor_ms(ctx.now)  # everything the provider serves already
         stable = floor_ms(ctx.now - timedelta(seconds=cfg.lag_seconds))
+        start = ctx.read_start(stable)
         watermark = ctx.watermark()
+        fresh = max(stable, from_ms(ctx.progress(FRESH)) or stable)
         result.window_from, result.window_to, result.reached = start, end, watermark
         buffer = RowBuffer(self.spec, cfg.flush_rows)
-        for window_from, window_to in split_windows(
-            start, end, timedelta(seconds=cfg.max_window_seconds)
-        ):
-            ctx.check_stop()
-            query = V2Query(from_=window_from, to=window_to, limit=cfg.page_size, order="asc")
-            name = v2_query_name(window_from, window_to)
-            for batch in self.client.iter_v2(ctx.zone_id, query, decode_v2_batch, result.stats):
-                ctx.check_stop()
-                result.pages += 1
-                good, rejects = normalize_v2(batch.frame, ctx.zone_id, batch.pagination.offset)
-                result.parsed += good.height
-                ctx.store_rejects(rejects, "v2", name)
-                chunk = buffer.add(good)
-                if chunk is not None:
-                    yield chunk  # rows of finished windows carry their watermark
-            mark = min(window_to, stable)
-            if watermark is None or mark > watermark:
-                watermark = mark
-            # Few, larger commits: the watermark of the windows read so far rides along
+        span = timedelta(seconds=cfg.max_window_seconds)
+        for window_from, window_to in split_windows(start, stable, span):
+            yield from self._read(ctx, buffer, window_from, window_to)
+            if watermark is None or window_to > watermark:
+                watermark = window_to
+            # Few, larger commits: the progress of the windows read so far rides along
             # with the next commit of rows (or the pass's last commit, rows or not).
-            buffer.progress = {WATERMARK: to_ms(watermark)}
+            buffer.progress[WATERMARK] = to_ms(watermark)
+        for window_from, window_to in split_windows(fresh, end, span):
+            yield from self._read(ctx, buffer, window_from, window_to)
+            buffer.progress[FRESH] = to_ms(window_to)
         yield buffer.take()
+
+    def _read(
+        self, ctx: PassContext, buffer: RowBuffer, window_from: datetime, window_to: datetime
+    ) -> Iterator[Chunk]:
+        """Every page of one window into ``buffer``; a chunk whenever it is full."""
+        result = ctx.result
+        ctx.check_stop()
+        query = V2Query(
+            from_=window_from, to=window_to, limit=ctx.config.ingest.page_size, order="asc"
+        )
+        name = v2_query_name(window_from, window_to)
+        for batch in self.client.iter_v2(ctx.zone_id, query, decode_v2_batch, result.stats):
+            ctx.check_stop()
+            result.pages += 1
+            good, rejects = normalize_v2(batch.frame, ctx.zone_id, batch.pagination.offset)
+            result.parsed += good.height
+            ctx.store_rejects(rejects, "v2", name)
+            chunk = buffer.add(good)
+            if chunk is not None:
+                yield chunk  # rows of finished windows carry their progress

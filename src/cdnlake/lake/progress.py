@@ -1,11 +1,15 @@
 """A zone's progress, kept as Delta application transactions in its table.
 
-Three per zone and table, committed with the rows they cover:
+Up to four per zone and table, committed with the rows they cover:
 
 - the watermark (app id ``cdnlake/<table>/<zone>``): epoch milliseconds before which
   every record of the zone is in the table; 0 while rows exist but no pass has run;
 - the day cursor (``cdnlake/<table>/<zone>/days``): the first UTC day whose file or
   event log is not finished, and the lines already taken from it, as one integer;
+- the fresh end (``cdnlake/<table>/<zone>/fresh``, v2 only): epoch milliseconds where the
+  zone's last read of the span beyond the watermark ended (see
+  :mod:`cdnlake.ingest.v2_source`). It promises nothing: the watermark's read covers the
+  same span again once it is stable; it only spares reading the fresh tail twice;
 - the fence (``cdnlake/<table>/<zone>/fence``): who may move the progress. A writer takes
   the table's token when it is made (a pass, under its zone lock or lease); each of its
   commits re-reads the table first and is refused (:class:`FencedError`, no retry, nothing
@@ -30,6 +34,7 @@ from typing import Protocol
 
 WATERMARK = ""
 DAYS = "days"
+FRESH = "fresh"
 FENCE = "fence"
 HOLDER_SHIFT = 24  # fence token = holder generation << HOLDER_SHIFT | rewinds since
 EPOCH = date(1970, 1, 1)
