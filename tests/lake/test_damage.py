@@ -128,4 +128,47 @@ def test_too_many_open_files_while_deduplicating_fails_the_commit_and_sets_nothi
     assert ZoneWriter(lake, REQUESTS, 7).progress() == 1  # nor moved
     # The store answers again: the same commit lands, each row once.
     written = ZoneWriter(lake, REQUESTS, 7).commit(rows(50, 100, BASE), {"": 2})
-    assert (written.new, written.duplicates, written.damaged) == (50, 50, [])
+    assert (written.new, written.duplicates) == (50, 50)
+
+
+def test_the_zone_is_rewound_before_a_damaged_file_is_moved(tmp_path, monkeypatch):
+    """Whatever fails or is killed after a damaged file leaves the table (here: the log's
+    repair), the zone's progress already stands before the file's span, so the span is read
+    again; and the commit that met the file writes nothing and says so."""
+    from deltalake import DeltaTable
+
+    from cdnlake.errors import DataError
+    from cdnlake.lake.progress import to_ms
+
+    monkeypatch.setattr(damage, "FIRST_WAIT", 0.01)
+    lake = Lake(str(tmp_path / "lake"), {})
+    far = BASE + timedelta(minutes=10)
+    ZoneWriter(lake, REQUESTS, 7).commit(rows(0, 100, BASE), {"": to_ms(far)})
+    table = lake.open(REQUESTS)
+    assert table is not None
+    (path,) = [uri for uri in table.file_uris() if "pull_zone_id=7" in uri]
+    with open(path, "wb") as spoiled:
+        spoiled.write(b"not parquet at all")
+
+    clock = lambda: BASE + timedelta(hours=1)  # noqa: E731 (the span is still served)
+    writer = ZoneWriter(lake, REQUESTS, 7, clock=clock)  # a new process: nothing remembered
+    with pytest.raises(DataError, match="did not decode"):
+        writer.commit(rows(50, 100, BASE), {"": to_ms(far + timedelta(minutes=1))})
+    assert ZoneWriter(lake, REQUESTS, 7).progress() <= to_ms(BASE)  # type: ignore[operator]
+    assert list((tmp_path / "lake" / "_quarantine").rglob("*.parquet.*"))
+
+    # Killed between the move and the log's repair: the rewind stands all the same.
+    ZoneWriter(lake, REQUESTS, 8).commit(rows(0, 100, BASE, tag="s"), {"": to_ms(far)})
+    table = lake.open(REQUESTS)
+    assert table is not None
+    (path,) = [uri for uri in table.file_uris() if "pull_zone_id=8" in uri]
+    with open(path, "wb") as spoiled:
+        spoiled.write(b"not parquet at all")
+
+    def killed(self: DeltaTable, **_: Any) -> None:
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(DeltaTable, "repair", killed)
+    with pytest.raises(RuntimeError, match="killed"):
+        ZoneWriter(lake, REQUESTS, 8, clock=clock).commit(rows(50, 100, BASE, tag="s"), {})
+    assert ZoneWriter(lake, REQUESTS, 8).progress() <= to_ms(BASE)  # type: ignore[operator]

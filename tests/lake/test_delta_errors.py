@@ -60,3 +60,23 @@ def test_a_changed_schema_is_a_conflict(tmp_path):
 
 def test_anything_else_is_not_a_race():
     assert commit_refusal(CommitFailedError("Failed to commit transaction: Kernel")) == "other"
+
+
+def test_a_table_object_keeps_its_snapshot_after_its_own_commit(tmp_path):
+    """``ZoneWriter`` keys what it knows of its own last commit by ``table.version() + 1``:
+    that holds only while delta-rs leaves the object at the snapshot it committed on."""
+    from cdnlake.lake.commit import ZoneWriter
+    from cdnlake.lake.schema import REQUESTS
+    from cdnlake.lake.store import Lake
+    from tests.lake.test_commit import BASE, rows
+
+    lake = Lake(str(tmp_path / "lake"), {})
+    writer = ZoneWriter(lake, REQUESTS, 7)
+    writer.commit(rows(0, 10, BASE), {"": 1})
+    writer.table.update_incremental()
+    before = writer.table.version()
+    writer.table.create_write_transaction(
+        [], mode="append", schema=writer.table.schema(), partition_by=REQUESTS.partition_by
+    )
+    assert writer.table.version() == before  # the object stays where it committed from
+    assert DeltaTable(lake.table_uri(REQUESTS)).version() == before + 1

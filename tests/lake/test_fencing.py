@@ -3,7 +3,7 @@
 A real Delta table and real passes of the :class:`Runner`, over a "provider" that serves
 one request a second and never forgets. The damaged span is a day's partition (23:55 to
 midnight) removed from the table, as ``maintain`` sets a damaged file aside, followed by a
-rewind to its start, as ``maintain``'s ``_read_again`` does. Each test fails on the code
+rewind to its start, as ``maintain`` does before it moves the file. Each test fails on the code
 before the fence: there a pass in flight committed the watermark it computed before the
 rewind, and the removed span was never read again.
 """
@@ -24,7 +24,7 @@ from cdnlake.ingest.result import ZoneResult
 from cdnlake.ingest.runner import Chunk, PassContext, Runner, split_windows
 from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.lock import zone_lock
-from cdnlake.lake.maintain import _read_again
+from cdnlake.lake.maintain import _read_again_first
 from cdnlake.lake.progress import FENCE, WATERMARK, from_ms, rewind, taken_by, to_ms
 from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS, polars_schema
 from cdnlake.lake.store import Lake
@@ -222,21 +222,15 @@ def test_a_new_holder_fences_the_old_one_even_in_a_new_pass(tmp_path):
 def test_maintain_waits_for_the_local_pass_before_it_rewinds(tmp_path):
     """On one machine maintain's rewind holds the zone's lock: it waits for the pass in
     flight, which then ends as it would have, instead of being refused."""
-    from cdnlake.lake.damage import DamagedFile
-
     config = config_at(tmp_path)
     lake = Lake.from_config(config.storage)
     seed(lake)
     locks = config.storage.work / "locks"
-    path = f"pull_zone_id={ZONE}/date={T0.date()}/part-x.parquet"
-    damaged = DamagedFile("requests", path, T0, MIDNIGHT, "_quarantine/x", "test")
+    before_move = _read_again_first(lake, REQUESTS, locks, MIDNIGHT + timedelta(hours=1))
     done = threading.Event()
     with zone_lock(locks, REQUESTS.name, ZONE):  # a pass in flight
         maintaining = threading.Thread(
-            target=lambda: (
-                _read_again(lake, REQUESTS, [damaged], MIDNIGHT + timedelta(hours=1), locks),
-                done.set(),
-            )
+            target=lambda: (before_move(ZONE, T0, MIDNIGHT, "a damaged file"), done.set())
         )
         maintaining.start()
         assert not done.wait(0.5)  # it waits for the pass...

@@ -50,14 +50,17 @@ def test_the_ratio_is_over_the_last_passes(tmp_path):
 
 
 def test_ingest_runs_records_the_records_read_and_the_new_ones(tmp_path):
-    """A second pass over a quiet (frozen) provider reads its overlap again and stores
-    nothing: its run says so, and the metric follows both passes."""
+    """A second pass a minute later reads the stable span again (all repeats: its fresh
+    read stored them) and the minute's new records: its run says so, and the metric follows
+    both passes."""
     emu = start_emulator("1234", rpm=20)
     try:
         config = load_test_config(write_emulator_config(tmp_path, emu, zones=[(1234, "v2")]))
         ingestor = Ingestor(config, logging_client(config), clock=emu.clock.now)
         metrics = DaemonMetrics(config)
-        first, second = (ingestor.run(config.zones)[0] for _ in range(2))
+        first = ingestor.run(config.zones)[0]
+        emu.clock.advance(60)
+        second = ingestor.run(config.zones)[0]
         for done in (first, second):
             metrics.observe(done)
     finally:
@@ -67,8 +70,8 @@ def test_ingest_runs_records_the_records_read_and_the_new_ones(tmp_path):
     rows = runs.select("rows", "rows_read", "duplicates_dropped", "rejected").rows()
     assert rows[0][1] == first.parsed + first.rejected > 0
     assert rows[0][0] == first.rows > 0
-    assert rows[1][0] == 0 and rows[1][1] == second.parsed > 0  # read again, all repeats
-    assert rows[1][2] == second.parsed
+    assert rows[1][1] == second.parsed + second.rejected > rows[1][0] == second.rows
+    assert rows[1][2] == second.duplicates > 0  # read again: the stable span
     assert runs["rows_read"].dtype == pl.Int64
-    expected = (rows[0][1] + rows[1][1]) / first.rows
+    expected = (rows[0][1] + rows[1][1]) / (first.rows + second.rows)
     assert amplification(metrics, zone=1234) == expected

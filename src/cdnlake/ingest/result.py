@@ -25,7 +25,6 @@ from cdnlake.errors import (
     ZoneBusyError,
 )
 from cdnlake.lake.commit import Written
-from cdnlake.lake.damage import DamagedFile
 
 log = logging.getLogger("cdnlake.ingest")
 
@@ -75,7 +74,6 @@ class ZoneResult:
     lost_seconds: float = 0.0  # of those, the seconds that no earlier gap claimed
     stats: RequestStats = field(default_factory=RequestStats)
     notes: list[str] = field(default_factory=list)
-    damaged: list[DamagedFile] = field(default_factory=list)
     traffic: Counter[tuple[str, str]] = field(default_factory=Counter)  # new rows by kind
 
     @property
@@ -91,7 +89,6 @@ class ZoneResult:
     def absorb(self, written: Written) -> None:
         self.rows += written.new
         self.duplicates += written.duplicates
-        self.damaged.extend(written.damaged)
         self.traffic.update(written.traffic)
 
     def add_rejects(self, frame: pl.DataFrame) -> None:

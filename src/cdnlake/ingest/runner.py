@@ -33,7 +33,7 @@ from cdnlake.ingest.result import (
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.commit import Written, ZoneWriter
 from cdnlake.lake.lock import zone_lock
-from cdnlake.lake.progress import WATERMARK, from_ms, rewind
+from cdnlake.lake.progress import WATERMARK, from_ms
 from cdnlake.lake.schema import TableSpec, polars_schema
 from cdnlake.lake.store import Lake
 
@@ -245,16 +245,13 @@ class Runner:
                 zone_id,
                 count_traffic=self.count_traffic,
                 holder=holder,
+                clock=self.clock,
             )
             ctx = PassContext(
                 zone_id, writer, result, self.clock(), self.config, signal, self.bookkeeping
             )
-            try:
-                self._commit_all(ctx, source)
-                result.check_input(source.noun)
-            finally:
-                if result.damaged:
-                    self._read_again(ctx)
+            self._commit_all(ctx, source)
+            result.check_input(source.noun)
         self._record(result)
         self.progress.finished(result)
         return result
@@ -291,31 +288,6 @@ class Runner:
                     ):
                         done(future, chunk)
 
-    def _read_again(self, ctx: PassContext) -> None:
-        """Damaged lake files were set aside: read their span again while the provider
-        keeps it, else record it as lost."""
-        oldest = ctx.now - RETENTION + RETENTION_MARGIN
-        result = ctx.result
-        starts = []
-        for damaged in result.damaged:
-            note = (
-                f"lake file {damaged.path} was damaged ({damaged.reason}); "
-                f"kept as {damaged.moved_to}"
-            )
-            start = damaged.start or oldest
-            end = damaged.end or ctx.now
-            if end > oldest:
-                starts.append(max(start, oldest))
-                result.notes.append(f"{note}; its span will be read again")
-            else:
-                result.gaps.append(Gap(start, end, f"{note}; past retention"))
-                result.notes.append(f"{note}; past retention, recorded as a gap")
-        if starts:
-            try:
-                rewind(ctx.writer, min(starts))
-            except CdnlakeError as exc:
-                result.notes.append(f"could not rewind the zone's progress: {exc}")
-
     def _record(self, result: ZoneResult) -> None:
         try:
             result.lost_seconds = self.bookkeeping.record_run(
@@ -325,6 +297,9 @@ class Runner:
             note = f"run not recorded in ingest_runs: {exc}"
             result.notes.append(note)
             log.error("zone %s: %s", result.zone_id, note)
+            if result.gaps:  # a loss nobody would see again: the pass is not ok
+                result.outcome = "failed"
+                result.error = f"a loss could not be recorded in ingest_gaps: {exc}"
 
 
 def margin_due(watermark: datetime, until: datetime, lag_seconds: int) -> bool:

@@ -41,9 +41,11 @@ from deltalake import CommitProperties, Transaction
 from deltalake.exceptions import CommitFailedError, DeltaError
 from deltalake.transaction import AddAction, RemoveAction
 
-from cdnlake.errors import FencedError, StorageError, ZoneBusyError
+from cdnlake.config import RETENTION_SECONDS
+from cdnlake.errors import DataError, FencedError, StorageError, ZoneBusyError
+from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.damage import DamagedFile, Undecodable, read_checked, set_aside
-from cdnlake.lake.progress import FENCE, WATERMARK, Versions, holder_of, taken_by
+from cdnlake.lake.progress import FENCE, WATERMARK, Versions, holder_of, rewind, taken_by
 from cdnlake.lake.schema import TableSpec, conform, polars_schema
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, commit_refusal, first_line, logged_span
 
@@ -53,6 +55,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Never rewind to the very edge of the provider's retention: clocks differ a little.
+RETENTION_MARGIN = timedelta(minutes=2)
 CONFLICT_RETRIES = 5  # re-reads after a concurrent commit on the same zone
 # A repeat of a request may carry its time in seconds (some v1 exports) where the lake
 # has milliseconds: look this much around the rows' time range for their keys.
@@ -73,7 +77,6 @@ class Written:
 
     new: int = 0
     duplicates: int = 0
-    damaged: list[DamagedFile] = field(default_factory=list)
     files_read: int = 0  # data files read to find repeats (follows the window, not the table)
     keys_read: int = 0  # rows of the row groups whose keys were read, likewise
     # New requests by (cache status, status class "2xx"...): what the metrics count.
@@ -149,10 +152,13 @@ class ZoneWriter:
         *,
         count_traffic: bool = False,
         holder: int | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         """Take the zone's fence token as the table has it now (see
         :mod:`cdnlake.lake.progress`).
 
+        ``clock``: the pass's own (the provider's retention, when a damaged file's span is
+        judged still readable or lost, is counted from it).
         ``holder``: the generation of the fleet lease this writer's pass runs under
         (None without a fleet). A newer one than the table's takes the zone, by a commit
         of progress alone; an older one is refused at once (:class:`FencedError`).
@@ -164,6 +170,7 @@ class ZoneWriter:
         self.spec = spec
         self.zone_id = zone_id
         self.count_traffic = count_traffic
+        self.clock = clock
         self.table = lake.open_or_create(spec)
         # The keys and times of the files this writer's last commit added, by path: the
         # next commit (an import's next chunk, a long pass's next flush) finds its
@@ -214,6 +221,34 @@ class ZoneWriter:
         ones), and advance the fence: allowed whatever this writer's token."""
         self.commit(self.empty(), plan, rewinding=True)
 
+    def read_again(self, start: datetime | None, end: datetime | None, why: str) -> None:
+        """Make the zone read ``[start, end]`` again while the provider still serves it (a
+        rewind, which fences every pass in flight), else claim the span lost in
+        ``ingest_gaps``. Done before a damaged file is moved, never after."""
+        now = self.clock()
+        oldest = now - timedelta(seconds=RETENTION_SECONDS) + RETENTION_MARGIN
+        start, end = start or oldest, end or now
+        if end > oldest:
+            rewind(self, max(start, oldest))
+            log.error("zone %s: %s; its span is read again from %s", self.zone_id, why, start)
+            return
+        gap = {
+            "gap_from": start,
+            "gap_to": end,
+            "reason": f"{why}; past retention",
+            "detected_at": now,
+            "run_id": f"damage-{uuid.uuid4().hex[:8]}",
+            "source": "shield" if self.spec.name == "shield_events" else "maintain",
+        }
+        Bookkeeping(self.lake).record_gaps(self.zone_id, [gap])
+
+    def _read_again_first(
+        self, zone_id: int, start: datetime | None, end: datetime | None, why: str
+    ) -> None:
+        """Before a file this writer's deduplication found damaged is moved: another writer
+        rewinds, so this one's token is older than the fence and it commits nothing more."""
+        ZoneWriter(self.lake, self.spec, zone_id, clock=self.clock).read_again(start, end, why)
+
     def commit(self, rows: pl.DataFrame, progress: Plan, *, rewinding: bool = False) -> Written:
         """Add the rows not yet in the table and set the zone's progress, in one commit.
 
@@ -230,11 +265,13 @@ class ZoneWriter:
             if not rewinding and (self._version(FENCE) or 0) > self.token:
                 raise self._fenced()
             new, damaged = self._new_rows(frame, written)
-            written.damaged += damaged
-            if damaged:  # set aside: the files are gone from the table; look again
-                self.refresh()
-                new, more = self._new_rows(frame, written)
-                written.damaged += more
+            if damaged:  # set aside, the zone rewound first: this pass stops here
+                raise DataError(
+                    f"zone {self.zone_id}: lake file(s) "
+                    + ", ".join(f"{d.table}/{d.path} ({d.reason})" for d in damaged)
+                    + " did not decode: set aside in _quarantine, the zone's progress "
+                    "rewound to read the span again; nothing of this commit was written"
+                )
             versions = self._versions(progress, rewinding)
             try:
                 actions, kept = self._write_files(new)
@@ -429,7 +466,10 @@ class ZoneWriter:
             frame_of_keys = pl.from_arrow(keys)  # a table: no detour through pyarrow.compute
             assert isinstance(frame_of_keys, pl.DataFrame)
             seen.append(frame_of_keys.select(pl.col(key).cast(pl.String)))
-        damaged = [set_aside(self.lake, self.spec, self.table, p, u.reason) for p, u in undecodable]
+        damaged = [
+            set_aside(self.lake, self.spec, self.table, p, u.reason, self._read_again_first)
+            for p, u in undecodable
+        ]
         if damaged:
             self.table.repair(dry_run=False)  # drop the set-aside files from the table
         return seen, damaged

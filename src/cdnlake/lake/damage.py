@@ -72,12 +72,20 @@ def file_time_range(table: DeltaTable, path: str) -> tuple[datetime | None, date
     return None, None
 
 
+# What must happen before a damaged file of a zone is moved: (zone id, the file's time
+# range, why) -> the zone is made to read the span again, or the span is claimed lost.
+BeforeMove = Callable[[int, datetime | None, datetime | None, str], None]
+
+
 def set_aside(
-    lake: Lake, spec: TableSpec, table: DeltaTable, path: str, reason: str
+    lake: Lake, spec: TableSpec, table: DeltaTable, path: str, reason: str, before: BeforeMove
 ) -> DamagedFile:
     """Move a data file that does not decode (``reason``: why) into the quarantine; its log
-    entry is dropped later."""
+    entry is dropped later. ``before`` runs first (the zone's rewind): whatever fails or is
+    killed after it, the zone's progress never stands past rows the lake no longer holds."""
     start, end = file_time_range(table, path)
+    zone_id = int(path.split("/", 1)[0].split("=", 1)[1])
+    before(zone_id, start, end, f"lake file {spec.name}/{path} was damaged ({reason})")
     stamp = time.strftime("%Y%m%dT%H%M%S")
     source = f"{spec.name}/{path}"
     target = f"{QUARANTINE}/{spec.name}/{path}.{stamp}"
@@ -101,6 +109,7 @@ def unreadable_files(
     spec: TableSpec,
     table: DeltaTable,
     since: datetime | None,
+    before: BeforeMove,
     stop: Callable[[], bool] = lambda: False,
 ) -> list[DamagedFile]:
     """Read every data file whose rows reach past ``since`` (all with None); set aside
@@ -131,7 +140,7 @@ def unreadable_files(
             if isinstance(checked, Undecodable):
                 undecodable.append((fragment.path, checked))
     # Only once every file was read: a store failing half-way sets nothing aside.
-    damaged = [set_aside(lake, spec, table, path, why.reason) for path, why in undecodable]
+    damaged = [set_aside(lake, spec, table, path, why.reason, before) for path, why in undecodable]
     if damaged:
         table.repair(dry_run=False)
     return damaged

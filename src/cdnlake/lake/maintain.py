@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,11 +32,9 @@ from deltalake.transaction import AddAction, RemoveAction
 
 from cdnlake.errors import StopRequested, StorageError, ZoneBusyError
 from cdnlake.lake import rollups
-from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.commit import ROW_GROUP_ROWS, ZoneWriter, prepare
-from cdnlake.lake.damage import DamagedFile, unreadable_files
+from cdnlake.lake.damage import BeforeMove, DamagedFile, unreadable_files
 from cdnlake.lake.lock import zone_lock
-from cdnlake.lake.progress import rewind
 from cdnlake.lake.rollups import ROLLUP
 from cdnlake.lake.schema import TABLES, TableSpec
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
@@ -123,8 +120,9 @@ def maintain(
         item = TableReport(spec.name, files_before=len(table.file_uris()), rolled_up=rolled_up)
         if spec.key is not None:
             since = None if check_all else now - PROVIDER_RETENTION
-            item.damaged = unreadable_files(lake, spec, table, since, stop)
-            _read_again(lake, spec, item.damaged, now, locks)
+            item.damaged = unreadable_files(
+                lake, spec, table, since, _read_again_first(lake, spec, locks, now), stop
+            )
             table.update_incremental()
         try:
             if spec.by_date and "ts" in spec.schema:
@@ -269,37 +267,21 @@ def _drop_repeats(
     )
 
 
-def _read_again(
-    lake: Lake, spec: TableSpec, damaged: list[DamagedFile], now: datetime, locks: Path | None
-) -> None:
-    """Rewind the zones of damaged files the provider still has; record the rest lost.
+def _read_again_first(lake: Lake, spec: TableSpec, locks: Path | None, now: datetime) -> BeforeMove:
+    """Before a damaged file is moved: its zone reads the span again while the provider has
+    it (a rewind), or claims it lost (a gap).
 
     A rewind advances the zone's fence, so no pass in flight (here, on another machine,
     or a stale daemon's) can commit a watermark over the span: that, not a lock or a
     lease, is what makes it stick. On this machine it also holds the zone's lock, waiting
     a while for a pass in flight to end rather than making it fail.
     """
-    oldest = now - PROVIDER_RETENTION + timedelta(minutes=2)
-    gaps: dict[int, list[dict[str, object]]] = {}
-    for d in damaged:
-        start, end = d.start or oldest, d.end or now
-        if end > oldest:
-            with _holding(locks, spec, d.zone_id):
-                rewind(ZoneWriter(lake, spec, d.zone_id), max(start, oldest))
-        else:
-            gaps.setdefault(d.zone_id, []).append(
-                {
-                    "gap_from": start,
-                    "gap_to": end,
-                    "reason": f"lake file {d.path} was damaged ({d.reason}); kept as "
-                    f"{d.moved_to}; past retention",
-                    "detected_at": now,
-                    "run_id": f"maintain-{uuid.uuid4().hex[:8]}",
-                    "source": "shield" if spec.name == "shield_events" else "maintain",
-                }
-            )
-    for zone_id, rows in gaps.items():
-        Bookkeeping(lake).record_gaps(zone_id, rows)
+
+    def before(zone_id: int, start: datetime | None, end: datetime | None, why: str) -> None:
+        with _holding(locks, spec, zone_id):
+            ZoneWriter(lake, spec, zone_id, clock=lambda: now).read_again(start, end, why)
+
+    return before
 
 
 @contextlib.contextmanager

@@ -100,9 +100,12 @@ def rewind(writer: Rewinder, start: datetime) -> None:
         watermark = from_ms(current(WATERMARK))
         if watermark is None or start < watermark:
             progress[WATERMARK] = to_ms(start)
+        fresh = current(FRESH)
+        if fresh and fresh > to_ms(start):  # the fresh read, too, starts over there
+            progress[FRESH] = to_ms(start)
         cursor = DayCursor.decode(current(DAYS))
-        if cursor is not None and cursor.day > start.date():
-            progress[DAYS] = DayCursor(start.date()).encode()
+        if cursor is not None and cursor.day >= start.date() and cursor != DayCursor(start.date()):
+            progress[DAYS] = DayCursor(start.date()).encode()  # that day's file from line 1
         return progress
 
     writer.rewind(back)
