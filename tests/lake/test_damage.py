@@ -172,3 +172,29 @@ def test_the_zone_is_rewound_before_a_damaged_file_is_moved(tmp_path, monkeypatc
     with pytest.raises(RuntimeError, match="killed"):
         ZoneWriter(lake, REQUESTS, 8, clock=clock).commit(rows(50, 100, BASE, tag="s"), {})
     assert ZoneWriter(lake, REQUESTS, 8).progress() <= to_ms(BASE)  # type: ignore[operator]
+
+
+def test_a_file_set_aside_by_a_process_killed_before_the_repair_is_dropped_not_stuck(tmp_path):
+    """Killed after the rewind and the move, before the log's repair: the log names a file
+    that is gone. The next commit and maintain drop that entry instead of failing on it."""
+    import shutil
+
+    from cdnlake.lake.damage import QUARANTINE
+    from cdnlake.lake.maintain import maintain
+
+    lake = Lake(str(tmp_path / "lake"), {})
+    ZoneWriter(lake, REQUESTS, 9).commit(rows(0, 100, BASE), {"": 1})
+    table = lake.open(REQUESTS)
+    assert table is not None
+    (first,) = table.file_uris()  # the file of BASE's rows
+    ZoneWriter(lake, REQUESTS, 9).commit(rows(100, 100, BASE + timedelta(minutes=1)), {})
+    inside = first.split("/lake/requests/", 1)[1]
+    target = tmp_path / "lake" / QUARANTINE / "requests" / f"{inside}.20261120T000000"
+    target.parent.mkdir(parents=True)
+    shutil.move(first, target)  # moved; the log's repair never came
+
+    written = ZoneWriter(lake, REQUESTS, 9).commit(rows(50, 100, BASE), {})
+    assert written.new == 100  # the moved file's keys are no longer the table's
+    table = lake.open(REQUESTS)
+    assert table is not None and first not in table.file_uris()
+    assert not any(t.damaged for t in maintain(lake, check_all=True).tables)

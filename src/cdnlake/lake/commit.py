@@ -44,7 +44,13 @@ from deltalake.transaction import AddAction, RemoveAction
 from cdnlake.config import RETENTION_SECONDS
 from cdnlake.errors import DataError, FencedError, StorageError, ZoneBusyError
 from cdnlake.lake.bookkeeping import Bookkeeping
-from cdnlake.lake.damage import DamagedFile, Undecodable, read_checked, set_aside
+from cdnlake.lake.damage import (
+    DamagedFile,
+    Undecodable,
+    moved_already,
+    read_checked,
+    set_aside,
+)
 from cdnlake.lake.progress import FENCE, WATERMARK, Versions, holder_of, rewind, taken_by
 from cdnlake.lake.schema import TableSpec, conform, polars_schema
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, commit_refusal, first_line, logged_span
@@ -450,6 +456,7 @@ class ZoneWriter:
         files = self.lake.filesystem()
         seen: list[pl.DataFrame] = []
         undecodable: list[tuple[str, Undecodable]] = []
+        orphans = False  # set aside by a process that died before the log's repair
         for action in actions:
             path = unquote(action["path"])
             name = f"{self.spec.name}/{path}"
@@ -457,6 +464,9 @@ class ZoneWriter:
             try:
                 keys, rows = _keys_near(files, name, key, lo, hi)
             except (OSError, pa.ArrowException) as exc:
+                if moved_already(files, self.spec.name, path):
+                    orphans = True
+                    continue
                 checked = read_checked(files, name, [key], exc, name)
                 if isinstance(checked, Undecodable):
                     undecodable.append((path, checked))
@@ -470,7 +480,7 @@ class ZoneWriter:
             set_aside(self.lake, self.spec, self.table, p, u.reason, self._read_again_first)
             for p, u in undecodable
         ]
-        if damaged:
+        if damaged or orphans:
             self.table.repair(dry_run=False)  # drop the set-aside files from the table
         return seen, damaged
 

@@ -104,6 +104,22 @@ def set_aside(
     return DamagedFile(spec.name, path, start, end, target, reason)
 
 
+def moved_already(files: pafs.FileSystem, table_name: str, path: str) -> bool:
+    """Whether a data file the log still names was set aside by a process that died before
+    the log's repair: gone from its place, its copy in the quarantine (the zone's rewind
+    came first, so only the log entry is left to drop)."""
+    import pyarrow.fs as pafs
+
+    folder, name = f"{QUARANTINE}/{table_name}/{path}".rsplit("/", 1)
+    try:
+        if files.get_file_info(f"{table_name}/{path}").type != pafs.FileType.NotFound:
+            return False
+        listed = files.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+    except OSError:  # the store does not answer: not known to be so (the read says why)
+        return False
+    return any(info.base_name.startswith(f"{name}.") for info in listed)
+
+
 def unreadable_files(
     lake: Lake,
     spec: TableSpec,
@@ -126,6 +142,7 @@ def unreadable_files(
     }
     columns = [spec.key or "ts"]
     undecodable: list[tuple[str, Undecodable]] = []
+    orphans = False
     for fragment in dataset.get_fragments():
         if fragment.path not in wanted:
             continue
@@ -134,6 +151,9 @@ def unreadable_files(
         try:
             fragment.to_table(columns=columns)
         except (OSError, pa.ArrowException) as exc:
+            if moved_already(lake.filesystem(), spec.name, fragment.path):
+                orphans = True
+                continue
             checked = read_checked(
                 dataset.filesystem, fragment.path, columns, exc, f"{spec.name}/{fragment.path}"
             )
@@ -141,7 +161,7 @@ def unreadable_files(
                 undecodable.append((fragment.path, checked))
     # Only once every file was read: a store failing half-way sets nothing aside.
     damaged = [set_aside(lake, spec, table, path, why.reason, before) for path, why in undecodable]
-    if damaged:
+    if damaged or orphans:
         table.repair(dry_run=False)
     return damaged
 
