@@ -13,11 +13,11 @@ import pytest
 from deltalake import write_deltalake
 from deltalake.transaction import AddAction
 
-from cdnlake.config import build_config
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.schema import INGEST_RUNS, REQUESTS, RUN_SCHEMA, polars_schema
 from cdnlake.lake.store import Lake
 from cdnlake.warehouse.db import Warehouse
+from tests.lake.test_commit import storage as lake_storage
 
 FIRST = date(2026, 9, 1)
 
@@ -142,14 +142,7 @@ def test_choosing_a_zone_days_files_makes_python_values_for_those_alone(tmp_path
     assert peak < 400_000, f"{peak:,} bytes of Python objects to choose 1 file of 20,000"
 
 
-@pytest.fixture
-def storage(tmp_path, lake_kind, request):
-    raw: dict = {"storage": {"root": str(tmp_path / "data")}}
-    if lake_kind == "s3":
-        server = request.getfixturevalue("s3_server")
-        raw["storage"]["lake_uri"] = f"s3://{server.new_bucket()}/lake"
-        raw["storage"]["s3"] = {"endpoint_url": server.url, "allow_http": True}
-    return build_config(raw, base_dir=tmp_path, env={}).storage
+storage = lake_storage  # the fixture: a config's storage, on local disk and on S3
 
 
 def test_an_ingest_runs_table_of_an_older_cdnlake_reads_and_gains_the_new_column(storage):
