@@ -1,6 +1,9 @@
 """Health of each zone: watermark, freshness, last run, today's rows, recent gaps.
 
-Pull zones first, then shield zones (source "shield"), whose rows are WAF events.
+Pull zones first, then shield zones (source "shield"), whose rows are WAF events. The
+freshest row of a zone and whether its log forwarding is live come from the Delta log's
+file statistics alone: the newest ``ts`` of its files, and the newest file whose rows all
+came by forwarding (its commit time is when the zone's last forwarded line was stored).
 """
 
 from __future__ import annotations
@@ -13,17 +16,24 @@ from typing import Any
 import duckdb
 from deltalake import DeltaTable
 
-from cdnlake.config import Config
+from cdnlake.config import Config, ForwardingConfig
 from cdnlake.coordination import lease_key, lease_keys
 from cdnlake.lake.progress import from_ms
 from cdnlake.lake.schema import INGEST_GAPS, INGEST_RUNS, REQUESTS, SHIELD_EVENTS, TableSpec
-from cdnlake.lake.store import Lake
+from cdnlake.lake.store import Lake, add_actions_table
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.db import Warehouse
 
 GAP_LOOKBACK = timedelta(days=7)
 # Runs files read first for each zone's newest run: those that end this recently.
 RUN_LOOKBACK = timedelta(days=1)
+# The date partitions whose files' statistics give a zone's freshest row and its newest
+# forwarded commit: yesterday, today and tomorrow (a clock ahead). A zone with no file in
+# them is looked up in all of its files (for its freshest row only).
+FRESH_DAYS = (-1, 0, 1)
+# Forwarding is "live" while the zone's newest forwarded rows were committed within this
+# many seconds (plus ``flush_seconds``, how long the receiver holds lines before a commit).
+LIVE_SECONDS = 60.0
 
 
 @dataclass
@@ -43,6 +53,11 @@ class ZoneStatus:
     healthy: bool
     problem: str | None
     owner: str | None = None  # the daemon holding the zone now (host:pid)
+    freshest_row: datetime | None = None  # the newest ts the lake holds for the zone
+    freshest_age_seconds: float | None = None
+    forwarding: str | None = None  # pull zones: "live", "silent" or "not configured"
+    forwarded_at: datetime | None = None  # when its newest forwarded rows were committed
+    forwarded_age_seconds: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in vars(self).items()}
@@ -83,6 +98,73 @@ def rows_on(lake: Lake, spec: TableSpec, table: DeltaTable | None, day: date) ->
     for zone, missing in uncounted.items():
         counts[zone] += lake.dataset(spec, table, actions=missing).count_rows()
     return dict(counts)
+
+
+@dataclass(frozen=True)
+class Freshness:
+    newest: dict[int, datetime]  # zone -> the newest ts its files hold
+    forwarded: dict[int, datetime]  # zone -> when its newest forwarded rows were committed
+
+
+def freshness(
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    table: DeltaTable | None,
+    zone_ids: list[int],
+    now: datetime,
+) -> Freshness:
+    """Each zone's freshest row and newest forwarded commit, from the log's statistics of
+    the files in :data:`FRESH_DAYS` (no data file is read)."""
+    if table is None or not zone_ids:
+        return Freshness({}, {})
+    log = add_actions_table(table)
+    if log.num_rows == 0:
+        return Freshness({}, {})
+    names = {
+        f"partition.{spec.zone_column}": "zone",
+        "partition.date": "day",
+        "max.ts": "max_ts",
+        "modification_time": "modification_time",
+        "min.source": "min_source",
+        "max.source": "max_source",
+    }
+    present = [name for name in names if name in log.column_names]
+    stats = log.select(present).rename_columns([names[name] for name in present])
+    days = [now.date() + timedelta(days=d) for d in FRESH_DAYS]
+    con.register("file_stats", stats)
+    try:
+        newest = _newest(con, zone_ids, days)
+        missing = [zone for zone in zone_ids if zone not in newest]
+        if missing:
+            newest.update(_newest(con, missing, None))
+        forwarded: dict[int, datetime] = {}
+        if "min_source" in stats.column_names:
+            found = con.execute(internal_sql("status_forwarded"), {"zones": zone_ids, "days": days})
+            for zone, ms in found.fetchall():
+                at = from_ms(ms)
+                if at is not None:
+                    forwarded[int(zone)] = at
+    finally:
+        con.unregister("file_stats")
+    return Freshness(newest, forwarded)
+
+
+def _newest(
+    con: duckdb.DuckDBPyConnection, zone_ids: list[int], days: list[date] | None
+) -> dict[int, datetime]:
+    found = con.execute(internal_sql("status_newest"), {"zones": zone_ids, "days": days})
+    return {int(zone): newest for zone, newest in found.fetchall() if newest is not None}
+
+
+def forwarding_state(
+    forwarded_at: datetime | None, now: datetime, forwarding: ForwardingConfig
+) -> str:
+    """ "live" (forwarded rows committed lately), "silent" (forwarded before, or this
+    config listens for it) or "not configured"."""
+    if forwarded_at is not None:
+        age = (now - forwarded_at).total_seconds()
+        return "live" if age <= LIVE_SECONDS + forwarding.flush_seconds else "silent"
+    return "silent" if forwarding.enabled else "not configured"
 
 
 def last_runs(
@@ -144,19 +226,22 @@ def zone_statuses(
     wanted = {(z, False) for z in pull_ids} | {(z, True) for z in shield_ids}
     with warehouse.connect([INGEST_GAPS.name]) as con:
         runs = last_runs(warehouse, con, wanted, now)
+        fresh = freshness(con, REQUESTS, requests, pull_ids, now)
+        shield_fresh = freshness(con, SHIELD_EVENTS, events, shield_ids, now)
         gaps = {
             (z, bool(shield)): (n, s or 0.0)
             for z, shield, n, s in con.execute(
                 internal_sql("status_gaps"), {"since": now - GAP_LOOKBACK}
             ).fetchall()
         }
-    # (id, name, source, is shield, its watermarks, its rows today)
-    zones = [(z.id, z.name, z.source, False, pull_marks, rows_today) for z in config.zones]
+    # (id, name, source, is shield, its watermarks, its rows today, its freshness)
+    zones = [(z.id, z.name, z.source, False, pull_marks, rows_today, fresh) for z in config.zones]
     zones += [
-        (z.id, z.name, "shield", True, shield_marks, events_today) for z in config.shield_zones
+        (z.id, z.name, "shield", True, shield_marks, events_today, shield_fresh)
+        for z in config.shield_zones
     ]
     out = []
-    for zone_id, name, source, shield, marks, today in zones:
+    for zone_id, name, source, shield, marks, today, freshest in zones:
         watermark = marks.get(zone_id)
         lag = (now - watermark).total_seconds() if watermark else None
         outcome, error, finished, rejected = runs.get((zone_id, shield), (None,) * 4)
@@ -168,6 +253,8 @@ def zone_statuses(
         elif lag is not None and lag > max_lag:
             problem = f"behind by {lag:.0f}s (more than {max_lag}s)"
         n_gaps, lost = gaps.get((zone_id, shield), (0, 0.0))
+        newest = freshest.newest.get(zone_id)
+        forwarded_at = freshest.forwarded.get(zone_id)
         out.append(
             ZoneStatus(
                 zone_id=zone_id,
@@ -184,6 +271,15 @@ def zone_statuses(
                 lost_seconds_7d=float(lost),
                 healthy=problem is None,
                 problem=problem,
+                freshest_row=newest,
+                freshest_age_seconds=(now - newest).total_seconds() if newest else None,
+                forwarding=None
+                if shield
+                else forwarding_state(forwarded_at, now, config.forwarding),
+                forwarded_at=forwarded_at,
+                forwarded_age_seconds=(
+                    (now - forwarded_at).total_seconds() if forwarded_at else None
+                ),
             )
         )
     return out

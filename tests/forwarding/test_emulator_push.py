@@ -4,11 +4,17 @@ pass fills what forwarding lost, and each request is stored once."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+from argparse import ArgumentParser
 from datetime import timedelta
 
 import polars as pl
 import pytest
 
+from cdnlake.cli.emulator_cmd import add_arguments, build_config
+from cdnlake.emulator.forwarding import UDP, Delay, Target
+from cdnlake.errors import UsageError
 from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.progress import to_ms
 from cdnlake.lake.schema import REQUESTS
@@ -100,3 +106,50 @@ def test_set_forwarding_refuses_incomplete_or_contradictory_arguments(tmp_path, 
     r = run_cli("--config", str(config.path), "api", "pullzone", "set-forwarding", "--zone",
                 "999", "--disable")  # fmt: skip
     assert r.returncode == 1 and "999" in r.stderr
+
+
+def test_the_emulator_pushes_each_request_within_its_forward_delay():
+    emu = start_emulator("1234:extended", rpm=600)  # a frozen clock: time moves when told
+    try:
+        forwarder = emu.management.forwarder
+        forwarder.delay = Delay(10, 30)
+        forwarder.udp_loss = 0.0
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sink:
+            sink.bind(("127.0.0.1", 0))
+            sink.setblocking(False)
+            start = emu.clock.now_ms()
+            forwarder.set(1234, Target("127.0.0.1", sink.getsockname()[1], UDP))
+            pushed = forwarder.pushed[1234]
+            late_ones = 0
+            for _ in range(12):
+                emu.clock.advance(5)
+                now = emu.clock.now_ms()
+                records = emu.traffic.records(1234, start, now)
+                due = {r.wire.requestId for r in records if r.ts_ms + 30_000 <= now}
+                until(lambda due=due: due <= set(pushed.request_ids))  # type: ignore[misc]
+                early = {r.wire.requestId for r in records if r.ts_ms + 10_000 > now}
+                assert not early & set(pushed.request_ids), "pushed before its delay"
+                late_ones += len({r.wire.requestId for r in records if r.ts_ms + 20_000 <= now}
+                                 - set(pushed.request_ids))  # fmt: skip
+                with contextlib.suppress(BlockingIOError):
+                    while sink.recv(65536):
+                        pass
+            assert late_ones > 0  # delays spread over the range, not all at its low end
+            assert pushed.sent > 300 and pushed.lost == 0
+    finally:
+        emu.stop()
+
+
+def test_forward_delay_flag():
+    parser = ArgumentParser()
+    add_arguments(parser)
+    assert build_config(parser.parse_args([])).forward_delay == Delay(0, 0)
+    config = build_config(parser.parse_args(["--forward-delay", "10-30"]))
+    assert config.forward_delay == Delay(10, 30)
+    assert build_config(parser.parse_args(["--forward-delay", "5"])).forward_delay == Delay(5, 5)
+    for bad in ("30-10", "soon", "-1", "1-"):
+        with pytest.raises(UsageError, match="--forward-delay"):
+            build_config(parser.parse_args(["--forward-delay", bad]))
+    r = run_cli("emulator", "--forward-delay", "ten")
+    assert r.returncode == 2
+    assert "--forward-delay: expected SECONDS or LOW-HIGH" in r.stderr

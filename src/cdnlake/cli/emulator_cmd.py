@@ -114,6 +114,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "second by second, from SINCE (ISO-8601) or else the emulator's start on (repeat "
         "for more zones)",
     )
+    p.add_argument(
+        "--forward-delay",
+        default="0",
+        metavar="SECONDS|LOW-HIGH",
+        help="push each request of a zone with log forwarding set this long after it "
+        "happened, a delay of its own within LOW-HIGH (the provider: 10-30; default 0)",
+    )
     p.add_argument("--now", help="start the clock at this ISO-8601 instant")
     p.add_argument("--frozen", action="store_true", help="freeze the clock (with --now)")
     faults = p.add_argument_group("fault switches (shares of logging requests, 0..1)")
@@ -149,6 +156,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_config(args: argparse.Namespace) -> Any:
+    from cdnlake.emulator.forwarding import Delay
     from cdnlake.emulator.server import DEMO_ZONES, EmulatorConfig, parse_zones
     from cdnlake.emulator.state import Faults
 
@@ -188,6 +196,10 @@ def build_config(args: argparse.Namespace) -> Any:
         )
     except ValueError as exc:
         raise UsageError(str(exc).replace("lose_hours", "--lose-hour", 1)) from None
+    try:
+        delay = Delay.parse(args.forward_delay)
+    except ValueError as exc:
+        raise UsageError(f"--forward-delay: {exc}") from None
     key = args.access_key or os.environ.get("CDNLAKE_ACCESS_KEY") or "demo-key"
     try:
         shield = tuple(int(z) for z in args.shield_zones.split(",") if z.strip())
@@ -209,6 +221,7 @@ def build_config(args: argparse.Namespace) -> Any:
         now=now,
         frozen=args.frozen,
         shield_zones=shield,
+        forward_delay=delay,
     )
 
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cdnlake.status import ZoneStatus
 
 
 def _age(seconds: float | None) -> str:
@@ -15,6 +19,25 @@ def _age(seconds: float | None) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f}m"
     return f"{seconds / 3600:.1f}h"
+
+
+def _freshest(s: ZoneStatus) -> str:
+    if s.freshest_row is None:
+        return "-"
+    return f"{s.freshest_row:%Y-%m-%d %H:%M:%S}Z ({_age(s.freshest_age_seconds)})"
+
+
+def _forwarding(s: ZoneStatus) -> str:
+    """ "live, last line 4s ago", "silent since ...", "silent, no line yet", "not configured"."""
+    if s.forwarding is None:
+        return "-"
+    if s.forwarding == "live":
+        return f"live, last line {_age(s.forwarded_age_seconds)} ago"
+    if s.forwarding == "silent":
+        if s.forwarded_at is None:
+            return "silent, no line yet"
+        return f"silent since {s.forwarded_at:%Y-%m-%d %H:%M:%S}Z"
+    return s.forwarding
 
 
 def status(args: argparse.Namespace) -> int:
@@ -34,6 +57,7 @@ def status(args: argparse.Namespace) -> int:
             "source",
             "watermark",
             "lag",
+            "freshest row",
             "last run",
             "rejected",
             "rows today",
@@ -41,12 +65,13 @@ def status(args: argparse.Namespace) -> int:
             "owner",
             "health",
         ]
-        rows = [
+        rows: list[tuple[object, ...]] = [
             (
                 f"{s.zone_id} {s.name}".strip(),
                 s.source,
                 s.watermark.strftime("%Y-%m-%d %H:%M:%SZ") if s.watermark else "-",
                 _age(s.lag_seconds),
+                _freshest(s),
                 f"{s.last_outcome} {s.last_finished:%Y-%m-%d %H:%M}Z" if s.last_finished else "-",
                 s.last_rejected,
                 s.rows_today,
@@ -56,6 +81,15 @@ def status(args: argparse.Namespace) -> int:
             )
             for s in statuses
         ]
+        # The forwarding column where it says something: a receiver configured, or a
+        # zone's rows forwarded (to another daemon of the fleet).
+        if config.forwarding.enabled or any(s.forwarded_at for s in statuses):
+            columns.insert(columns.index("owner"), "forwarding")
+            at = columns.index("forwarding")
+            rows = [
+                (*row[:at], _forwarding(s), *row[at:])
+                for row, s in zip(rows, statuses, strict=True)
+            ]
         sys.stdout.write(render("table", columns, rows))
         kind = "daemons (PostgreSQL fleet)" if fleet.coordinated else "daemon"
         sys.stdout.write(f"{kind}: {'; '.join(fleet.daemons) or 'none running'}\n")

@@ -5,10 +5,16 @@ Best effort, as the provider says: on UDP a seeded share of the datagrams is los
 and TLS (octet-counted frames on one connection per zone) what cannot be sent when the
 endpoint is down is lost, and the next batch connects again. The emulator does not check
 the endpoint's certificate (it plays a provider for tests, against self-signed ones).
+
+Each request is pushed ``delay`` after it happened, on the emulator's clock: the provider
+forwards within 10-30 s (``Delay(10, 30)``, ``cdnlake emulator --forward-delay 10-30``),
+each request after a seeded delay of its own in that range, so they arrive out of order.
+The default is none, for tests.
 """
 
 from __future__ import annotations
 
+import heapq
 import random
 import socket
 import ssl
@@ -25,6 +31,29 @@ UDP, TCP, TLS = 0, 1, 2  # PullZoneLogForwarderProtocolType
 PUSH_EVERY_SECONDS = 0.2
 CONNECT_SECONDS = 5.0
 BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True)
+class Delay:
+    """How long after a request the provider pushes it: a seeded share of [low, high] s."""
+
+    low: float = 0.0
+    high: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.low <= self.high < float("inf"):
+            raise ValueError(f"forward delay: expected 0 <= low <= high, got {self}")
+
+    @classmethod
+    def parse(cls, text: str) -> Delay:
+        """``"10-30"`` (seconds, low-high) or ``"5"`` (always five)."""
+        low, dash, high = text.partition("-")
+        try:
+            return cls(float(low), float(high if dash else low))
+        except ValueError:
+            raise ValueError(
+                f"expected SECONDS or LOW-HIGH seconds such as 10-30, got {text!r}"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -54,12 +83,22 @@ def syslog_message(record: Record, extended: bool) -> bytes:
 
 
 class Forwarder:
-    def __init__(self, provider: Provider, udp_loss: float = 0.05, seed: int = 7) -> None:
+    def __init__(
+        self,
+        provider: Provider,
+        udp_loss: float = 0.05,
+        seed: int = 7,
+        delay: Delay | None = None,
+    ) -> None:
         self.provider = provider
         self.udp_loss = udp_loss
+        self.delay = delay or Delay()
         self.pushed: dict[int, Pushed] = {}
         self._targets: dict[int, Target] = {}
         self._since: dict[int, int] = {}  # each zone's requests from this instant on
+        # each zone's requests taken but not due yet: (due ms, request ms, order, record)
+        self._due: dict[int, list[tuple[int, int, int, Record]]] = {}
+        self._order = 0
         self._sockets: dict[int, socket.socket] = {}
         self._rng = random.Random(f"forwarding:{seed}")
         self._lock = threading.Lock()
@@ -70,11 +109,13 @@ class Forwarder:
         """Forward the zone's requests from now on to ``target`` (None: stop)."""
         with self._lock:
             self._close(zone_id)
-            if target is None:
+            if target is None:  # what was not pushed yet is not pushed
                 self._targets.pop(zone_id, None)
+                self._due.pop(zone_id, None)
                 return
             self._targets[zone_id] = target
             self._since[zone_id] = self.provider.clock.now_ms()
+            self._due[zone_id] = []
             self.pushed.setdefault(zone_id, Pushed())
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -96,10 +137,22 @@ class Forwarder:
                 self.push()
 
     def push(self) -> None:
+        """Push every request that is due by the emulator's clock (call under the lock)."""
         now = self.provider.clock.now_ms()
+        low, high = round(self.delay.low * 1000), round(self.delay.high * 1000)
         for zone_id, target in self._targets.items():
-            since, self._since[zone_id] = self._since[zone_id], now
-            records = self.provider.traffic.records(zone_id, since, now) if now > since else []
+            due = self._due[zone_id]
+            upto = now - low  # no request after this one is due yet
+            since = self._since[zone_id]
+            if upto > since:
+                self._since[zone_id] = upto
+                for record in self.provider.traffic.records(zone_id, since, upto):
+                    wait = low if high == low else self._rng.randint(low, high)
+                    self._order += 1
+                    heapq.heappush(due, (record.ts_ms + wait, record.ts_ms, self._order, record))
+            records = []
+            while due and due[0][0] <= now:
+                records.append(heapq.heappop(due)[3])
             if not records:
                 continue
             spec = self.provider.zones.get(zone_id)

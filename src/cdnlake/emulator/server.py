@@ -21,6 +21,7 @@ from typing import Any
 
 from cdnlake.emulator import logging_routes, statistics
 from cdnlake.emulator.area import ManagementFixtures
+from cdnlake.emulator.forwarding import Delay
 from cdnlake.emulator.http import (
     HttpProblem,
     Request,
@@ -83,6 +84,7 @@ class EmulatorConfig:
     now: datetime | None = None
     frozen: bool = False
     shield_zones: tuple[int, ...] = (5001, 5002)
+    forward_delay: Delay = field(default_factory=Delay)  # log forwarding's push delay
 
 
 @dataclass
@@ -109,6 +111,7 @@ class Emulator:
         self.management = ManagementApi(
             self, ManagementFixtures(shield_zones=self.config.shield_zones)
         )
+        self.management.forwarder.delay = self.config.forward_delay
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> Emulator:

@@ -330,7 +330,8 @@ class ZoneWriter:
 
         polars writes them (zstd level 1, on every core: three times the single-threaded writer
         of ``write_deltalake`` here); the log gets each file's partition values and its
-        ``ts`` and key statistics, which readers and deduplication prune files by.
+        ``ts`` and key statistics, which readers and deduplication prune files by, and its
+        ``source`` range, by which ``status`` tells the files of forwarded rows alone.
         """
         if frame.height == 0:
             return [], {}
@@ -362,7 +363,7 @@ class ZoneWriter:
                     partition_values=partition,
                     modification_time=int(time.time() * 1000),
                     data_change=True,
-                    stats=_stats(data, ["ts", key]),
+                    stats=_stats(data, [c for c in ("ts", key, "source") if c in data.columns]),
                 )
             )
             kept[path] = data.select("ts", key)
