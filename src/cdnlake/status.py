@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 from deltalake import DeltaTable
 
+from cdnlake.audit.days import last_audits
 from cdnlake.config import Config
 from cdnlake.coordination import lease_key, lease_keys
 from cdnlake.lake.progress import from_ms
@@ -43,6 +44,9 @@ class ZoneStatus:
     healthy: bool
     problem: str | None
     owner: str | None = None  # the daemon holding the zone now (host:pid)
+    # The zone's last audited day (``cdnlake audit``, the daemon's daily audit): day,
+    # verdict, ratio, ...; None for a zone never audited (and for shield zones).
+    last_audit: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in vars(self).items()}
@@ -155,6 +159,7 @@ def zone_statuses(
     zones += [
         (z.id, z.name, "shield", True, shield_marks, events_today) for z in config.shield_zones
     ]
+    audits = last_audits(lake, pull_ids)
     out = []
     for zone_id, name, source, shield, marks, today in zones:
         watermark = marks.get(zone_id)
@@ -184,6 +189,7 @@ def zone_statuses(
                 lost_seconds_7d=float(lost),
                 healthy=problem is None,
                 problem=problem,
+                last_audit=None if shield or zone_id not in audits else audits[zone_id].as_dict(),
             )
         )
     return out
@@ -259,3 +265,12 @@ def zone_watermarks(config: Config) -> dict[tuple[str, str], datetime]:
     for zone_id, mark in shield.items():
         marks[(str(zone_id), "shield")] = mark
     return marks
+
+
+def completeness(config: Config) -> dict[tuple[str, str], float]:
+    """The last week's audited days as the metrics label them: (zone, day) -> ratio."""
+    from cdnlake.audit.days import recent_ratios
+
+    lake = Lake.from_config(config.storage)
+    days = recent_ratios(lake, [z.id for z in config.zones], datetime.now(UTC).date())
+    return {(str(d.zone_id), d.day.isoformat()): d.ratio for d in days}
