@@ -13,11 +13,18 @@ from typing import Any
 import duckdb
 from deltalake import DeltaTable
 
-from cdnlake.audit.days import last_audits
+from cdnlake.audit.days import from_row
 from cdnlake.config import Config
 from cdnlake.coordination import lease_key, lease_keys
 from cdnlake.lake.progress import from_ms
-from cdnlake.lake.schema import INGEST_GAPS, INGEST_RUNS, REQUESTS, SHIELD_EVENTS, TableSpec
+from cdnlake.lake.schema import (
+    AUDIT_DAYS,
+    INGEST_GAPS,
+    INGEST_RUNS,
+    REQUESTS,
+    SHIELD_EVENTS,
+    TableSpec,
+)
 from cdnlake.lake.store import Lake
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.db import Warehouse
@@ -146,7 +153,7 @@ def zone_statuses(
     pull_marks = watermarks(lake, REQUESTS, pull_ids, requests)
     shield_marks = watermarks(lake, SHIELD_EVENTS, shield_ids, events)
     wanted = {(z, False) for z in pull_ids} | {(z, True) for z in shield_ids}
-    with warehouse.connect([INGEST_GAPS.name]) as con:
+    with warehouse.connect([INGEST_GAPS.name, AUDIT_DAYS.name]) as con:
         runs = last_runs(warehouse, con, wanted, now)
         gaps = {
             (z, bool(shield)): (n, s or 0.0)
@@ -154,12 +161,15 @@ def zone_statuses(
                 internal_sql("status_gaps"), {"since": now - GAP_LOOKBACK}
             ).fetchall()
         }
+        found = con.execute(internal_sql("status_last_audits"))
+        names = [c[0] for c in found.description]
+        kept = [from_row(dict(zip(names, r, strict=True))) for r in found.fetchall()]
+        audits = {a.zone_id: a for a in kept}
     # (id, name, source, is shield, its watermarks, its rows today)
     zones = [(z.id, z.name, z.source, False, pull_marks, rows_today) for z in config.zones]
     zones += [
         (z.id, z.name, "shield", True, shield_marks, events_today) for z in config.shield_zones
     ]
-    audits = last_audits(lake, pull_ids)
     out = []
     for zone_id, name, source, shield, marks, today in zones:
         watermark = marks.get(zone_id)

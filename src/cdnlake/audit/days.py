@@ -15,7 +15,6 @@ from typing import Any
 
 from cdnlake.audit.compare import HourAudit
 from cdnlake.errors import StorageError
-from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.schema import AUDIT_DAYS
 from cdnlake.lake.store import Lake
 
@@ -83,6 +82,8 @@ def summarize(hours: Sequence[HourAudit]) -> list[DayAudit]:
 
 def record(lake: Lake, days: Sequence[DayAudit], audited_at: datetime) -> None:
     """Keep each day's audit in ``audit_days`` (a day audited before is replaced)."""
+    from cdnlake.lake.bookkeeping import Bookkeeping  # polars: not for ``status``
+
     book = Bookkeeping(lake)
     zones = sorted({d.zone_id for d in days})
     for zone in zones:
@@ -115,25 +116,21 @@ def audited(lake: Lake, zones: Sequence[int], since: date | None = None) -> list
         rows = dataset.to_table(filter=where).to_pylist()
     except OSError as exc:
         raise StorageError(f"cannot read audit_days: {exc}") from None
-    found = [
-        DayAudit(
-            zone_id=int(r["zone"]),
-            day=r["day"],
-            verdict=r["verdict"],
-            provider_requests=int(r["provider_requests"] or 0),
-            lake_requests=int(r["lake_requests"] or 0),
-            hours_short=int(r["hours_short"] or 0),
-            detail=r["detail"] or "",
-            audited_at=r["audited_at"],
-        )
-        for r in rows
-    ]
-    return sorted(found, key=lambda d: (d.zone_id, d.day))
+    return sorted((from_row(r) for r in rows), key=lambda d: (d.zone_id, d.day))
 
 
-def last_audits(lake: Lake, zones: Sequence[int]) -> dict[int, DayAudit]:
-    """Each zone's latest audited day."""
-    return {d.zone_id: d for d in audited(lake, zones)}
+def from_row(r: dict[str, Any]) -> DayAudit:
+    """A row of ``audit_days`` (its ``zone`` column, or ``pull_zone_id``)."""
+    return DayAudit(
+        zone_id=int(r["zone"] if "zone" in r else r["pull_zone_id"]),
+        day=r["day"],
+        verdict=r["verdict"],
+        provider_requests=int(r["provider_requests"] or 0),
+        lake_requests=int(r["lake_requests"] or 0),
+        hours_short=int(r["hours_short"] or 0),
+        detail=r["detail"] or "",
+        audited_at=r["audited_at"],
+    )
 
 
 def day_audits(lake: Lake, zones: Sequence[int], day: date) -> dict[int, DayAudit]:
