@@ -85,6 +85,7 @@ class Daemon:
         self.passes = 0
         self.zone_passes: dict[int, int] = {}
         self.report_runs: list[date] = []
+        self.audit_runs: list[date] = []
         self.maintain_runs = 0
         self._report_writer = report_writer
         self._report_trigger = report_trigger or daily(config.schedule.report_at)
@@ -173,6 +174,7 @@ class Daemon:
         """Yesterday's report (or ``day``'s), made by one daemon of the fleet (another may
         retry a day's report whose daemon failed or died)."""
         day = day or (self.clock() - timedelta(days=1)).date()
+        self.audit(day)  # first: the report shows the day's completeness
         try:
             with self.fleet.fleet_job(f"report/{day}") as mine:
                 if not mine:
@@ -192,6 +194,36 @@ class Daemon:
             self.report_runs.append(day)
         except Exception as exc:  # the daemon must outlive a failed report
             log.error("daily report for %s failed: %s", day, exc)
+
+    def audit(self, day: date) -> None:
+        """The completeness audit of ``day`` (yesterday), by one daemon of the fleet, kept
+        in ``audit_days``: a day that cannot be audited (the statistics unreachable) is
+        said in the log and tried again by the next daemon to start."""
+        from cdnlake.audit.run import audit, keep
+        from cdnlake.client.statistics import StatisticsApi
+
+        zones = [z.id for z in self.config.zones]
+        if not zones:
+            return
+        try:
+            with self.fleet.fleet_job(f"audit/{day}") as mine:
+                if not mine:
+                    log.info("completeness audit of %s: done (or being done) in the fleet", day)
+                    return
+                now = self.clock()
+                days = keep(
+                    self.config,
+                    audit(self.config, StatisticsApi(self.api), zones, day, day, now),
+                    now,
+                )
+            self.audit_runs.append(day)
+            if self.metrics is not None:
+                self.metrics.audited()
+            for audited in days:
+                level = logging.INFO if audited.verdict == "ok" else logging.ERROR
+                log.log(level, "completeness audit: %s", audited.line())
+        except Exception as exc:  # the daemon must outlive a failed audit
+            log.error("completeness audit of %s failed: %s", day, exc)
 
     def maintain(self, day: date | None = None) -> None:
         """Once a day (today, or ``day``), by one daemon of the fleet: compact the small

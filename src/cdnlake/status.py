@@ -16,10 +16,18 @@ from typing import Any
 import duckdb
 from deltalake import DeltaTable
 
+from cdnlake.audit.days import from_row
 from cdnlake.config import Config, ForwardingConfig
 from cdnlake.coordination import lease_key, lease_keys
 from cdnlake.lake.progress import from_ms
-from cdnlake.lake.schema import INGEST_GAPS, INGEST_RUNS, REQUESTS, SHIELD_EVENTS, TableSpec
+from cdnlake.lake.schema import (
+    AUDIT_DAYS,
+    INGEST_GAPS,
+    INGEST_RUNS,
+    REQUESTS,
+    SHIELD_EVENTS,
+    TableSpec,
+)
 from cdnlake.lake.store import Lake, add_actions_table
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.db import Warehouse
@@ -58,6 +66,9 @@ class ZoneStatus:
     forwarding: str | None = None  # pull zones: "live", "silent" or "not configured"
     forwarded_at: datetime | None = None  # when its newest forwarded rows were committed
     forwarded_age_seconds: float | None = None
+    # The zone's last audited day (``cdnlake audit``, the daemon's daily audit): day,
+    # verdict, ratio, ...; None for a zone never audited (and for shield zones).
+    last_audit: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in vars(self).items()}
@@ -224,7 +235,7 @@ def zone_statuses(
     pull_marks = watermarks(lake, REQUESTS, pull_ids, requests)
     shield_marks = watermarks(lake, SHIELD_EVENTS, shield_ids, events)
     wanted = {(z, False) for z in pull_ids} | {(z, True) for z in shield_ids}
-    with warehouse.connect([INGEST_GAPS.name]) as con:
+    with warehouse.connect([INGEST_GAPS.name, AUDIT_DAYS.name]) as con:
         runs = last_runs(warehouse, con, wanted, now)
         fresh = freshness(con, REQUESTS, requests, pull_ids, now)
         shield_fresh = freshness(con, SHIELD_EVENTS, events, shield_ids, now)
@@ -234,6 +245,10 @@ def zone_statuses(
                 internal_sql("status_gaps"), {"since": now - GAP_LOOKBACK}
             ).fetchall()
         }
+        found = con.execute(internal_sql("status_last_audits"))
+        names = [c[0] for c in found.description]
+        kept = [from_row(dict(zip(names, r, strict=True))) for r in found.fetchall()]
+        audits = {a.zone_id: a for a in kept}
     # (id, name, source, is shield, its watermarks, its rows today, its freshness)
     zones = [(z.id, z.name, z.source, False, pull_marks, rows_today, fresh) for z in config.zones]
     zones += [
@@ -280,6 +295,7 @@ def zone_statuses(
                 forwarded_age_seconds=(
                     (now - forwarded_at).total_seconds() if forwarded_at else None
                 ),
+                last_audit=None if shield or zone_id not in audits else audits[zone_id].as_dict(),
             )
         )
     return out
@@ -355,3 +371,12 @@ def zone_watermarks(config: Config) -> dict[tuple[str, str], datetime]:
     for zone_id, mark in shield.items():
         marks[(str(zone_id), "shield")] = mark
     return marks
+
+
+def completeness(config: Config) -> dict[tuple[str, str], float]:
+    """The last week's audited days as the metrics label them: (zone, day) -> ratio."""
+    from cdnlake.audit.days import recent_ratios
+
+    lake = Lake.from_config(config.storage)
+    days = recent_ratios(lake, [z.id for z in config.zones], datetime.now(UTC).date())
+    return {(str(d.zone_id), d.day.isoformat()): d.ratio for d in days}

@@ -121,6 +121,14 @@ def verdict(
     return "short" if short_in(provider, lake, tolerance) else "ok"
 
 
+def reread_command(zone_id: int, hour: datetime) -> str:
+    """The command that reads one hour of a zone again."""
+    return (
+        f"cdnlake ingest --zone {zone_id} --from {hour:%Y-%m-%dT%H:%MZ} "
+        f"--to {hour + HOUR:%Y-%m-%dT%H:%MZ}"
+    )
+
+
 def advice(zone_id: int, hour: datetime, now: datetime, watermark: datetime | None) -> str:
     """What to do about a short or missing hour (``watermark``: the zone's, if any)."""
     if watermark is None or hour + HOUR > watermark:
@@ -133,9 +141,8 @@ def advice(zone_id: int, hour: datetime, now: datetime, watermark: datetime | No
     if served_until > now:
         return (
             f"the provider's logging API still serves this hour until "
-            f"{served_until:%Y-%m-%d %H:%M} UTC: read zone {zone_id} from "
-            f"{hour:%Y-%m-%dT%H:%MZ} again before then (no cdnlake command re-reads a past "
-            "hour yet; `cdnlake ingest` reads on from the zone's watermark)"
+            f"{served_until:%Y-%m-%d %H:%M} UTC: read it again before then with "
+            f"`{reread_command(zone_id, hour)}`"
         )
     return (
         "past the provider's 3-day log retention: it cannot be read again; what the lake "

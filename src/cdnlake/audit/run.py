@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 
 from cdnlake.audit.compare import HOUR, Counts, HourAudit, audit_hour
+from cdnlake.audit.days import DayAudit, record, summarize
 from cdnlake.client.statistics import StatisticsApi, ZoneStatistics
 from cdnlake.config import Config
 from cdnlake.lake.progress import from_ms
@@ -102,3 +103,22 @@ def judge(
             )
             hour += HOUR
     return rows
+
+
+def audit(
+    config: Config, api: StatisticsApi, zones: Sequence[int], first: date, last: date, now: datetime
+) -> list[HourAudit]:
+    """Every zone-hour of ``first``..``last`` judged: the provider's statistics first (an
+    error there is raised before the lake is read, and no hour is judged)."""
+    provider = provider_counts(api, zones, first, last)
+    marks = zone_watermarks(config, zones)
+    lake = lake_counts(config, zones, first, last)
+    return judge(config, zones, first, last, provider, lake, now=now, marks=marks)
+
+
+def keep(config: Config, hours: Sequence[HourAudit], now: datetime) -> list[DayAudit]:
+    """The whole days among ``hours`` summed and kept in ``audit_days``."""
+    days = summarize(hours)
+    if days:
+        record(Lake.from_config(config.storage), days, now)
+    return days

@@ -60,7 +60,8 @@ def parse_days(args: argparse.Namespace, today: date) -> tuple[date, date]:
 
 def audit(args: argparse.Namespace) -> int:
     from cdnlake.audit.compare import COLUMNS, row
-    from cdnlake.audit.run import judge, lake_counts, provider_counts, zone_watermarks
+    from cdnlake.audit.run import audit as audit_hours
+    from cdnlake.audit.run import keep
     from cdnlake.cli.common import load, open_api
     from cdnlake.client.statistics import StatisticsApi
     from cdnlake.warehouse.output import render
@@ -73,7 +74,7 @@ def audit(args: argparse.Namespace) -> int:
         raise UsageError("audit: no pull zones are configured ([[zones]] in the config)")
     with open_api(config) as api:
         try:
-            provider = provider_counts(StatisticsApi(api), zones, first, last)
+            hours = audit_hours(config, StatisticsApi(api), zones, first, last, now)
         except CdnlakeError as exc:
             print(
                 "cdnlake: error: audit: the provider's statistics could not be read, so no "
@@ -81,9 +82,6 @@ def audit(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-    marks = zone_watermarks(config, zones)
-    lake = lake_counts(config, zones, first, last)
-    hours = judge(config, zones, first, last, provider, lake, now=now, marks=marks)
     if args.format == "table":
         columns = COLUMNS[:-1]
         sys.stdout.write(render("table", columns, [row(h)[:-1] for h in hours]))
@@ -92,6 +90,10 @@ def audit(args: argparse.Namespace) -> int:
                 print(f"zone {h.zone_id} {h.hour:%Y-%m-%d %H:00}: {h.verdict}: {h.advice}")
     else:
         sys.stdout.write(render(args.format, COLUMNS, [row(h) for h in hours]))
+    try:  # whole days are kept for status, /metrics and the report
+        keep(config, hours, now)
+    except CdnlakeError as exc:
+        print(f"cdnlake: warning: audit: the days' verdicts were not kept: {exc}", file=sys.stderr)
     failed = [h for h in hours if h.failed]
     pending = sum(h.verdict == "pending" for h in hours)
     summary = (

@@ -65,9 +65,13 @@ def serve_metrics(config: Config) -> tuple[DaemonMetrics | None, MetricsServer |
         return None, None
     from cdnlake.monitoring.http import MetricsServer
     from cdnlake.monitoring.metrics import DaemonMetrics
-    from cdnlake.status import health, zone_watermarks
+    from cdnlake.status import completeness, health, zone_watermarks
 
-    metrics = DaemonMetrics(config, watermarks=lambda: zone_watermarks(config))
+    metrics = DaemonMetrics(
+        config,
+        watermarks=lambda: zone_watermarks(config),
+        completeness=lambda: completeness(config),
+    )
     server = MetricsServer(*address, metrics, lambda: health(config))
     server.start()
     return metrics, server

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from cdnlake.cli.common import is_tty, load, open_api, require_writable_root
 from cdnlake.errors import UsageError
 from cdnlake.ingest.result import ZoneResult, breakdown
+
+REREAD_LOCK_WAIT_SECONDS = 300.0
 
 
 class RichProgress:
@@ -98,6 +101,8 @@ def ingest(args: argparse.Namespace) -> int:
     from cdnlake.client.shield import ShieldApi
     from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
 
+    if args.span_from is not None or args.span_to is not None:
+        return reread(args)
     config = load(args, default_level="WARNING")
     pull, shield_zones = config.select_all_zones(args.zone)
     zones = list(pull)
@@ -117,6 +122,41 @@ def ingest(args: argparse.Namespace) -> int:
             results.append(ingest_shield_zone(config, shield, shield_zone, progress=LineProgress()))
     print_notes(results)
     return 0 if all(r.ok for r in results) else 1
+
+
+def parse_time(text: str, option: str) -> datetime:
+    """An instant given on the command line: ISO 8601, UTC when it names no offset."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(
+            f"ingest {option}: expected a time like 2026-11-23T05:00Z, got {text!r}"
+        ) from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def reread(args: argparse.Namespace) -> int:
+    """``ingest --zone ID --from TIME --to TIME``: a past span of one zone read again."""
+    from cdnlake.client.logging_api import LoggingClient
+    from cdnlake.ingest.passes import Ingestor
+    from cdnlake.ingest.reread import check_span
+
+    if args.span_from is None or args.span_to is None:
+        raise UsageError("ingest: --from and --to go together")
+    if not args.zone or len(args.zone) != 1:
+        raise UsageError("ingest: --from/--to read a span of exactly one zone: give one --zone ID")
+    start, end = parse_time(args.span_from, "--from"), parse_time(args.span_to, "--to")
+    config = load(args, default_level="WARNING")
+    zone = config.zone(args.zone[0])
+    check_span(start, end, datetime.now(UTC))
+    require_writable_root(config)
+    with open_api(config) as api:
+        ingestor = Ingestor(config, LoggingClient(api), progress=LineProgress())
+        # A pass of the zone in flight (the daemon's) ends first: wait for its lock.
+        wait = max(REREAD_LOCK_WAIT_SECONDS, 2.0 * config.schedule.poll_seconds)
+        result = ingestor.reread(zone, start, end, lock_wait=wait)
+    print_notes([result])
+    return 0 if result.ok else 1
 
 
 def import_v1(args: argparse.Namespace) -> int:

@@ -91,6 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="only this zone, pull or shield (repeat for more)",
     )
+    p.add_argument(
+        "--from",
+        dest="span_from",
+        metavar="TIME",
+        help="with --to and one --zone: read this past span again (e.g. 2026-11-23T05:00Z), "
+        "storing what the lake lacks; the zone's watermark does not move",
+    )
+    p.add_argument("--to", dest="span_to", metavar="TIME", help="end of the span (excluded)")
 
     p = _command(
         sub,

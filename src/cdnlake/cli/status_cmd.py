@@ -91,6 +91,13 @@ def status(args: argparse.Namespace) -> int:
                 for row, s in zip(rows, statuses, strict=True)
             ]
         sys.stdout.write(render("table", columns, rows))
+        audits = [
+            f"zone {s.zone_id} {a['day']} {a['verdict']} (ratio {a['ratio']:.6f})"
+            for s in statuses
+            if (a := s.last_audit) is not None
+        ]
+        if audits:  # the completeness audit's last day of each zone audited
+            sys.stdout.write(f"last audit: {'; '.join(audits)}\n")
         kind = "daemons (PostgreSQL fleet)" if fleet.coordinated else "daemon"
         sys.stdout.write(f"{kind}: {'; '.join(fleet.daemons) or 'none running'}\n")
         never = [str(s.zone_id) for s in statuses if s.problem == "never ingested"]

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from datetime import datetime
 
 from cdnlake.client.logging_api import LoggingClient
 from cdnlake.client.shield import ShieldApi
 from cdnlake.config import Config, ShieldZoneConfig, ZoneConfig
+from cdnlake.ingest.reread import RereadSource
 from cdnlake.ingest.result import Progress, ZoneResult, utcnow
 from cdnlake.ingest.runner import Clock, Runner, Source, StopSignal
 from cdnlake.ingest.shield import ShieldSource
@@ -41,6 +43,7 @@ class Ingestor:
             lake=lake,
             count_traffic=count_traffic,
         )
+        self.client = logging_client
         self.v1: Source = V1DaySource(logging_client)
         self.v2: Source = V2Source(logging_client)
 
@@ -54,6 +57,15 @@ class Ingestor:
         self, zone: ZoneConfig, stop: StopSignal | None = None, holder: int | None = None
     ) -> ZoneResult:
         return self.runner.run(zone.id, self.source(zone), stop, holder=holder)
+
+    def reread(
+        self, zone: ZoneConfig, start: datetime, end: datetime, *, lock_wait: float
+    ) -> ZoneResult:
+        """Read ``[start, end)`` of ``zone`` again, storing what the lake lacks; the zone's
+        progress stays as it is (see :mod:`cdnlake.ingest.reread`). Waits up to
+        ``lock_wait`` seconds for a pass of the zone in flight to end."""
+        source = RereadSource(self.client, zone.source, start, end)
+        return self.runner.run(zone.id, source, lock_wait=lock_wait)
 
 
 def ingest_shield_zone(

@@ -109,6 +109,11 @@ class ZoneResult:
 
     def summary(self) -> str:
         reached = self.reached.strftime("%Y-%m-%d %H:%M:%SZ") if self.reached else "-"
+        if self.source.endswith("-reread") and self.window_from and self.window_to:
+            reached = (  # a span read again: the watermark is not its to move
+                f"{self.window_from:%Y-%m-%d %H:%M:%SZ}..{self.window_to:%Y-%m-%d %H:%M:%SZ} "
+                "read again (watermark unchanged)"
+            )
         seconds = ((self.finished or utcnow()) - self.started).total_seconds()
         kind = "shield zone" if self.source == "shield" else "zone"
         text = (

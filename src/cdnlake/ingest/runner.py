@@ -230,15 +230,20 @@ class Runner:
         stop: StopSignal | None = None,
         *,
         holder: int | None = None,
+        lock_wait: float = 0.0,
     ) -> ZoneResult:
         """One pass; ``stop`` ends it early as the runner's own stop does. ``holder``: the
         generation of the fleet lease it runs under, its fence token (see
         :mod:`cdnlake.lake.progress`); a pass whose zone was rewound or taken over since
-        it began commits nothing more and fails."""
+        it began commits nothing more and fails. ``lock_wait``: seconds to wait for the
+        zone's lock while another local process holds it (0: busy at once)."""
         result = ZoneResult(zone_id, source.kind)
         signal: StopSignal = self.stop if stop is None else AnyStop(self.stop, stop)
         locks = self.config.storage.work / "locks"
-        with pass_outcome(result, f"zone {zone_id}"), zone_lock(locks, source.spec.name, zone_id):
+        with (
+            pass_outcome(result, f"zone {zone_id}"),
+            zone_lock(locks, source.spec.name, zone_id, wait=lock_wait),
+        ):
             writer = ZoneWriter(
                 self.lake,
                 source.spec,

@@ -1,4 +1,4 @@
-"""The bookkeeping tables: ``ingest_runs``, ``ingest_gaps`` and ``rejected_lines``.
+"""The bookkeeping tables: ``ingest_runs``, ``ingest_gaps``, ``rejected_lines``, ``audit_days``.
 
 Every write is a MERGE on the row's key, so that no row is ever written twice:
 
@@ -6,6 +6,7 @@ Every write is a MERGE on the row's key, so that no row is ever written twice:
 - ``rejected_lines`` by ``record_key``, so that a record read again (an overlapping v2
   window, a closed v1 day read once more) is kept once: a v2 record by its request id, a
   shield event by its log id, a line of a file by the file and its line number;
+- ``audit_days`` by day: a day audited again (after a re-read) updates its row;
 - ``ingest_gaps`` by span: a gap claims only what no earlier gap of its zone claims, and
   a gap that continues one (an outage that goes on) extends that row instead of adding
   one (see :meth:`Bookkeeping.record_gaps`).
@@ -32,6 +33,7 @@ from deltalake.exceptions import CommitFailedError
 
 from cdnlake.errors import StorageError
 from cdnlake.lake.schema import (
+    AUDIT_DAYS,
     INGEST_GAPS,
     INGEST_RUNS,
     REJECTED_LINES,
@@ -109,6 +111,18 @@ class Bookkeeping:
         match = f"t.run_id = s.run_id AND t.run_id = {_text(run['run_id'])}"
         self._merge(INGEST_RUNS, zone_id, lambda: frame, match)
         return self.record_gaps(zone_id, gaps)
+
+    def record_audit_days(self, zone_id: int, days: list[dict[str, Any]]) -> None:
+        """The zone's audited days, one row per day: a day audited again replaces its row."""
+        frame = _frame(AUDIT_DAYS, zone_id, days)
+        columns = [c for c in AUDIT_DAYS.columns if c != "day"]
+        self._merge(
+            AUDIT_DAYS,
+            zone_id,
+            lambda: frame,
+            "t.day = s.day",
+            update={c: f"s.{c}" for c in columns},
+        )
 
     def record_gaps(self, zone_id: int, gaps: list[dict[str, Any]]) -> float:
         """Claim the spans of ``gaps`` lost, each instant once per zone.

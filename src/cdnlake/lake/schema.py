@@ -99,6 +99,16 @@ GAP_SCHEMA: Columns = {
     "source": STRING,
 }
 
+AUDIT_DAY_SCHEMA: Columns = {  # one row per pull zone and UTC day audited (its last audit)
+    "day": DATE,
+    "audited_at": TS,
+    "verdict": STRING,  # ok, short (some hour short or missing)
+    "provider_requests": LONG,  # the provider's statistics, the day's hours summed
+    "lake_requests": LONG,
+    "hours_short": INTEGER,  # hours short or missing beyond the tolerance
+    "detail": STRING,  # the short hours, e.g. "05:00 missing, 09:00 short"
+}
+
 REJECT_TABLE_SCHEMA: Columns = {
     "source": STRING,  # v1 or v2
     "file": STRING,  # local path, api:v1:<MM-dd-yy>/<zone>.log, or api:v2?from=&to=
@@ -163,7 +173,8 @@ SHIELD_EVENTS = TableSpec("shield_events", "shield_zone_id", SHIELD_SCHEMA, True
 INGEST_RUNS = TableSpec("ingest_runs", "zone", RUN_SCHEMA, by_date=False)
 INGEST_GAPS = TableSpec("ingest_gaps", "zone", GAP_SCHEMA, by_date=False)
 REJECTED_LINES = TableSpec("rejected_lines", "zone", REJECT_TABLE_SCHEMA, by_date=False)
-TABLES = (REQUESTS, SHIELD_EVENTS, INGEST_RUNS, INGEST_GAPS, REJECTED_LINES)
+AUDIT_DAYS = TableSpec("audit_days", "zone", AUDIT_DAY_SCHEMA, by_date=False)
+TABLES = (REQUESTS, SHIELD_EVENTS, INGEST_RUNS, INGEST_GAPS, REJECTED_LINES, AUDIT_DAYS)
 TABLES_BY_NAME = {t.name: t for t in TABLES}
 
 

@@ -35,7 +35,10 @@ PASS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
 WATERMARK_REFRESH_SECONDS = 5.0
 AMPLIFICATION_PASSES = 10  # cdnlake_read_amplification: over each zone's last passes
 
+COMPLETENESS_REFRESH_SECONDS = 60.0
+
 Watermarks = dict[tuple[str, str], datetime]
+Completeness = dict[tuple[str, str], float]  # (zone, day) -> lake requests / provider's
 
 
 class _LagCollector(Collector):
@@ -53,6 +56,25 @@ class _LagCollector(Collector):
         now = datetime.now(UTC)
         for (zone, source), mark in sorted(self.read().items()):
             family.add_metric([zone, source], (now - mark).total_seconds())
+        yield family
+
+
+class _CompletenessCollector(Collector):
+    """``cdnlake_completeness_ratio``: each audited day's lake requests over the
+    provider's statistics, per zone and day (from ``audit_days``, at scrape time)."""
+
+    def __init__(self, read: Callable[[], Completeness]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "cdnlake_completeness_ratio",
+            "The lake's requests over the provider's statistics for an audited UTC day "
+            "(label day), per zone: below 1 - audit.tolerance, the day is short.",
+            labels=["zone", "day"],
+        )
+        for (zone, day), ratio in sorted(self.read().items()):
+            family.add_metric([zone, day], ratio)
         yield family
 
 
@@ -113,6 +135,7 @@ class DaemonMetrics:
         config: Config,
         *,
         watermarks: Callable[[], Watermarks] | None = None,
+        completeness: Callable[[], Completeness] | None = None,
         registry: CollectorRegistry | None = None,
     ) -> None:
         self.registry = registry or CollectorRegistry()
@@ -193,6 +216,10 @@ class DaemonMetrics:
         self._passes: dict[tuple[str, str], deque[tuple[int, int]]] = {}
         r.register(_LagCollector(self.watermarks))
         r.register(_AmplificationCollector(self.read_and_new))
+        self._read_completeness = completeness or (lambda: {})
+        self._completeness: Completeness = {}
+        self._completeness_at = -math.inf
+        r.register(_CompletenessCollector(self.completeness))
         self._forwarded = _ForwardedCollector()
         r.register(self._forwarded)
 
@@ -210,6 +237,22 @@ class DaemonMetrics:
                 except Exception as exc:  # a scrape must not fail on a slow store
                     log.warning("metrics: watermarks not read: %s", exc)
             return dict(self._marks)
+
+    def completeness(self) -> Completeness:
+        """The audited days' ratios, read again from the lake at most once a minute."""
+        with self._lock:
+            if time.monotonic() - self._completeness_at >= COMPLETENESS_REFRESH_SECONDS:
+                try:
+                    self._completeness = self._read_completeness()
+                    self._completeness_at = time.monotonic()
+                except Exception as exc:  # a scrape must not fail on a slow store
+                    log.warning("metrics: audited days not read: %s", exc)
+            return dict(self._completeness)
+
+    def audited(self) -> None:
+        """An audit was just kept: the next scrape reads the days again."""
+        with self._lock:
+            self._completeness_at = -math.inf
 
     def read_and_new(self) -> dict[tuple[str, str], tuple[int, int]]:
         """Records read and new rows stored over each zone's last passes."""

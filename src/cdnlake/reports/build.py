@@ -126,6 +126,13 @@ def collect(
         at = trend.columns.index("date")
         trend.columns.append("partial")
         trend.rows = [(*r, as_date(r[at]) in data.partial) for r in trend.rows]
+    if end is None:  # beside the day's figures: how complete they are
+        from cdnlake.reports.completeness import completeness
+
+        items = list(data.sections.items())
+        at = next((i + 1 for i, (n, _) in enumerate(items) if n == "overview"), 0)
+        items.insert(at, ("completeness", completeness(config, day, zones)))
+        data.sections = dict(items)
     agents = data.sections.pop("user_agents", None)
     if agents is not None:
         from cdnlake.reports.agents import group

@@ -41,6 +41,7 @@ def to_json(data: ReportData) -> str:
         payload["user_agents"] = {kind: rows(kind) for kind in ("browser", "os", "tool", "crawler")}
         payload["countries"] = rows("countries")
         payload["asns"] = rows("asns")
+        payload["completeness"] = rows("completeness")
     payload["sections"] = {
         name: {"title": t.title, "rows": [plain(r) for r in t.records()]}
         for name, t in data.sections.items()

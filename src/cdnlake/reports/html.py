@@ -211,6 +211,12 @@ def _cards(data: ReportData) -> list[dict[str, str]]:
         if delta and (data.day in data.partial or data.day - ONE_DAY in data.partial):
             delta += " (a partial day)"
         cards.append({"label": label, "value": metric_value(metric, value), "delta": delta})
+    table = data.sections.get("completeness")
+    if table is not None:
+        from cdnlake.reports.completeness import headline
+
+        value, note = headline(table)
+        cards.append({"label": "Completeness", "value": value, "delta": note})
     return cards
 
 

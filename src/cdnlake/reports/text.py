@@ -129,6 +129,8 @@ def cell(value: Any, column: str) -> str:
         return str(plain(value))
     if column in CODES:
         return str(value)
+    if column == "ratio":
+        return f"{value:.6f}"
     if "bytes" in column:
         return human_bytes(value)
     if column.endswith("pct"):

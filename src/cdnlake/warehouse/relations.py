@@ -10,7 +10,7 @@ import duckdb
 
 # Relations keep the names users already query by: the bookkeeping tables are
 # partitioned by ``zone``, which the relations also show as ``pull_zone_id``.
-ALIASES = {"ingest_runs", "ingest_gaps", "rejected_lines"}
+ALIASES = {"ingest_runs", "ingest_gaps", "rejected_lines", "audit_days"}
 HOURLY = "requests_hourly"
 RELATIONS = (
     "requests",
@@ -19,6 +19,7 @@ RELATIONS = (
     "ingest_runs",
     "ingest_gaps",
     "rejected_lines",
+    "audit_days",
 )
 _PARAMETER = re.compile(r"\$\w+")
 

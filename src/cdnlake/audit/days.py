@@ -1,0 +1,143 @@
+"""Audited days: the hours of a zone's day summed to one verdict, kept in the lake.
+
+A day is kept once all of its hours are judged (none pending), in ``audit_days`` (one
+row per zone and day, MERGEd on the day: a day audited again, after a re-read, replaces
+its row). ``status`` shows each zone's last audited day, ``/metrics`` the days' ratios
+(``cdnlake_completeness_ratio``), the daily report the day's audit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from cdnlake.audit.compare import HourAudit
+from cdnlake.errors import StorageError
+from cdnlake.lake.schema import AUDIT_DAYS
+from cdnlake.lake.store import Lake
+
+
+@dataclass(frozen=True)
+class DayAudit:
+    zone_id: int
+    day: date
+    verdict: str  # ok or short
+    provider_requests: int
+    lake_requests: int
+    hours_short: int
+    detail: str = ""
+    audited_at: datetime | None = None
+
+    @property
+    def ratio(self) -> float:
+        """The lake's requests over the provider's (1.0 for a day the provider counted
+        none of)."""
+        if self.provider_requests == 0:
+            return 1.0
+        return self.lake_requests / self.provider_requests
+
+    def line(self) -> str:
+        text = f"zone {self.zone_id} {self.day}: {self.verdict}, ratio {self.ratio:.6f}"
+        return text + (f" ({self.detail})" if self.detail else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "day": self.day.isoformat(),
+            "verdict": self.verdict,
+            "ratio": round(self.ratio, 6),
+            "provider_requests": self.provider_requests,
+            "lake_requests": self.lake_requests,
+            "hours_short": self.hours_short,
+            "detail": self.detail,
+            "audited_at": self.audited_at.isoformat() if self.audited_at else None,
+        }
+
+
+def summarize(hours: Sequence[HourAudit]) -> list[DayAudit]:
+    """One :class:`DayAudit` per zone and day whose every hour is judged (none pending:
+    a day still open is not a day's verdict yet)."""
+    by_day: dict[tuple[int, date], list[HourAudit]] = {}
+    for h in hours:
+        by_day.setdefault((h.zone_id, h.hour.date()), []).append(h)
+    out = []
+    for (zone, day), judged in sorted(by_day.items()):
+        if len(judged) < 24 or any(h.verdict == "pending" for h in judged):
+            continue
+        failed = [h for h in judged if h.failed]
+        out.append(
+            DayAudit(
+                zone_id=zone,
+                day=day,
+                verdict="short" if failed else "ok",
+                provider_requests=sum(h.provider.requests for h in judged),
+                lake_requests=sum(h.lake.requests for h in judged),
+                hours_short=len(failed),
+                detail=", ".join(f"{h.hour:%H:%M} {h.verdict}" for h in failed),
+            )
+        )
+    return out
+
+
+def record(lake: Lake, days: Sequence[DayAudit], audited_at: datetime) -> None:
+    """Keep each day's audit in ``audit_days`` (a day audited before is replaced)."""
+    from cdnlake.lake.bookkeeping import Bookkeeping  # polars: not for ``status``
+
+    book = Bookkeeping(lake)
+    zones = sorted({d.zone_id for d in days})
+    for zone in zones:
+        rows = [
+            {
+                "day": d.day,
+                "audited_at": audited_at,
+                "verdict": d.verdict,
+                "provider_requests": d.provider_requests,
+                "lake_requests": d.lake_requests,
+                "hours_short": d.hours_short,
+                "detail": d.detail,
+            }
+            for d in days
+            if d.zone_id == zone
+        ]
+        book.record_audit_days(zone, rows)
+
+
+def audited(lake: Lake, zones: Sequence[int], since: date | None = None) -> list[DayAudit]:
+    """The audited days of ``zones`` (from ``since`` on), by zone and day."""
+    table = lake.open(AUDIT_DAYS) if zones else None
+    if table is None:
+        return []
+    import pyarrow.dataset as ds
+
+    where = ds.field("day") >= since if since is not None else None
+    try:
+        dataset = lake.dataset(AUDIT_DAYS, table, [("zone", "in", [str(z) for z in zones])])
+        rows = dataset.to_table(filter=where).to_pylist()
+    except OSError as exc:
+        raise StorageError(f"cannot read audit_days: {exc}") from None
+    return sorted((from_row(r) for r in rows), key=lambda d: (d.zone_id, d.day))
+
+
+def from_row(r: dict[str, Any]) -> DayAudit:
+    """A row of ``audit_days`` (its ``zone`` column, or ``pull_zone_id``)."""
+    return DayAudit(
+        zone_id=int(r["zone"] if "zone" in r else r["pull_zone_id"]),
+        day=r["day"],
+        verdict=r["verdict"],
+        provider_requests=int(r["provider_requests"] or 0),
+        lake_requests=int(r["lake_requests"] or 0),
+        hours_short=int(r["hours_short"] or 0),
+        detail=r["detail"] or "",
+        audited_at=r["audited_at"],
+    )
+
+
+def day_audits(lake: Lake, zones: Sequence[int], day: date) -> dict[int, DayAudit]:
+    """The audits of ``day``, by zone (zones not audited for it are absent)."""
+    return {d.zone_id: d for d in audited(lake, zones, day) if d.day == day}
+
+
+def recent_ratios(lake: Lake, zones: Sequence[int], today: date, days: int = 7) -> list[DayAudit]:
+    """The audited days of the last ``days`` days, for ``cdnlake_completeness_ratio``."""
+    return audited(lake, zones, today - timedelta(days=days))

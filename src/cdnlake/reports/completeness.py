@@ -1,0 +1,67 @@
+"""The daily report's completeness: each zone's audit of the day (``audit_days``), or
+"not audited yet", beside the day's figures."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+from cdnlake.audit.days import day_audits
+from cdnlake.config import Config
+from cdnlake.lake.store import Lake
+from cdnlake.reports.data import Table
+
+NOT_AUDITED = "not audited yet"
+COLUMNS = [
+    "pull_zone_id",
+    "verdict",
+    "ratio",
+    "completeness_pct",
+    "provider_requests",
+    "lake_requests",
+    "hours_short",
+    "short_hours",
+    "audited_at",
+]
+TITLE = "Completeness (the lake against the provider's statistics)"
+
+
+def completeness(config: Config, day: date, zones: list[int]) -> Table:
+    """One row per zone: the day's audit (ratio, verdict, ...), or ``not audited yet``."""
+    audits = day_audits(Lake.from_config(config.storage), zones, day)
+    rows: list[tuple[Any, ...]] = []
+    for zone in zones:
+        a = audits.get(zone)
+        if a is None:
+            rows.append((zone, NOT_AUDITED, *([None] * (len(COLUMNS) - 2))))
+            continue
+        rows.append(
+            (
+                zone,
+                a.verdict,
+                round(a.ratio, 6),
+                round(100.0 * a.ratio, 4),
+                a.provider_requests,
+                a.lake_requests,
+                a.hours_short,
+                a.detail or None,
+                a.audited_at,
+            )
+        )
+    return Table(TITLE, list(COLUMNS), rows)
+
+
+def headline(table: Table) -> tuple[str, str]:
+    """The report's completeness card: (value, note)."""
+    audited = [r for r in table.records() if r["verdict"] != NOT_AUDITED]
+    if not audited:
+        return NOT_AUDITED, "run `cdnlake audit` (the daemon audits after midnight)"
+    provider = sum(int(r["provider_requests"] or 0) for r in audited)
+    lake = sum(int(r["lake_requests"] or 0) for r in audited)
+    value = f"{100.0 * lake / provider:.2f} %" if provider else "100.00 %"
+    short = [str(r["pull_zone_id"]) for r in audited if r["verdict"] != "ok"]
+    note = f"short: zone {', '.join(short)}" if short else "ok"
+    missing = len(table.rows) - len(audited)
+    if missing:
+        note += f"; {missing} zone(s) {NOT_AUDITED}"
+    return value, note

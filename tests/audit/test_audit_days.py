@@ -1,0 +1,150 @@
+"""Audited days kept in the lake (``audit_days``): `status` shows each zone's last audit,
+the daily report its day's completeness, `/metrics` the ratio; the daemon audits
+yesterday once a day, before its report."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from apscheduler.triggers.interval import IntervalTrigger
+from prometheus_client import generate_latest
+
+from cdnlake.emulator import Emulator, Faults
+from cdnlake.monitoring.metrics import DaemonMetrics
+from cdnlake.scheduler import Daemon, wait_for
+from cdnlake.status import completeness
+from tests.conftest import (
+    lake_frame,
+    load_test_config,
+    make_client,
+    run_cli,
+    start_emulator,
+    write_config,
+)
+
+
+@dataclass
+class Setup:
+    emu: Emulator
+    config: Path
+    day: date
+
+
+@pytest.fixture(scope="module")
+def lost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    """Zones 1234 (v2) and 1236 (v2) ingested; yesterday 05:00 of 1234 was lost."""
+    day = (datetime.now(UTC) - timedelta(days=1)).date()
+    faults = Faults(lose_hours=f"1234@{day}T05")
+    emu = start_emulator("1234,1236", rpm=2, now=None, frozen=False, faults=faults)
+    try:
+        config = write_config(tmp_path_factory.mktemp("days"), emu, [(1234, "v2"), (1236, "v2")])
+        r = run_cli("--config", str(config), "ingest", timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        yield Setup(emu, config, day)
+    finally:
+        emu.stop()
+
+
+def cli(setup: Setup, *args: str) -> tuple[int, str, str]:
+    r = run_cli("--config", str(setup.config), *args, timeout=300)
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_audit_keeps_each_day_status_and_the_report_show_it(lost: Setup) -> None:
+    day = str(lost.day)
+    # Before any audit: the report says so, and status shows no audit.
+    code, _, err = cli(lost, "report", "--date", day, "--format", "json,md,csv,html")
+    assert code == 0, err
+    reports = lost.config.parent / "data" / "reports"
+    payload = json.loads((reports / f"report-all-{day}.json").read_text())
+    assert [r["verdict"] for r in payload["completeness"]] == ["not audited yet"] * 2
+    assert "Completeness" in (reports / f"report-all-{day}.html").read_text()
+    code, out, _ = cli(lost, "status", "--format", "json")
+    assert [z["last_audit"] for z in json.loads(out)] == [None, None]
+
+    code, _, _ = cli(lost, "audit", "--date", day)
+    assert code == 1
+    code, out, _ = cli(lost, "status")
+    assert "last audit: zone 1234 " + day + " short (ratio 0.9" in out
+    assert f"zone 1236 {day} ok (ratio 1.000000)" in out
+    code, out, _ = cli(lost, "status", "--format", "json")
+    audits = {z["zone_id"]: z["last_audit"] for z in json.loads(out)}
+    assert audits[1234]["day"] == day and audits[1234]["verdict"] == "short"
+    assert audits[1234]["hours_short"] == 1 and audits[1234]["detail"] == "05:00 missing"
+    assert 0.9 < audits[1234]["ratio"] < 1 and audits[1236]["ratio"] == 1.0
+    code, out, _ = cli(
+        lost, "sql", "SELECT pull_zone_id, day, verdict FROM audit_days ORDER BY 1", "--format",
+        "csv",
+    )  # fmt: skip
+    assert out.splitlines() == [
+        "pull_zone_id,day,verdict",
+        f"1234,{day},short",
+        f"1236,{day},ok",
+    ]
+
+    # The report shows the day's audit in every format.
+    code, _, err = cli(lost, "report", "--date", day, "--format", "json,md,csv,html")
+    assert code == 0, err
+    payload = json.loads((reports / f"report-all-{day}.json").read_text())
+    rows = {r["pull_zone_id"]: r for r in payload["completeness"]}
+    assert rows[1234]["verdict"] == "short" and rows[1234]["short_hours"] == "05:00 missing"
+    assert rows[1236]["verdict"] == "ok" and rows[1236]["ratio"] == 1.0
+    assert payload["sections"]["completeness"]["rows"] == payload["completeness"]
+    md = (reports / f"report-all-{day}.md").read_text()
+    assert "## Completeness" in md and "short" in md and "not audited yet" not in md
+    csv = (reports / f"report-all-{day}.completeness.csv").read_text().splitlines()
+    assert csv[0].startswith("pull_zone_id,verdict,ratio,") and len(csv) == 3
+    html = (reports / f"report-all-{day}.html").read_text()
+    assert "short: zone 1234" in html and "05:00 missing" in html
+
+    # Read again and audited again: the day's row is replaced, not added.
+    httpx.post(f"{lost.emu.url}/_emulator/faults", json={"lose_hours": ""}).raise_for_status()
+    frm, to = f"{day}T05:00Z", f"{day}T06:00Z"
+    assert cli(lost, "ingest", "--zone", "1234", "--from", frm, "--to", to)[0] == 0
+    assert cli(lost, "audit", "--date", day)[0] == 0
+    kept = lake_frame(lost.config.parent / "data", "audit_days")
+    assert kept.height == 2 and set(kept["verdict"].to_list()) == {"ok"}
+    config = load_test_config(lost.config)
+    assert completeness(config) == {("1234", day): 1.0, ("1236", day): 1.0}
+
+
+def test_the_daemon_audits_yesterday_before_its_report_and_exports_the_ratio(
+    tmp_path: Path,
+) -> None:
+    day = (datetime.now(UTC) - timedelta(days=1)).date()
+    emu = start_emulator(
+        "1234", rpm=2, now=None, frozen=False, faults=Faults(lose_hours=f"1234@{day}T07")
+    )
+    try:
+        config = load_test_config(write_config(tmp_path, emu, [(1234, "v2")]))
+        metrics = DaemonMetrics(config, completeness=lambda: completeness(config))
+        daemon = Daemon(
+            config,
+            make_client(config),
+            report_trigger=IntervalTrigger(seconds=1),
+            metrics=metrics,
+            catch_up=False,
+        )
+        daemon.start()
+        try:
+            # The first report job may run before the first pass: that day's audit is
+            # short in every hour and kept so; it is done once (a fleet job), not again.
+            assert wait_for(lambda: daemon.report_runs and daemon.audit_runs, 300, step=0.2)
+        finally:
+            assert daemon.stop()
+        assert daemon.audit_runs == [day]
+        text = generate_latest(metrics.registry).decode()
+        line = next(x for x in text.splitlines() if x.startswith("cdnlake_completeness_ratio{"))
+        assert f'day="{day}"' in line and 'zone="1234"' in line
+        assert float(line.rsplit(" ", 1)[1]) < 0.999  # hour 07 (at least) is short
+        kept = lake_frame(tmp_path / "data", "audit_days")
+        assert kept.height == 1 and kept["verdict"].to_list() == ["short"]
+        assert (tmp_path / "data" / "reports" / f"report-all-{day}.html").exists()
+    finally:
+        emu.stop()
