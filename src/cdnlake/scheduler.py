@@ -40,7 +40,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from cdnlake.client.core import ApiClient
 from cdnlake.client.logging_api import LoggingClient
 from cdnlake.config import Config, ShieldZoneConfig, ZoneConfig
-from cdnlake.coordination import Fleet, fleet_for, lease_key, lease_keys
+from cdnlake.coordination import Fleet, fleet_for, lease_key, lease_keys, maintain_hold
 from cdnlake.errors import StopRequested
 from cdnlake.forwarding.receiver import Receiver
 from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
@@ -195,7 +195,8 @@ class Daemon:
 
     def maintain(self, day: date | None = None) -> None:
         """Once a day (today, or ``day``), by one daemon of the fleet: compact the small
-        files the passes left, checkpoint, vacuum."""
+        files the passes left, checkpoint, vacuum; a zone it rewinds, it holds (in a fleet
+        its lease, taken from the daemon that owns it once that one's pass ends)."""
         from cdnlake.lake.maintain import maintain
         from cdnlake.lake.store import Lake
 
@@ -211,6 +212,7 @@ class Daemon:
                 report = maintain(
                     Lake.from_config(self.config.storage),
                     locks=self.config.storage.work / "locks",
+                    hold=maintain_hold(self.config, self.fleet.daemon_id),
                     stop=self.stop_event.is_set,
                 )
             self.maintain_runs += 1

@@ -48,6 +48,11 @@ CONFLICT_ROUNDS = 5  # readings of a partition whose files another commit kept r
 SORTED_FILES = WriterProperties(max_row_group_size=ROW_GROUP_ROWS, compression="ZSTD")
 HOLD_WAIT_SECONDS = 120.0  # how long a rewind waits for a local pass of its zone to end
 
+# What ``maintain`` holds in a fleet while it rewinds a zone (the zone's PostgreSQL lease,
+# ``coordination.postgres.MaintainHold``): (table, zone id) -> a context whose value is the
+# lease's generation, the fence token of the rewind; ZoneBusyError if not had in time.
+ZoneHold = Callable[[str, int], contextlib.AbstractContextManager[int | None]]
+
 
 @dataclass
 class TableReport:
@@ -75,7 +80,10 @@ class TableReport:
         for where in self.repeated:
             text += f"; REPEATED KEYS {where}"
         for d in self.damaged:
-            text += f"; DAMAGED {d.path} ({d.reason}), kept as {d.moved_to}"
+            if d.left:
+                text += f"; DAMAGED {d.path} ({d.reason}), NOT set aside: {d.left}"
+            else:
+                text += f"; DAMAGED {d.path} ({d.reason}), kept as {d.moved_to}"
         return text
 
 
@@ -92,6 +100,7 @@ def maintain(
     check_all: bool = False,
     now: datetime | None = None,
     locks: Path | None = None,
+    hold: ZoneHold | None = None,
     stop: Callable[[], bool] = lambda: False,
 ) -> MaintainReport:
     """Check, compact the zones' partitions (all without ``zones``), checkpoint, vacuum.
@@ -102,7 +111,10 @@ def maintain(
     store that keeps failing (5xx, throttling, timeouts) stops it with
     :class:`~cdnlake.errors.StorageUnavailableError`, nothing set aside. Each partition
     it compacts is checked for repeated keys, which are removed (``TableReport.repeats``).
-    ``locks``: this machine's zone locks (``<work>/locks``), held while a zone is rewound.
+    ``locks``: this machine's zone locks (``<work>/locks``), and in a fleet ``hold``, the
+    zones' leases: held while a zone is rewound. A zone whose lease is not had in time
+    keeps its damaged file in place, reported (``DamagedFile.left``): nothing is moved
+    before its zone is rewound, and maintain stops after that table's check.
     ``stop``: checked between files and partitions (a daemon stopping); when it turns true,
     :class:`~cdnlake.errors.StopRequested` ends the work where each step is whole.
     """
@@ -121,9 +133,14 @@ def maintain(
         if spec.key is not None:
             since = None if check_all else now - PROVIDER_RETENTION
             item.damaged = unreadable_files(
-                lake, spec, table, since, _read_again_first(lake, spec, locks, now), stop
+                lake, spec, table, since, _read_again_first(lake, spec, locks, now, hold), stop
             )
             table.update_incremental()
+            if any(d.left for d in item.damaged):  # nothing compacted over a damaged file
+                item.files_after = item.files_before
+                log.error("maintain %s; stopped there, run maintain again", item.line())
+                report.tables.append(item)
+                return report
         try:
             if spec.by_date and "ts" in spec.schema:
                 item.compacted += _sort_days(lake, spec, table, zones, item, stop)
@@ -267,31 +284,38 @@ def _drop_repeats(
     )
 
 
-def _read_again_first(lake: Lake, spec: TableSpec, locks: Path | None, now: datetime) -> BeforeMove:
+def _read_again_first(
+    lake: Lake, spec: TableSpec, locks: Path | None, now: datetime, hold: ZoneHold | None = None
+) -> BeforeMove:
     """Before a damaged file is moved: its zone reads the span again while the provider has
-    it (a rewind), or claims it lost (a gap).
+    it (a rewind), or claims it lost (a gap), holding the zone meanwhile (:func:`_holding`).
 
-    A rewind advances the zone's fence, so no pass in flight (here, on another machine,
-    or a stale daemon's) can commit a watermark over the span: that, not a lock or a
-    lease, is what makes it stick. On this machine it also holds the zone's lock, waiting
-    a while for a pass in flight to end rather than making it fail.
+    The rewind advances the zone's fence, so no pass in flight (here, on another machine,
+    or a stale daemon's) can commit a watermark over the span even were the zone not held.
     """
 
     def before(zone_id: int, start: datetime | None, end: datetime | None, why: str) -> None:
-        with _holding(locks, spec, zone_id):
-            ZoneWriter(lake, spec, zone_id, clock=lambda: now).read_again(start, end, why)
+        with _holding(locks, hold, spec, zone_id) as generation:
+            writer = ZoneWriter(lake, spec, zone_id, holder=generation, clock=lambda: now)
+            writer.read_again(start, end, why)
 
     return before
 
 
 @contextlib.contextmanager
-def _holding(locks: Path | None, spec: TableSpec, zone_id: int) -> Iterator[None]:
-    """The zone's lock on this machine, if it comes within ``HOLD_WAIT_SECONDS``;
-    without it the rewind still holds (the fence refuses the pass in flight)."""
+def _holding(
+    locks: Path | None, hold: ZoneHold | None, spec: TableSpec, zone_id: int
+) -> Iterator[int | None]:
+    """Hold the zone: in a fleet (``hold``) its lease, which the owner lets go once its pass
+    in flight ends, or :class:`~cdnlake.errors.ZoneBusyError` (nothing rewound or moved);
+    then its lock on this machine, if it comes within ``HOLD_WAIT_SECONDS`` (without it
+    the rewind still holds: the fence refuses the local pass in flight). Yields the
+    lease's generation, the fence token the rewind commits under (None alone)."""
     with contextlib.ExitStack() as held:
+        generation = None if hold is None else held.enter_context(hold(spec.name, zone_id))
         if locks is not None:
             try:
                 held.enter_context(zone_lock(locks, spec.name, zone_id, wait=HOLD_WAIT_SECONDS))
             except ZoneBusyError as exc:
                 log.warning("%s; rewinding it anyway: its pass in flight will be refused", exc)
-        yield
+        yield generation
