@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,8 @@ TARGET_FILE_BYTES = 256 << 20
 CONFLICT_ROUNDS = 5  # readings of a partition whose files another commit kept rewriting
 SORTED_FILES = WriterProperties(max_row_group_size=ROW_GROUP_ROWS, compression="ZSTD")
 HOLD_WAIT_SECONDS = 120.0  # how long a rewind waits for a local pass of its zone to end
+OPEN_DAY_FILES = 32  # a zone's open day with more small files than this is compacted (OpenDays)
+SMALL_FILE_BYTES = 32 << 20  # files under this are small; larger ones are left as they are
 
 # What ``maintain`` holds in a fleet while it rewinds a zone (the zone's PostgreSQL lease,
 # ``coordination.postgres.MaintainHold``): (table, zone id) -> a context whose value is the
@@ -206,14 +208,28 @@ def _sort_days(
                 item.repeated.append(f"zone {zone} {day}: {removed} row(s)")
                 rewritten += count
                 continue
-        metrics = table.optimize.z_order(
-            ["ts"],
-            partition_filters=partition,  # type: ignore[arg-type]
-            target_size=TARGET_FILE_BYTES,
-            writer_properties=SORTED_FILES,
-        )
-        rewritten += int(metrics.get("numFilesRemoved", 0))
+        rewritten += _z_order(table, partition)
     return rewritten
+
+
+def _z_order(table: DeltaTable, partition: list[Any]) -> int:
+    """One partition rewritten sorted by ``ts``; the files removed. A compaction of the
+    daemon's (:class:`OpenDays`) that replaced some of its files meanwhile makes delta-rs
+    refuse the commit (a concurrent removal of data it read): it is planned again."""
+    for _reading in range(CONFLICT_ROUNDS):
+        try:
+            metrics = table.optimize.z_order(
+                ["ts"],
+                partition_filters=partition,  # type: ignore[arg-type]
+                target_size=TARGET_FILE_BYTES,
+                writer_properties=SORTED_FILES,
+            )
+        except CommitFailedError as exc:
+            log.info("%s: %s; planned again", partition, first_line(exc))
+            table.update_incremental()
+            continue
+        return int(metrics.get("numFilesRemoved", 0))
+    raise StorageError(f"{partition}: kept changing while it was compacted; run maintain again")
 
 
 def _drop_repeats(
@@ -221,12 +237,7 @@ def _drop_repeats(
 ) -> int:
     """How many rows of one partition have a key that another of its rows has: 0, or
     reported loudly and removed, the partition rewritten with each key once (its earliest
-    row) and sorted by ``ts``.
-
-    The commit removes exactly the files that were read, and lands only on the snapshot
-    they were read from or one where they all still are (delta-rs checks no concurrent
-    removal of them: a ``maintain`` elsewhere that rewrote them would double their rows).
-    """
+    row) and sorted by ``ts`` (see :func:`_replace`)."""
     key = spec.key
     assert key is not None
     for _reading in range(CONFLICT_ROUNDS):
@@ -239,49 +250,150 @@ def _drop_repeats(
         rows = pl.from_arrow(dataset.to_table())
         assert isinstance(rows, pl.DataFrame)
         once = prepare(spec, zone, rows.sort("ts"))  # each key once, the earliest kept
-        added, _ = ZoneWriter(lake, spec, zone)._write_files(once)
-        gone = int(time.time() * 1000)
-        removes: list[AddAction | RemoveAction] = [
-            RemoveAction(
-                path=action["path"],
-                data_change=True,
-                deletion_timestamp=gone,
-                size=action["size_bytes"],
-                partition_values={c: str(action[f"partition.{c}"]) for c in spec.partition_by},
-            )
-            for action in actions
-        ]
-        read = {action["path"] for action in actions}
-        for _attempt in range(COMMIT_ATTEMPTS):
-            try:
-                table.create_write_transaction(
-                    removes + added,
-                    mode="append",
-                    schema=table.schema(),
-                    partition_by=spec.partition_by,
-                    commit_properties=CommitProperties(max_commit_retries=0),
-                )
-            except CommitFailedError:  # another commit landed first: are the files there?
-                table.update_incremental()
-                if read <= {a["path"] for a in lake.add_actions(spec, table, partition)}:
-                    continue
-                break  # rewritten meanwhile: read the partition again
-            removed = rows.height - once.height
-            log.error(
-                "%s: zone %s %s held %d row(s) whose key (%s) another row has; removed, one of "
-                "each kept (its earliest; deduplication assumes a repeat has the first one's ts)",
-                spec.name,
-                zone,
-                partition[1][2],
-                removed,
-                key,
-            )
-            table.update_incremental()
-            return removed
+        if not _replace(lake, spec, table, zone, partition, actions, once):
+            continue  # rewritten meanwhile: read the partition again
+        removed = rows.height - once.height
+        log.error(
+            "%s: zone %s %s held %d row(s) whose key (%s) another row has; removed, one of "
+            "each kept (its earliest; deduplication assumes a repeat has the first one's ts)",
+            spec.name,
+            zone,
+            partition[1][2],
+            removed,
+            key,
+        )
+        return removed
     raise StorageError(
         f"{spec.name}: zone {zone} {partition[1][2]}: kept changing while "
         "its repeated rows were removed; run maintain again"
     )
+
+
+def _replace(
+    lake: Lake,
+    spec: TableSpec,
+    table: DeltaTable,
+    zone: int,
+    partition: list[Any],
+    actions: list[dict[str, Any]],
+    rows: pl.DataFrame,
+) -> bool:
+    """Replace the files ``actions`` names (of one partition) by ``rows`` written anew,
+    in one commit; False, nothing changed, when one of those files left the table
+    meanwhile (read them again).
+
+    The commit removes exactly the files that were read, and lands only on the snapshot
+    they were read from or one where they all still are (delta-rs checks no concurrent
+    removal of them: another compaction that rewrote them would double their rows).
+    Files a pass added meanwhile stay. It carries no application transaction: no
+    watermark, cursor or fence moves.
+    """
+    added, _ = ZoneWriter(lake, spec, zone)._write_files(rows)
+    gone = int(time.time() * 1000)
+    removes: list[AddAction | RemoveAction] = [
+        RemoveAction(
+            path=action["path"],
+            data_change=True,
+            deletion_timestamp=gone,
+            size=action["size_bytes"],
+            partition_values={c: str(action[f"partition.{c}"]) for c in spec.partition_by},
+        )
+        for action in actions
+    ]
+    read = {action["path"] for action in actions}
+    for _attempt in range(COMMIT_ATTEMPTS):
+        try:
+            table.create_write_transaction(
+                removes + added,
+                mode="append",
+                schema=table.schema(),
+                partition_by=spec.partition_by,
+                commit_properties=CommitProperties(max_commit_retries=0),
+            )
+        except CommitFailedError:  # another commit landed first: are the files there?
+            table.update_incremental()
+            if read <= {a["path"] for a in lake.add_actions(spec, table, partition)}:
+                continue
+            return False
+        table.update_incremental()
+        return True
+    return False
+
+
+class OpenDays:
+    """A daemon's compaction of its zones' open day, during the day.
+
+    Every pass adds a small file to its zone's day; between two nightly ``maintain`` runs a
+    zone polled each minute would gather over a thousand. Here, a zone whose day holds
+    more than ``OPEN_DAY_FILES`` files under ``SMALL_FILE_BYTES`` has them rewritten as
+    one, sorted by ``ts`` in row groups as every commit writes them (a key found twice
+    among them is kept once, reported). Larger files stay as they are: a zone-day holds
+    at most its bytes / ``SMALL_FILE_BYTES`` + ``OPEN_DAY_FILES`` files, plus one per pass
+    since the last run. Each table's snapshot is kept between runs and brought up to
+    date, not opened anew.
+
+    Exactly-once as ``maintain``'s compaction (:func:`_replace`): a pass committing at
+    the same time keeps its files and its progress; no watermark moves.
+    """
+
+    def __init__(self, lake: Lake) -> None:
+        self.lake = lake
+        self._tables: dict[str, DeltaTable] = {}
+        self.rewritten = 0  # files rewritten since this process began
+
+    def compact(
+        self,
+        spec: TableSpec,
+        zones: list[int],
+        day: date,
+        stop: Callable[[], bool] = lambda: False,
+    ) -> int:
+        """Compact ``day`` of each of ``zones`` that holds too many small files; return
+        the files rewritten."""
+        if not zones:
+            return 0
+        table = self._tables.get(spec.name)
+        if table is None:
+            table = self.lake.open(spec)
+            if table is None:
+                return 0
+            self._tables[spec.name] = table
+        else:
+            table.update_incremental()
+        rewritten = 0
+        for zone in zones:
+            if stop():
+                raise StopRequested()
+            partition = [(spec.zone_column, "=", str(zone)), ("date", "=", day.isoformat())]
+            for _reading in range(CONFLICT_ROUNDS):
+                actions = self.lake.add_actions(spec, table, partition, stats=("size_bytes",))
+                small = [a for a in actions if (a["size_bytes"] or 0) < SMALL_FILE_BYTES]
+                if len(small) <= OPEN_DAY_FILES:
+                    break
+                dataset = self.lake.dataset(spec, table, actions=small)
+                rows = pl.from_arrow(dataset.to_table())
+                assert isinstance(rows, pl.DataFrame)
+                once = prepare(spec, zone, rows.sort("ts"))
+                if _replace(self.lake, spec, table, zone, partition, small, once):
+                    rewritten += len(small)
+                    if once.height < rows.height:
+                        log.error(
+                            "%s: zone %s %s held %d repeated row(s); removed, one of each kept",
+                            spec.name,
+                            zone,
+                            day,
+                            rows.height - once.height,
+                        )
+                    log.info(
+                        "%s: zone %s %s: %d small files compacted into one",
+                        spec.name,
+                        zone,
+                        day,
+                        len(small),
+                    )
+                    break
+        self.rewritten += rewritten
+        return rewritten
 
 
 def _read_again_first(
