@@ -23,6 +23,11 @@ CREATE TABLE IF NOT EXISTS cdnlake_leases (
     PRIMARY KEY (fleet, zone_key)
 );
 ALTER TABLE cdnlake_leases ADD COLUMN IF NOT EXISTS generation bigint NOT NULL DEFAULT 0;
+-- Asked for by `maintain` (its holder id) until wanted_until: the owner lets the lease go
+-- once its pass in flight ends, and no daemon takes it meanwhile.
+ALTER TABLE cdnlake_leases ADD COLUMN IF NOT EXISTS wanted_by text NOT NULL DEFAULT '';
+ALTER TABLE cdnlake_leases ADD COLUMN IF NOT EXISTS wanted_until timestamptz NOT NULL
+    DEFAULT '-infinity';
 CREATE TABLE IF NOT EXISTS cdnlake_fleet_jobs (
     fleet    text        NOT NULL,
     job      text        NOT NULL,             -- report/<day>, maintain/<day>

@@ -4,6 +4,7 @@
 -- one lease at once: the second re-checks `expires` on the row the first wrote, and
 -- skips it. Every take gets a new, larger generation: the fence token its passes carry
 -- into the lake (never below the clock's seconds, so a database made anew still grows it).
+-- A lease `maintain` asks for is left to it.
 UPDATE cdnlake_leases AS l
 SET owner = %(daemon)s,
     acquired = now(),
@@ -14,6 +15,7 @@ FROM cdnlake_leases AS old
 WHERE l.fleet = %(fleet)s AND l.zone_key = ANY(%(keys)s)
   AND old.fleet = l.fleet AND old.zone_key = l.zone_key
   AND (l.expires <= now() OR l.owner = %(daemon)s)
+  AND (l.wanted_by IN ('', %(daemon)s) OR l.wanted_until <= now())
 RETURNING l.zone_key,
           old.owner,
           extract(epoch FROM greatest(old.quiet_until, now()) - now())::float8 AS wait_seconds,

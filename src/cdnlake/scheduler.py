@@ -40,7 +40,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from cdnlake.client.core import ApiClient
 from cdnlake.client.logging_api import LoggingClient
 from cdnlake.config import Config, ShieldZoneConfig, ZoneConfig
-from cdnlake.coordination import Fleet, fleet_for, lease_key, lease_keys
+from cdnlake.coordination import Fleet, fleet_for, lease_key, lease_keys, maintain_hold
 from cdnlake.errors import StopRequested
 from cdnlake.forwarding.receiver import Receiver
 from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
@@ -52,6 +52,7 @@ from cdnlake.monitoring.metrics import DaemonMetrics
 log = logging.getLogger("cdnlake.daemon")
 
 DEFAULT_STOP_GRACE_SECONDS = 8.0
+COMPACT_MINUTES = 10  # how often today's partitions with many small files are compacted
 
 
 class Daemon:
@@ -64,6 +65,7 @@ class Daemon:
         report_trigger: Any = None,
         report_writer: Callable[[date], Any] | None = None,
         maintain_trigger: Any = None,
+        compact_trigger: Any = None,
         fleet: Fleet | None = None,
         metrics: DaemonMetrics | None = None,
         catch_up: bool = True,
@@ -90,6 +92,10 @@ class Daemon:
         self._report_writer = report_writer
         self._report_trigger = report_trigger or daily(config.schedule.report_at)
         self._maintain_trigger = maintain_trigger or daily(config.schedule.maintain_at)
+        self._compact_trigger = compact_trigger or IntervalTrigger(
+            minutes=COMPACT_MINUTES, timezone=UTC
+        )
+        self._open_days: Any = None  # lake.maintain.OpenDays, made at the first run
         # The configured daily jobs whose time of day had passed when this daemon started
         # (a job given its own trigger keeps to it; ``catch_up=False``: none, for tests
         # that watch passes alone), and the polls still to run once before them.
@@ -227,7 +233,8 @@ class Daemon:
 
     def maintain(self, day: date | None = None) -> None:
         """Once a day (today, or ``day``), by one daemon of the fleet: compact the small
-        files the passes left, checkpoint, vacuum."""
+        files the passes left, checkpoint, vacuum; a zone it rewinds, it holds (in a fleet
+        its lease, taken from the daemon that owns it once that one's pass ends)."""
         from cdnlake.lake.maintain import maintain
         from cdnlake.lake.store import Lake
 
@@ -243,6 +250,7 @@ class Daemon:
                 report = maintain(
                     Lake.from_config(self.config.storage),
                     locks=self.config.storage.work / "locks",
+                    hold=maintain_hold(self.config, self.fleet.daemon_id),
                     stop=self.stop_event.is_set,
                 )
             self.maintain_runs += 1
@@ -253,6 +261,32 @@ class Daemon:
             log.info("lake maintenance for %s stopped: the daemon is stopping", day)
         except Exception as exc:  # the daemon must outlive a failed maintenance
             log.error("lake maintenance failed: %s", exc)
+
+    def compact_open_days(self) -> None:
+        """Every ``COMPACT_MINUTES``: today's partition of each zone held here that holds
+        too many small files is compacted (:class:`~cdnlake.lake.maintain.OpenDays`), so
+        files per zone-day stay bounded between nightly maintenance runs."""
+        from cdnlake.lake.maintain import OpenDays
+        from cdnlake.lake.store import Lake
+
+        if self._open_days is None:
+            self._open_days = OpenDays(Lake.from_config(self.config.storage))
+        day = self.clock().date()
+        try:
+            for spec, zones in (
+                (REQUESTS, [z.id for z in self.config.zones]),
+                (SHIELD_EVENTS, [z.id for z in self.config.shield_zones]),
+            ):
+                held = [z for z in zones if self._held_here(lease_key(spec.name, z))]
+                self._open_days.compact(spec, held, day, self.stop_event.is_set)
+        except StopRequested:
+            return
+        except Exception as exc:  # the daemon must outlive a failed compaction
+            log.error("compaction of today's partitions failed: %s", exc)
+
+    def _held_here(self, key: str) -> bool:
+        with self.fleet.claim(key) as held:
+            return held is not None
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -284,6 +318,9 @@ class Daemon:
             )
         self.scheduler.add_job(self.write_report, self._report_trigger, id="daily-report")
         self.scheduler.add_job(self.maintain, self._maintain_trigger, id="daily-maintain")
+        self.scheduler.add_job(
+            self.compact_open_days, self._compact_trigger, id="open-day-compaction"
+        )
         started = self.clock().astimezone(UTC)
         # The day's runs as the cron would have made them (however late the first round
         # ends): the report of the day before, today's maintenance.

@@ -2,27 +2,34 @@
 
 A transient failure of the store (503 SlowDown, a write applied and its answer lost, a
 slow answer, a refused read, a burst of refusals) is retried, then fails the work: it is
-never damage. Rows stay exactly once and nothing is set aside.
+never damage. Rows stay exactly once and nothing is set aside, through a real
+``cdnlake ingest`` SIGKILLed mid-pass on that road too.
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import boto3
+import polars as pl
 import pytest
 
 from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
 from cdnlake.lake import damage
 from cdnlake.lake.progress import from_ms
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.scheduler import wait_for
 from tests.conftest import (
     NOW,
     ingest_all,
+    lake_frame,
     lake_ids,
     lake_of,
     load_test_config,
     run_cli,
+    spawn_cli,
     start_emulator,
     truth_ids,
     write_config,
@@ -120,3 +127,73 @@ def test_a_check_while_every_data_file_read_is_refused_fails_and_sets_nothing_as
     assert "nothing was set aside" in lines[0] and "DAMAGED" not in check.stdout
     assert quarantined(s3_server, config) == []
     assert sorted(lake_ids(config, 1234)) == before  # every row still in the table
+
+
+def test_an_ingest_sigkilled_mid_pass_on_a_faulty_road_leaves_rows_once_and_nothing_aside(
+    tmp_path, s3_server, proxy
+):
+    """A real ``cdnlake ingest`` (the provider on the wall clock) is SIGKILLed after some
+    of its commits landed through the faults; passes and ``maintain --check-all`` through
+    the same faults then leave every row once, each bookkeeping row once, nothing set aside.
+    """
+    emu = start_emulator("1234:extended,1235", rpm=1, now=None, frozen=False)
+    try:
+        path = write_config(
+            tmp_path,
+            emu,
+            zones=[(1234, "v2"), (1235, "v1")],
+            s3=s3_server,
+            page_size=400,
+            max_window_seconds=3600,
+            flush_rows=400,
+        )
+        path.write_text(path.read_text().replace(s3_server.url, proxy.url))
+        config = load_test_config(path)
+        lake = lake_of(config)
+
+        def version() -> int:
+            table = lake.open(REQUESTS)
+            return -1 if table is None else int(table.version())
+
+        # 503s and lost answers (slow answers are the test above's: they cost only time)
+        proxy.configure(read_503=0.03, write_503=0.08, write_lost=0.06)
+        first_launch = datetime.now(UTC)
+        killed = spawn_cli("--config", str(path), "ingest")
+        # Mid-pass, however busy the machine: once a few of its commits have landed.
+        assert wait_for(lambda: version() >= 3 or killed.poll() is not None, 180)
+        killed.send_signal(signal.SIGKILL)
+        assert killed.wait(30) == -signal.SIGKILL, "the pass had ended before the kill"
+        for _attempt in range(4):  # a pass may fail on a fault: the next one goes on
+            if (done := run_cli("--config", str(path), "ingest", timeout=300)).returncode == 0:
+                break
+        assert done.returncode == 0, done.stdout + done.stderr
+        check = run_cli("--config", str(path), "maintain", "--check-all", timeout=300)
+        faults = proxy.faults()
+        proxy.calm()
+        assert check.returncode == 0 or len(check.stderr.splitlines()) == 1, check.stderr
+        assert "DAMAGED" not in check.stdout
+        assert quarantined(s3_server, config) == []
+        assert faults["write_lost"] and sum(faults.values()) > 10, faults
+
+        table = lake.open(REQUESTS)
+        assert table is not None
+        table.to_pyarrow_table()  # every file the log names reads
+        for zone in (1234, 1235):
+            ids = lake_ids(config, zone)
+            assert len(ids) == len(set(ids)), f"zone {zone}: a request stored twice"
+            watermark = from_ms(table.transaction_version(REQUESTS.app_id(zone)))
+            assert watermark is not None
+            start = first_launch - RETENTION + RETENTION_MARGIN + timedelta(minutes=1)
+            missing = truth_ids(emu, zone, start, watermark) - set(ids)
+            assert not missing, f"zone {zone}: {len(missing)} requests lost"
+        for name, key in (
+            ("ingest_runs", ["run_id"]),
+            ("rejected_lines", ["record_key"]),
+            ("ingest_gaps", ["zone", "gap_from"]),
+        ):
+            frame = lake_frame(config, name)
+            assert frame.height == frame.unique(subset=key).height, f"{name} doubled"
+        runs = lake_frame(config, "ingest_runs")
+        assert runs.filter(pl.col("outcome") == "ok").height >= 2  # both zones' last pass
+    finally:
+        emu.stop()

@@ -46,6 +46,8 @@ def _has_tables(config: Config) -> bool:
 
 
 def maintain(args: argparse.Namespace) -> int:
+    from cdnlake.coordination import maintain_hold
+    from cdnlake.ingest.result import this_daemon
     from cdnlake.lake.maintain import maintain as run_maintain
     from cdnlake.lake.store import Lake
 
@@ -60,6 +62,7 @@ def maintain(args: argparse.Namespace) -> int:
         retention_hours=args.retention_hours,
         check_all=args.check_all,
         locks=config.storage.work / "locks",
+        hold=maintain_hold(config, this_daemon()),
     )
     for table in report.tables:
         print(table.line())

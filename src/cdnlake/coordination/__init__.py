@@ -48,6 +48,29 @@ def lease_keys(config: Config) -> list[str]:
     return keys + [lease_key(SHIELD_EVENTS.name, z.id) for z in config.shield_zones]
 
 
+# What ``maintain`` holds while it rewinds a zone: (table, zone id) -> a context whose
+# value is the fence generation to rewind under (see lake.maintain.ZoneHold).
+ZoneHold = Callable[[str, int], contextlib.AbstractContextManager[int | None]]
+MAINTAIN_WAIT_SECONDS = 120.0  # how long maintain waits for a zone's lease, at least
+
+
+def maintain_hold(config: Config, daemon_id: str) -> ZoneHold | None:
+    """In a fleet, the zone leases ``maintain`` holds while it rewinds (it waits up to
+    ``MAINTAIN_WAIT_SECONDS``, or three lease times if longer, for each); None alone."""
+    if not config.coordination.enabled:
+        return None
+    from cdnlake.coordination.postgres import MaintainHold
+
+    lease = float(config.schedule.poll_seconds)
+    return MaintainHold(
+        config.coordination.require_dsn().reveal(),
+        config.storage.lake_location,
+        daemon_id,
+        lease_seconds=lease,
+        wait=max(MAINTAIN_WAIT_SECONDS, 3 * lease),
+    )
+
+
 def fleet_for(config: Config, daemon_id: str) -> Fleet:
     """The fleet a daemon joins: PostgreSQL when configured, else its storage root alone."""
     if config.coordination.enabled:

@@ -18,6 +18,10 @@ different machines never meet.
   commit of the new owner advances the zone's fence, after which a daemon whose lease
   lapsed (a stall, a SIGSTOP) is refused on every commit, in the pass it had in flight
   and in any pass it starts before it takes the lease anew.
+- ``maintain`` holds a zone's lease while it rewinds the zone (:class:`MaintainHold`): it
+  asks for the lease, the owner lets it go at its next tick once its pass in flight ends,
+  and no daemon takes it until ``maintain`` is done. Its take, like any, advances the
+  generation: a pass of the earlier owner cannot commit over the rewind.
 - Correctness does not rest on the leases: if two daemons ever overlap on a zone, the
   Delta commit protocol still keeps every request once, and the fence its progress.
 """
@@ -37,7 +41,7 @@ from typing import Any
 
 from cdnlake.coordination import Hold
 from cdnlake.coordination.assign import share
-from cdnlake.errors import CoordinationError
+from cdnlake.errors import CoordinationError, ZoneBusyError
 from cdnlake.sqlfiles import postgres_sql
 
 log = logging.getLogger("cdnlake.coordination")
@@ -242,8 +246,11 @@ class PostgresFleet:
                 daemon: set(zones)
                 for daemon, zones in conn.execute(postgres_sql("live_daemons"), params)
             }
+            # Asked for by `maintain`: let go once the pass in flight ends, not taken.
+            asked = {row[0] for row in conn.execute(postgres_sql("wanted_leases"), params)}
         live.setdefault(self.daemon_id, set(self.zone_keys))
-        wanted = {zone for zone, daemon in share(live).items() if daemon == self.daemon_id}
+        share_here = {zone for zone, daemon in share(live).items() if daemon == self.daemon_id}
+        wanted = share_here - asked
         with self._lock:
             held = set(self.leases)
             keep = {k for k in held if k in wanted or self.leases[k].running}
@@ -304,6 +311,98 @@ class PostgresFleet:
                         lease.lost.set()
                         del self.leases[key]
                         log.warning("fleet: lease of %s lapsed (PostgreSQL not reached)", key)
+
+
+class MaintainHold:
+    """The zone leases ``maintain`` holds while it rewinds zones, as ``<daemon id>/maintain``
+    (a holder apart from any daemon, the one ``maintain`` runs in included).
+
+    Called with a table and a zone, it is a context holding that zone's lease: it asks for
+    the lease, waits up to ``wait`` seconds for it (the owner's pass in flight ends, its
+    next tick lets the lease go; a lapsed owner's lease is free at once), keeps it renewed
+    while the block runs and lets it go at the end. The block gets the lease's generation,
+    the fence token to rewind under. Not had in time (or PostgreSQL not reached):
+    :class:`~cdnlake.errors.ZoneBusyError`, naming the zone and the owner.
+    """
+
+    def __init__(
+        self, dsn: str, fleet: str, daemon_id: str, *, lease_seconds: float, wait: float
+    ) -> None:
+        self.dsn = dsn
+        self.fleet = fleet
+        self.holder = f"{daemon_id}/maintain"
+        self.ttl = float(lease_seconds)
+        self.wait = float(wait)
+        self.step = min(1.0, max(0.1, self.ttl / 4))
+
+    @contextlib.contextmanager
+    def __call__(self, table: str, zone_id: int) -> Iterator[int | None]:
+        key = f"{table}/{zone_id}"
+        params = {"fleet": self.fleet, "daemon": self.holder, "key": key, "ttl": self.ttl}
+        try:
+            conn = connect(self.dsn, timeout=max(self.step, 5.0))
+        except CoordinationError as exc:
+            raise ZoneBusyError(f"{key}: its lease could not be asked for: {exc}") from None
+        with conn:
+            try:
+                generation = self._take(conn, key, params)
+            except Exception:
+                with contextlib.suppress(Exception):
+                    conn.execute(postgres_sql("drop_wanted_lease"), params)
+                raise
+            log.info("maintain: holding %s (generation %d)", key, generation)
+            done = threading.Event()
+            keeper = threading.Thread(
+                target=self._keep, args=(key, params, done), name="maintain-lease", daemon=True
+            )
+            keeper.start()
+            try:
+                yield generation
+            finally:
+                done.set()
+                keeper.join()
+                with contextlib.suppress(Exception):  # else it lapses within ttl
+                    conn.execute(postgres_sql("drop_wanted_lease"), params)
+
+    def _take(self, conn: Any, key: str, params: dict[str, Any]) -> int:
+        deadline = time.monotonic() + self.wait
+        try:
+            conn.execute(postgres_sql("ensure_leases"), {**params, "keys": [key]})
+            while True:
+                asked = {**params, "wait": self.wait + self.ttl}
+                if conn.execute(postgres_sql("want_lease"), asked).fetchone() is not None:
+                    row = conn.execute(postgres_sql("take_wanted_lease"), params).fetchone()
+                    if row is not None:
+                        return int(row[0])
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(self.step)
+            owners = dict(conn.execute(postgres_sql("owners"), params).fetchall())
+        except Exception as exc:
+            raise ZoneBusyError(f"{key}: its lease could not be had: {_first(exc)}") from None
+        raise ZoneBusyError(
+            f"{key}: its lease is still held by {owners.get(key) or 'another holder'} "
+            f"after {self.wait:.0f}s"
+        )
+
+    def _keep(self, key: str, params: dict[str, Any], done: threading.Event) -> None:
+        """Renew the lease every quarter of its time until ``done``; a renewal that fails
+        is only logged: the zone's fence still refuses whoever takes it meanwhile."""
+        try:
+            conn = connect(self.dsn, timeout=max(self.step, 5.0))
+        except CoordinationError as exc:
+            log.warning("maintain: %s: cannot renew its lease: %s", key, exc)
+            return
+        with conn:
+            while not done.wait(self.ttl / 4):
+                try:
+                    kept = conn.execute(postgres_sql("keep_wanted_lease"), params).fetchone()
+                except Exception as exc:
+                    log.warning("maintain: %s: lease not renewed: %s", key, _first(exc))
+                    continue
+                if kept is None:
+                    log.warning("maintain: %s: its lease lapsed while maintain held it", key)
+                    return
 
 
 @dataclass

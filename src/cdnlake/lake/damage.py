@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from deltalake import DeltaTable
 
-from cdnlake.errors import StopRequested, StorageError, StorageUnavailableError
+from cdnlake.errors import StopRequested, StorageError, StorageUnavailableError, ZoneBusyError
 from cdnlake.lake.schema import TableSpec
 from cdnlake.lake.store import Lake, action_rows, add_actions_table, first_line
 
@@ -59,6 +59,9 @@ class DamagedFile:
     end: datetime | None
     moved_to: str
     reason: str
+    # Why it was left in place (its zone could not be held for the rewind: a fleet's
+    # lease not had in time); "" once set aside.
+    left: str = ""
 
     @property
     def zone_id(self) -> int:
@@ -160,8 +163,22 @@ def unreadable_files(
             if isinstance(checked, Undecodable):
                 undecodable.append((fragment.path, checked))
     # Only once every file was read: a store failing half-way sets nothing aside.
-    damaged = [set_aside(lake, spec, table, path, why.reason, before) for path, why in undecodable]
-    if damaged or orphans:
+    damaged = []
+    for path, why in undecodable:
+        try:
+            damaged.append(set_aside(lake, spec, table, path, why.reason, before))
+        except ZoneBusyError as exc:  # its zone not held: not rewound, so not moved
+            log.error(
+                "lake file %s/%s is damaged (%s); left in place: %s",
+                spec.name,
+                path,
+                why.reason,
+                exc,
+            )
+            start, end = file_time_range(table, path)
+            left = f"{exc}; run maintain again"
+            damaged.append(DamagedFile(spec.name, path, start, end, "", why.reason, left))
+    if any(not d.left for d in damaged) or orphans:
         table.repair(dry_run=False)
     return damaged
 

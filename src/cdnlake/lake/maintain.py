@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,13 @@ TARGET_FILE_BYTES = 256 << 20
 CONFLICT_ROUNDS = 5  # readings of a partition whose files another commit kept rewriting
 SORTED_FILES = WriterProperties(max_row_group_size=ROW_GROUP_ROWS, compression="ZSTD")
 HOLD_WAIT_SECONDS = 120.0  # how long a rewind waits for a local pass of its zone to end
+OPEN_DAY_FILES = 32  # a zone's open day with more small files than this is compacted (OpenDays)
+SMALL_FILE_BYTES = 32 << 20  # files under this are small; larger ones are left as they are
+
+# What ``maintain`` holds in a fleet while it rewinds a zone (the zone's PostgreSQL lease,
+# ``coordination.postgres.MaintainHold``): (table, zone id) -> a context whose value is the
+# lease's generation, the fence token of the rewind; ZoneBusyError if not had in time.
+ZoneHold = Callable[[str, int], contextlib.AbstractContextManager[int | None]]
 
 
 @dataclass
@@ -75,7 +82,10 @@ class TableReport:
         for where in self.repeated:
             text += f"; REPEATED KEYS {where}"
         for d in self.damaged:
-            text += f"; DAMAGED {d.path} ({d.reason}), kept as {d.moved_to}"
+            if d.left:
+                text += f"; DAMAGED {d.path} ({d.reason}), NOT set aside: {d.left}"
+            else:
+                text += f"; DAMAGED {d.path} ({d.reason}), kept as {d.moved_to}"
         return text
 
 
@@ -92,6 +102,7 @@ def maintain(
     check_all: bool = False,
     now: datetime | None = None,
     locks: Path | None = None,
+    hold: ZoneHold | None = None,
     stop: Callable[[], bool] = lambda: False,
 ) -> MaintainReport:
     """Check, compact the zones' partitions (all without ``zones``), checkpoint, vacuum.
@@ -102,7 +113,10 @@ def maintain(
     store that keeps failing (5xx, throttling, timeouts) stops it with
     :class:`~cdnlake.errors.StorageUnavailableError`, nothing set aside. Each partition
     it compacts is checked for repeated keys, which are removed (``TableReport.repeats``).
-    ``locks``: this machine's zone locks (``<work>/locks``), held while a zone is rewound.
+    ``locks``: this machine's zone locks (``<work>/locks``), and in a fleet ``hold``, the
+    zones' leases: held while a zone is rewound. A zone whose lease is not had in time
+    keeps its damaged file in place, reported (``DamagedFile.left``): nothing is moved
+    before its zone is rewound, and maintain stops after that table's check.
     ``stop``: checked between files and partitions (a daemon stopping); when it turns true,
     :class:`~cdnlake.errors.StopRequested` ends the work where each step is whole.
     """
@@ -121,9 +135,14 @@ def maintain(
         if spec.key is not None:
             since = None if check_all else now - PROVIDER_RETENTION
             item.damaged = unreadable_files(
-                lake, spec, table, since, _read_again_first(lake, spec, locks, now), stop
+                lake, spec, table, since, _read_again_first(lake, spec, locks, now, hold), stop
             )
             table.update_incremental()
+            if any(d.left for d in item.damaged):  # nothing compacted over a damaged file
+                item.files_after = item.files_before
+                log.error("maintain %s; stopped there, run maintain again", item.line())
+                report.tables.append(item)
+                return report
         try:
             if spec.by_date and "ts" in spec.schema:
                 item.compacted += _sort_days(lake, spec, table, zones, item, stop)
@@ -189,14 +208,28 @@ def _sort_days(
                 item.repeated.append(f"zone {zone} {day}: {removed} row(s)")
                 rewritten += count
                 continue
-        metrics = table.optimize.z_order(
-            ["ts"],
-            partition_filters=partition,  # type: ignore[arg-type]
-            target_size=TARGET_FILE_BYTES,
-            writer_properties=SORTED_FILES,
-        )
-        rewritten += int(metrics.get("numFilesRemoved", 0))
+        rewritten += _z_order(table, partition)
     return rewritten
+
+
+def _z_order(table: DeltaTable, partition: list[Any]) -> int:
+    """One partition rewritten sorted by ``ts``; the files removed. A compaction of the
+    daemon's (:class:`OpenDays`) that replaced some of its files meanwhile makes delta-rs
+    refuse the commit (a concurrent removal of data it read): it is planned again."""
+    for _reading in range(CONFLICT_ROUNDS):
+        try:
+            metrics = table.optimize.z_order(
+                ["ts"],
+                partition_filters=partition,  # type: ignore[arg-type]
+                target_size=TARGET_FILE_BYTES,
+                writer_properties=SORTED_FILES,
+            )
+        except CommitFailedError as exc:
+            log.info("%s: %s; planned again", partition, first_line(exc))
+            table.update_incremental()
+            continue
+        return int(metrics.get("numFilesRemoved", 0))
+    raise StorageError(f"{partition}: kept changing while it was compacted; run maintain again")
 
 
 def _drop_repeats(
@@ -204,12 +237,7 @@ def _drop_repeats(
 ) -> int:
     """How many rows of one partition have a key that another of its rows has: 0, or
     reported loudly and removed, the partition rewritten with each key once (its earliest
-    row) and sorted by ``ts``.
-
-    The commit removes exactly the files that were read, and lands only on the snapshot
-    they were read from or one where they all still are (delta-rs checks no concurrent
-    removal of them: a ``maintain`` elsewhere that rewrote them would double their rows).
-    """
+    row) and sorted by ``ts`` (see :func:`_replace`)."""
     key = spec.key
     assert key is not None
     for _reading in range(CONFLICT_ROUNDS):
@@ -222,76 +250,184 @@ def _drop_repeats(
         rows = pl.from_arrow(dataset.to_table())
         assert isinstance(rows, pl.DataFrame)
         once = prepare(spec, zone, rows.sort("ts"))  # each key once, the earliest kept
-        added, _ = ZoneWriter(lake, spec, zone)._write_files(once)
-        gone = int(time.time() * 1000)
-        removes: list[AddAction | RemoveAction] = [
-            RemoveAction(
-                path=action["path"],
-                data_change=True,
-                deletion_timestamp=gone,
-                size=action["size_bytes"],
-                partition_values={c: str(action[f"partition.{c}"]) for c in spec.partition_by},
-            )
-            for action in actions
-        ]
-        read = {action["path"] for action in actions}
-        for _attempt in range(COMMIT_ATTEMPTS):
-            try:
-                table.create_write_transaction(
-                    removes + added,
-                    mode="append",
-                    schema=table.schema(),
-                    partition_by=spec.partition_by,
-                    commit_properties=CommitProperties(max_commit_retries=0),
-                )
-            except CommitFailedError:  # another commit landed first: are the files there?
-                table.update_incremental()
-                if read <= {a["path"] for a in lake.add_actions(spec, table, partition)}:
-                    continue
-                break  # rewritten meanwhile: read the partition again
-            removed = rows.height - once.height
-            log.error(
-                "%s: zone %s %s held %d row(s) whose key (%s) another row has; removed, one of "
-                "each kept (its earliest; deduplication assumes a repeat has the first one's ts)",
-                spec.name,
-                zone,
-                partition[1][2],
-                removed,
-                key,
-            )
-            table.update_incremental()
-            return removed
+        if not _replace(lake, spec, table, zone, partition, actions, once):
+            continue  # rewritten meanwhile: read the partition again
+        removed = rows.height - once.height
+        log.error(
+            "%s: zone %s %s held %d row(s) whose key (%s) another row has; removed, one of "
+            "each kept (its earliest; deduplication assumes a repeat has the first one's ts)",
+            spec.name,
+            zone,
+            partition[1][2],
+            removed,
+            key,
+        )
+        return removed
     raise StorageError(
         f"{spec.name}: zone {zone} {partition[1][2]}: kept changing while "
         "its repeated rows were removed; run maintain again"
     )
 
 
-def _read_again_first(lake: Lake, spec: TableSpec, locks: Path | None, now: datetime) -> BeforeMove:
-    """Before a damaged file is moved: its zone reads the span again while the provider has
-    it (a rewind), or claims it lost (a gap).
+def _replace(
+    lake: Lake,
+    spec: TableSpec,
+    table: DeltaTable,
+    zone: int,
+    partition: list[Any],
+    actions: list[dict[str, Any]],
+    rows: pl.DataFrame,
+) -> bool:
+    """Replace the files ``actions`` names (of one partition) by ``rows`` written anew,
+    in one commit; False, nothing changed, when one of those files left the table
+    meanwhile (read them again).
 
-    A rewind advances the zone's fence, so no pass in flight (here, on another machine,
-    or a stale daemon's) can commit a watermark over the span: that, not a lock or a
-    lease, is what makes it stick. On this machine it also holds the zone's lock, waiting
-    a while for a pass in flight to end rather than making it fail.
+    The commit removes exactly the files that were read, and lands only on the snapshot
+    they were read from or one where they all still are (delta-rs checks no concurrent
+    removal of them: another compaction that rewrote them would double their rows).
+    Files a pass added meanwhile stay. It carries no application transaction: no
+    watermark, cursor or fence moves.
+    """
+    added, _ = ZoneWriter(lake, spec, zone)._write_files(rows)
+    gone = int(time.time() * 1000)
+    removes: list[AddAction | RemoveAction] = [
+        RemoveAction(
+            path=action["path"],
+            data_change=True,
+            deletion_timestamp=gone,
+            size=action["size_bytes"],
+            partition_values={c: str(action[f"partition.{c}"]) for c in spec.partition_by},
+        )
+        for action in actions
+    ]
+    read = {action["path"] for action in actions}
+    for _attempt in range(COMMIT_ATTEMPTS):
+        try:
+            table.create_write_transaction(
+                removes + added,
+                mode="append",
+                schema=table.schema(),
+                partition_by=spec.partition_by,
+                commit_properties=CommitProperties(max_commit_retries=0),
+            )
+        except CommitFailedError:  # another commit landed first: are the files there?
+            table.update_incremental()
+            if read <= {a["path"] for a in lake.add_actions(spec, table, partition)}:
+                continue
+            return False
+        table.update_incremental()
+        return True
+    return False
+
+
+class OpenDays:
+    """A daemon's compaction of its zones' open day, during the day.
+
+    Every pass adds a small file to its zone's day; between two nightly ``maintain`` runs a
+    zone polled each minute would gather over a thousand. Here, a zone whose day holds
+    more than ``OPEN_DAY_FILES`` files under ``SMALL_FILE_BYTES`` has them rewritten as
+    one, sorted by ``ts`` in row groups as every commit writes them (a key found twice
+    among them is kept once, reported). Larger files stay as they are: a zone-day holds
+    at most its bytes / ``SMALL_FILE_BYTES`` + ``OPEN_DAY_FILES`` files, plus one per pass
+    since the last run. Each table's snapshot is kept between runs and brought up to
+    date, not opened anew.
+
+    Exactly-once as ``maintain``'s compaction (:func:`_replace`): a pass committing at
+    the same time keeps its files and its progress; no watermark moves.
+    """
+
+    def __init__(self, lake: Lake) -> None:
+        self.lake = lake
+        self._tables: dict[str, DeltaTable] = {}
+        self.rewritten = 0  # files rewritten since this process began
+
+    def compact(
+        self,
+        spec: TableSpec,
+        zones: list[int],
+        day: date,
+        stop: Callable[[], bool] = lambda: False,
+    ) -> int:
+        """Compact ``day`` of each of ``zones`` that holds too many small files; return
+        the files rewritten."""
+        if not zones:
+            return 0
+        table = self._tables.get(spec.name)
+        if table is None:
+            table = self.lake.open(spec)
+            if table is None:
+                return 0
+            self._tables[spec.name] = table
+        else:
+            table.update_incremental()
+        rewritten = 0
+        for zone in zones:
+            if stop():
+                raise StopRequested()
+            partition = [(spec.zone_column, "=", str(zone)), ("date", "=", day.isoformat())]
+            for _reading in range(CONFLICT_ROUNDS):
+                actions = self.lake.add_actions(spec, table, partition, stats=("size_bytes",))
+                small = [a for a in actions if (a["size_bytes"] or 0) < SMALL_FILE_BYTES]
+                if len(small) <= OPEN_DAY_FILES:
+                    break
+                dataset = self.lake.dataset(spec, table, actions=small)
+                rows = pl.from_arrow(dataset.to_table())
+                assert isinstance(rows, pl.DataFrame)
+                once = prepare(spec, zone, rows.sort("ts"))
+                if _replace(self.lake, spec, table, zone, partition, small, once):
+                    rewritten += len(small)
+                    if once.height < rows.height:
+                        log.error(
+                            "%s: zone %s %s held %d repeated row(s); removed, one of each kept",
+                            spec.name,
+                            zone,
+                            day,
+                            rows.height - once.height,
+                        )
+                    log.info(
+                        "%s: zone %s %s: %d small files compacted into one",
+                        spec.name,
+                        zone,
+                        day,
+                        len(small),
+                    )
+                    break
+        self.rewritten += rewritten
+        return rewritten
+
+
+def _read_again_first(
+    lake: Lake, spec: TableSpec, locks: Path | None, now: datetime, hold: ZoneHold | None = None
+) -> BeforeMove:
+    """Before a damaged file is moved: its zone reads the span again while the provider has
+    it (a rewind), or claims it lost (a gap), holding the zone meanwhile (:func:`_holding`).
+
+    The rewind advances the zone's fence, so no pass in flight (here, on another machine,
+    or a stale daemon's) can commit a watermark over the span even were the zone not held.
     """
 
     def before(zone_id: int, start: datetime | None, end: datetime | None, why: str) -> None:
-        with _holding(locks, spec, zone_id):
-            ZoneWriter(lake, spec, zone_id, clock=lambda: now).read_again(start, end, why)
+        with _holding(locks, hold, spec, zone_id) as generation:
+            writer = ZoneWriter(lake, spec, zone_id, holder=generation, clock=lambda: now)
+            writer.read_again(start, end, why)
 
     return before
 
 
 @contextlib.contextmanager
-def _holding(locks: Path | None, spec: TableSpec, zone_id: int) -> Iterator[None]:
-    """The zone's lock on this machine, if it comes within ``HOLD_WAIT_SECONDS``;
-    without it the rewind still holds (the fence refuses the pass in flight)."""
+def _holding(
+    locks: Path | None, hold: ZoneHold | None, spec: TableSpec, zone_id: int
+) -> Iterator[int | None]:
+    """Hold the zone: in a fleet (``hold``) its lease, which the owner lets go once its pass
+    in flight ends, or :class:`~cdnlake.errors.ZoneBusyError` (nothing rewound or moved);
+    then its lock on this machine, if it comes within ``HOLD_WAIT_SECONDS`` (without it
+    the rewind still holds: the fence refuses the local pass in flight). Yields the
+    lease's generation, the fence token the rewind commits under (None alone)."""
     with contextlib.ExitStack() as held:
+        generation = None if hold is None else held.enter_context(hold(spec.name, zone_id))
         if locks is not None:
             try:
                 held.enter_context(zone_lock(locks, spec.name, zone_id, wait=HOLD_WAIT_SECONDS))
             except ZoneBusyError as exc:
                 log.warning("%s; rewinding it anyway: its pass in flight will be refused", exc)
-        yield
+        yield generation
