@@ -13,7 +13,10 @@ Delta gives the rest, as an existing protocol:
   request;
 - every commit carries the writer's fence token (:mod:`cdnlake.lake.progress`): after
   each re-read, a writer whose token a rewind or a new holder moved past is refused
-  (:class:`FencedError`), so progress computed before a rewind is never resent over it.
+  (:class:`FencedError`), so progress computed before a rewind is never resent over it;
+- the commits of a process's zones waiting at the same time land as one Delta commit,
+  each zone's part prepared by its own writer and refused or prepared again alone
+  (:mod:`cdnlake.lake.shared`, which also keeps the process's one snapshot of the table).
 
 Deduplication reads only the keys of the files that can hold the rows being written: the
 zone and date partitions, and files whose ``ts`` statistics overlap the rows' time range

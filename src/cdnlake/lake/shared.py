@@ -27,7 +27,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from deltalake import CommitProperties, Transaction
@@ -50,7 +50,6 @@ R = TypeVar("R")
 
 PARTS = (WATERMARK, DAYS, FRESH, FENCE)  # a zone's app-id parts (cdnlake.lake.progress)
 GROUP_ATTEMPTS = 5  # commits of one group after refusals, before its parts go back
-KEPT_VERSIONS = 10_000  # versions whose app ids are remembered; older ones: unknown
 
 
 class Batcher(Generic[T, R]):
@@ -131,13 +130,6 @@ AGAIN = "again"  # the zone was touched since its snapshot: prepare the part aga
 DONE = "done"
 
 
-@dataclass
-class _Log:
-    """The app ids each version of the table carries, as far as read."""
-
-    touched: dict[int, frozenset[str] | None] = field(default_factory=dict)  # None: unknown
-
-
 def shared_table(lake: Lake, spec: TableSpec) -> SharedTable:
     """The lake object's one :class:`SharedTable` for ``spec`` (created at first use)."""
     return lake.held(f"table:{spec.name}", lambda: SharedTable(lake, spec))
@@ -157,7 +149,10 @@ class SharedTable:
         self._version = self._table.version()
         self._refreshed_at = time.monotonic()  # when the last refresh began
         self._apps: dict[str, int | None] = {}  # app ids' versions as of ``_version``
-        self._log = _Log()
+        # The last version whose commit carried each app id (since this object's first
+        # version), and the last one whose log entry could not be read (it may carry any).
+        self._touched_at: dict[str, int] = {}
+        self._unknown_at = -1
         self._actions: tuple[int, ArrowTable] | None = None
         self._group: Batcher[Part, str] = Batcher(self._commit_group)
 
@@ -200,20 +195,16 @@ class SharedTable:
         except Exception as exc:
             why = first_line(exc)
             raise StorageError(f"lake table {self.uri()} cannot be read: {why}") from None
-        if now < self._version:  # replaced under us: nothing known holds
-            self._apps.clear()
-            self._log.touched.clear()
         for version in range(self._version + 1, now + 1):
             carried = self._carried(version)
-            self._log.touched[version] = None if carried is None else frozenset(carried)
             if carried is None:
                 self._apps.clear()  # asked of delta-rs again
-            else:
-                self._apps.update(carried)
-        self._version = now
+                self._unknown_at = version
+                continue
+            self._apps.update(carried)
+            self._touched_at.update(dict.fromkeys(carried, version))
+        self._version = max(self._version, now)
         self._refreshed_at = began
-        for old in [v for v in self._log.touched if v <= now - KEPT_VERSIONS]:
-            del self._log.touched[old]
 
     def _carried(self, version: int) -> dict[str, int] | None:
         """The app transactions of one version's commit, from its log entry; None where
@@ -238,12 +229,11 @@ class SharedTable:
 
     def _touched(self, part: Part) -> bool:
         """Whether a commit after the part's snapshot carried its zone's app id."""
-        app = self.spec.app_id(part.zone_id)
-        for version in range(part.prepared_at + 1, self._version + 1):
-            carried = self._log.touched.get(version)
-            if carried is None or app in carried:
-                return True
-        return False
+        since = part.prepared_at
+        return (
+            self._unknown_at > since
+            or self._touched_at.get(self.spec.app_id(part.zone_id), -1) > since
+        )
 
     # -- committing ----------------------------------------------------------------------
     def commit(self, part: Part) -> str:
