@@ -39,7 +39,7 @@ from cdnlake.lake.schema import (
     conform,
     polars_schema,
 )
-from cdnlake.lake.shared import Batcher
+from cdnlake.lake.shared import Batcher, shared_table
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
 
 log = logging.getLogger(__name__)
@@ -84,18 +84,18 @@ class Bookkeeping:
             frame = rows()
             if frame.height == 0:
                 return
-            table = self.lake.open_or_create(spec)
             try:
-                merger = table.merge(
-                    conform(frame, spec.schema),
-                    predicate=predicate,
-                    source_alias="s",
-                    target_alias="t",
-                    commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
-                )
-                if update:
-                    merger = merger.when_matched_update(update, predicate=update_if)
-                merger.when_not_matched_insert_all().execute()
+                with shared_table(self.lake, spec).current() as table:  # the process's one
+                    merger = table.merge(
+                        conform(frame, spec.schema),
+                        predicate=predicate,
+                        source_alias="s",
+                        target_alias="t",
+                        commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
+                    )
+                    if update:
+                        merger = merger.when_matched_update(update, predicate=update_if)
+                    merger.when_not_matched_insert_all().execute()
                 return
             except CommitFailedError as exc:
                 if attempt == MERGE_ATTEMPTS:

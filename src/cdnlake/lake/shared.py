@@ -26,7 +26,8 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -180,6 +181,14 @@ class SharedTable:
                 files = self._actions[1]
             return Snapshot(self._version, parts, files)
 
+    @contextmanager
+    def current(self) -> Iterator[DeltaTable]:
+        """The table brought up to date, for one caller at a time (a bookkeeping MERGE,
+        which delta-rs runs on the object itself)."""
+        with self._lock:
+            self._refresh()
+            yield self._table
+
     def _app(self, app_id: str) -> int | None:
         if app_id not in self._apps:
             self._apps[app_id] = self._table.transaction_version(app_id)
@@ -195,7 +204,8 @@ class SharedTable:
         except Exception as exc:
             why = first_line(exc)
             raise StorageError(f"lake table {self.uri()} cannot be read: {why}") from None
-        for version in range(self._version + 1, now + 1):
+        # (the bookkeeping tables carry no app transactions: nothing to learn there)
+        for version in range(self._version + 1, now + 1) if self.spec.key else ():
             carried = self._carried(version)
             if carried is None:
                 self._apps.clear()  # asked of delta-rs again
