@@ -162,7 +162,13 @@ class Daemon:
         result = self._held_pass(
             lease_key(SHIELD_EVENTS.name, zone.id),
             lambda stop, holder: ingest_shield_zone(
-                self.config, ShieldApi(self.api), zone, clock=self.clock, stop=stop, holder=holder
+                self.config,
+                ShieldApi(self.api),
+                zone,
+                clock=self.clock,
+                stop=stop,
+                holder=holder,
+                lake=self.ingestor.runner.lake,
             ),
         )
         if result is not None:

@@ -63,8 +63,9 @@ def test_anything_else_is_not_a_race():
 
 
 def test_a_table_object_keeps_its_snapshot_after_its_own_commit(tmp_path):
-    """``ZoneWriter`` keys what it knows of its own last commit by ``table.version() + 1``:
-    that holds only while delta-rs leaves the object at the snapshot it committed on."""
+    """delta-rs leaves the object at the snapshot it committed on: the process's shared
+    snapshot (``lake.shared``) learns its own group commits, like any other, by reading
+    each version after the one it last read."""
     from cdnlake.lake.commit import ZoneWriter
     from cdnlake.lake.schema import REQUESTS
     from cdnlake.lake.store import Lake

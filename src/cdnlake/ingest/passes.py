@@ -77,6 +77,8 @@ def ingest_shield_zone(
     stop: StopSignal | None = None,
     progress: Progress | None = None,
     holder: int | None = None,
+    lake: Lake | None = None,
 ) -> ZoneResult:
-    runner = Runner(config, clock=clock, progress=progress)
+    """``lake``: the process's (a daemon's), whose table snapshots its passes share."""
+    runner = Runner(config, clock=clock, progress=progress, lake=lake)
     return runner.run(zone.id, ShieldSource(shield), stop, holder=holder)

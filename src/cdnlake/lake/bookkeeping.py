@@ -41,6 +41,7 @@ from cdnlake.lake.schema import (
     conform,
     polars_schema,
 )
+from cdnlake.lake.shared import Batcher, shared_table
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ log = logging.getLogger(__name__)
 # own commit whose answer was lost) is run again, this many times in all.
 MERGE_ATTEMPTS = 10
 Span = tuple[datetime, datetime]
+ClaimKey = tuple[int, bool]  # a zone, and whether its gaps are a shield zone's
+RunRecord = tuple[int, dict[str, Any], list[dict[str, Any]]]  # zone, run row, gap rows
 
 
 def _frame(spec: TableSpec, zone_id: int, rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -63,35 +66,38 @@ class Bookkeeping:
     def _merge(
         self,
         spec: TableSpec,
-        zone_id: int,
         rows: Callable[[], pl.DataFrame],
         match: str,
         *,
+        zones: list[int],
         update: dict[str, str] | None = None,
         update_if: str | None = None,
     ) -> None:
         """Insert the rows that ``match`` (``t``: the table, ``s``: the rows) finds no row
-        of the zone for; ``update`` those it finds (where ``update_if`` holds).
+        of their zone for; ``update`` those it finds (where ``update_if`` holds).
 
+        ``zones``: the zones of the rows (the MERGE reads only their partitions).
         ``rows`` is asked again for each attempt: what to write may depend on what the
         table holds by then."""
-        predicate = f"t.{spec.zone_column} = {int(zone_id)} AND {match}"
+        column = spec.zone_column
+        within = ", ".join(str(int(zone)) for zone in sorted(set(zones)))
+        predicate = f"t.{column} = s.{column} AND t.{column} IN ({within}) AND {match}"
         for attempt in range(1, MERGE_ATTEMPTS + 1):
             frame = rows()
             if frame.height == 0:
                 return
-            table = self.lake.open_or_create(spec)
             try:
-                merger = table.merge(
-                    conform(frame, spec.schema),
-                    predicate=predicate,
-                    source_alias="s",
-                    target_alias="t",
-                    commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
-                )
-                if update:
-                    merger = merger.when_matched_update(update, predicate=update_if)
-                merger.when_not_matched_insert_all().execute()
+                with shared_table(self.lake, spec).current() as table:  # the process's one
+                    merger = table.merge(
+                        conform(frame, spec.schema),
+                        predicate=predicate,
+                        source_alias="s",
+                        target_alias="t",
+                        commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
+                    )
+                    if update:
+                        merger = merger.when_matched_update(update, predicate=update_if)
+                    merger.when_not_matched_insert_all().execute()
                 return
             except CommitFailedError as exc:
                 if attempt == MERGE_ATTEMPTS:
@@ -104,13 +110,38 @@ class Bookkeeping:
 
     def record_run(self, zone_id: int, run: dict[str, Any], gaps: list[dict[str, Any]]) -> float:
         """The run's row, once by its ``run_id``, and its gaps (see :meth:`record_gaps`):
-        returns the seconds of loss that no earlier gap claimed."""
-        frame = _frame(INGEST_RUNS, zone_id, [run])
-        # The id also as a literal: delta-rs skips the files whose statistics rule it
-        # out, instead of reading every run file of the zone at every pass.
-        match = f"t.run_id = s.run_id AND t.run_id = {_text(run['run_id'])}"
-        self._merge(INGEST_RUNS, zone_id, lambda: frame, match)
-        return self.record_gaps(zone_id, gaps)
+        returns the seconds of loss that no earlier gap claimed.
+
+        Runs recorded at the same time in one process (passes finishing together) go
+        in one MERGE per table (a leader/follower group: :class:`Batcher`)."""
+        runs: Batcher[RunRecord, float] = self.lake.held(
+            "bookkeeping:runs", lambda: Batcher(Bookkeeping(self.lake)._record_runs)
+        )
+        return runs.submit((zone_id, run, gaps))
+
+    def _record_runs(self, batch: list[RunRecord]) -> list[float | BaseException]:
+        """The rows of ``batch``'s runs in one MERGE, then their gaps in one: each run's
+        seconds of new loss, or the error that kept its rows or gaps out."""
+        frame = pl.concat([_frame(INGEST_RUNS, zone, [run]) for zone, run, _ in batch])
+        # The ids also as literals: delta-rs skips the files whose statistics rule them
+        # out, instead of reading every run file of the zones at every pass.
+        ids = ", ".join(_text(run["run_id"]) for _, run, _ in batch)
+        match = f"t.run_id = s.run_id AND t.run_id IN ({ids})"
+        try:
+            self._merge(INGEST_RUNS, lambda: frame, match, zones=[z for z, _, _ in batch])
+        except StorageError as exc:
+            return [StorageError(str(exc)) for _ in batch]
+        with_gaps = [i for i, (_, _, gaps) in enumerate(batch) if gaps]
+        lost: list[float | BaseException] = [0.0] * len(batch)
+        if with_gaps:
+            claimed: list[float | BaseException]
+            try:
+                claimed = [*self._record_gaps([(batch[i][0], batch[i][2]) for i in with_gaps])]
+            except StorageError as exc:
+                claimed = [StorageError(str(exc)) for _ in with_gaps]
+            for i, seconds in zip(with_gaps, claimed, strict=True):
+                lost[i] = seconds
+        return lost
 
     def record_audit_days(self, zone_id: int, days: list[dict[str, Any]]) -> None:
         """The zone's audited days, one row per day: a day audited again replaces its row."""
@@ -132,50 +163,77 @@ class Bookkeeping:
         that gap's row; any other rest is a row of its own. Pull zones and shield zones
         (``source = 'shield'``) are numbered apart and claim apart. Returns the seconds
         newly claimed (as they stood before the first attempt)."""
-        wanted = [g for g in gaps if g["gap_to"] > g["gap_from"]]
-        if not wanted:
-            return 0.0
-        shield = wanted[0].get("source") == "shield"
-        spans = _union([(g["gap_from"], g["gap_to"]) for g in wanted])
-        new = _subtract(spans, _spans(self._claimed(zone_id, shield)))
+        (seconds,) = self._record_gaps([(zone_id, gaps)])
+        return seconds
+
+    def _record_gaps(self, batch: list[tuple[int, list[dict[str, Any]]]]) -> list[float]:
+        """:meth:`record_gaps` of several zones in one MERGE; an entry of a zone (and
+        kind) already in the batch claims what the ones before it left, as if after."""
+        entries: list[tuple[ClaimKey, list[Span], list[dict[str, Any]]]] = []
+        for zone_id, gaps in batch:
+            wanted = [g for g in gaps if g["gap_to"] > g["gap_from"]]
+            key = (zone_id, bool(wanted) and wanted[0].get("source") == "shield")
+            entries.append((key, _union([(g["gap_from"], g["gap_to"]) for g in wanted]), wanted))
+        keys = {key for key, spans, _ in entries if spans}
+        if not keys:
+            return [0.0] * len(batch)
+
+        def fresh(held: dict[ClaimKey, list[dict[str, Any]]]) -> list[list[Span]]:
+            """Each entry's spans that neither the table nor an earlier entry claims."""
+            taken = {key: _spans(rows) for key, rows in held.items()}
+            out = []
+            for key, spans, _ in entries:
+                out.append(_subtract(spans, taken.get(key, [])))
+                taken[key] = taken.get(key, []) + spans
+            return out
+
+        new = fresh(self._claimed(keys))
 
         def rows() -> pl.DataFrame:
-            held = self._claimed(zone_id, shield)
-            ends = {row["gap_to"]: row for row in held}
-            out: list[dict[str, Any]] = []
-            for start, end in _subtract(spans, _spans(held)):
-                if start in ends:  # it goes on from a claimed gap: that row grows
-                    out.append({**ends[start], "gap_to": end})
-                else:
-                    first = next(g for g in wanted if g["gap_from"] <= start < g["gap_to"])
-                    out.append({**first, "gap_from": start, "gap_to": end})
-            return _frame(INGEST_GAPS, zone_id, out)
+            held = self._claimed(keys)
+            frames = []
+            for (key, _, wanted), spans in zip(entries, fresh(held), strict=True):
+                ends = {row["gap_to"]: row for row in held.get(key, [])}
+                out: list[dict[str, Any]] = []
+                for start, end in spans:
+                    if start in ends:  # it goes on from a claimed gap: that row grows
+                        out.append({**ends[start], "gap_to": end})
+                    else:
+                        first = next(g for g in wanted if g["gap_from"] <= start < g["gap_to"])
+                        out.append({**first, "gap_from": start, "gap_to": end})
+                frames.append(_frame(INGEST_GAPS, key[0], out))
+            frame = pl.concat(frames)
+            # a gap of one entry may end where a later one of its zone starts: one row
+            return _joined(frame)
 
         kind = "(t.source = 'shield') IS NOT DISTINCT FROM (s.source = 'shield')"
         self._merge(
             INGEST_GAPS,
-            zone_id,
             rows,
             f"t.gap_from = s.gap_from AND {kind}",
+            zones=[key[0] for key in keys],
             update={"gap_to": "s.gap_to"},
             update_if="s.gap_to > t.gap_to",
         )
-        return sum((end - start).total_seconds() for start, end in new)
+        return [sum((end - start).total_seconds() for start, end in spans) for spans in new]
 
-    def _claimed(self, zone_id: int, shield: bool) -> list[dict[str, Any]]:
-        """The zone's gap rows (its pull zone's or its shield zone's)."""
+    def _claimed(self, keys: set[ClaimKey]) -> dict[ClaimKey, list[dict[str, Any]]]:
+        """The gap rows of each (zone, shield) of ``keys`` (its pull zone's or its shield
+        zone's), in one read."""
         table = self.lake.open(INGEST_GAPS)
         if table is None:
-            return []
+            return {}
+        zones = sorted({zone for zone, _ in keys})
         try:
-            found = self.lake.dataset(INGEST_GAPS, table, [("zone", "=", str(zone_id))]).to_table()
+            found = self.lake.dataset(INGEST_GAPS, table, [("zone", "in", zones)]).to_table()
         except OSError as exc:
             raise StorageError(f"cannot read ingest_gaps: {exc}") from None
-        return [
-            row
-            for row in found.to_pylist()
-            if (row["source"] == "shield") == shield and row["gap_to"] > row["gap_from"]
-        ]
+        held: dict[ClaimKey, list[dict[str, Any]]] = {}
+        for row in found.to_pylist():
+            key = (row["zone"], row["source"] == "shield")
+            if key in keys and row["gap_to"] > row["gap_from"]:
+                held.setdefault(key, []).append(row)
+        return held
 
     def read_whole(self, zone_id: int, source: str, instant: datetime) -> bool:
         """Whether a run of the zone from ``source`` ended ``ok`` with ``instant`` inside
@@ -231,7 +289,7 @@ class Bookkeeping:
             pl.lit(run_id).alias("run_id"),
             key.alias("record_key"),
         ).unique(subset=["record_key"], keep="first", maintain_order=True)
-        self._merge(REJECTED_LINES, zone_id, lambda: frame, "t.record_key = s.record_key")
+        self._merge(REJECTED_LINES, lambda: frame, "t.record_key = s.record_key", zones=[zone_id])
 
 
 def _md5(text: str | None) -> str:
@@ -273,3 +331,23 @@ def _subtract(spans: list[Span], taken: list[Span]) -> list[Span]:
         if cursor < end:
             out.append((cursor, end))
     return out
+
+
+def _joined(frame: pl.DataFrame) -> pl.DataFrame:
+    """Gap rows where one of a zone (and kind) starts where another ends, as one row
+    (the earlier's), so that no two rows of the MERGE's source meet one target row."""
+    if frame.height < 2:
+        return frame
+    rows = frame.sort("zone", "gap_from").to_dicts()
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        last = out[-1] if out else None
+        same = last is not None and (last["zone"], last["source"] == "shield") == (
+            row["zone"],
+            row["source"] == "shield",
+        )
+        if last is not None and same and last["gap_to"] == row["gap_from"]:
+            last["gap_to"] = row["gap_to"]
+        else:
+            out.append(dict(row))
+    return pl.DataFrame(out, schema=frame.schema)

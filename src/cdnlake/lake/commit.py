@@ -13,7 +13,10 @@ Delta gives the rest, as an existing protocol:
   request;
 - every commit carries the writer's fence token (:mod:`cdnlake.lake.progress`): after
   each re-read, a writer whose token a rewind or a new holder moved past is refused
-  (:class:`FencedError`), so progress computed before a rewind is never resent over it.
+  (:class:`FencedError`), so progress computed before a rewind is never resent over it;
+- the commits of a process's zones waiting at the same time land as one Delta commit,
+  each zone's part prepared by its own writer and refused or prepared again alone
+  (:mod:`cdnlake.lake.shared`, which also keeps the process's one snapshot of the table).
 
 Deduplication reads only the keys of the files that can hold the rows being written: the
 zone and date partitions, and files whose ``ts`` statistics overlap the rows' time range
@@ -27,7 +30,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import random
 import time
 import uuid
 from collections.abc import Callable
@@ -37,8 +39,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import unquote
 
 import polars as pl
-from deltalake import CommitProperties, Transaction
-from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake import Transaction
+from deltalake.exceptions import DeltaError
 from deltalake.transaction import AddAction, RemoveAction
 
 from cdnlake.config import RETENTION_SECONDS
@@ -53,11 +55,13 @@ from cdnlake.lake.damage import (
 )
 from cdnlake.lake.progress import FENCE, WATERMARK, Versions, holder_of, rewind, taken_by
 from cdnlake.lake.schema import TableSpec, conform, polars_schema
-from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, commit_refusal, first_line, logged_span
+from cdnlake.lake.shared import AGAIN, Part, Snapshot, shared_table
+from cdnlake.lake.store import Lake, first_line, logged_span
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
+    from deltalake import DeltaTable
 
 log = logging.getLogger(__name__)
 
@@ -177,19 +181,23 @@ class ZoneWriter:
         self.zone_id = zone_id
         self.count_traffic = count_traffic
         self.clock = clock
-        self.table = lake.open_or_create(spec)
+        self.shared = shared_table(lake, spec)  # the process's one snapshot of the table
         # The keys and times of the files this writer's last commit added, by path: the
         # next commit (an import's next chunk, a long pass's next flush) finds its
         # repeats there without reading back what it has just written. Data files are
         # never changed in place, so what is remembered is what the file holds.
         self._last_written: dict[str, pl.DataFrame] = {}
-        self._known: tuple[int, dict[str, int | None]] = (-1, {})  # app versions by snapshot
-        self.token = self._version(FENCE) or 0
+        self.token = self.shared.snapshot(zone_id).part(FENCE) or 0
         if holder is not None and holder != holder_of(self.token):
             if holder < holder_of(self.token):
                 raise self._fenced()
             self.token = taken_by(holder)
             self.commit(self.empty(), {})  # from now on, the earlier holder's commits fail
+
+    @property
+    def table(self) -> DeltaTable:
+        """The process's shared table object, for single-threaded callers (benchmarks)."""
+        return self.shared.table
 
     def empty(self) -> pl.DataFrame:
         """No rows: a commit of progress alone."""
@@ -198,28 +206,11 @@ class ZoneWriter:
     # -- progress ------------------------------------------------------------------------
     def progress(self, part: str = "") -> int | None:
         """The version of the zone's app transaction ``part`` as of the newest commit."""
-        self.refresh()
-        return self._version(part)
-
-    def _version(self, part: str) -> int | None:
-        """The version of app transaction ``part`` in the table as last read (each read
-        replays the log, remotely on S3: asked once per snapshot, and not at all when
-        this writer made the newest commit)."""
-        snapshot = self.table.version()
-        if self._known[0] != snapshot:
-            self._known = (snapshot, {})
-        known = self._known[1]
-        if part not in known:
-            known[part] = self.table.transaction_version(self.spec.app_id(self.zone_id, part))
-        return known[part]
+        return self.shared.snapshot(self.zone_id).part(part)
 
     def refresh(self) -> None:
-        try:
-            self.table.update_incremental()
-        except Exception as exc:
-            raise StorageError(
-                f"lake table {self.lake.table_uri(self.spec)} cannot be read: {first_line(exc)}"
-            ) from None
+        """Bring the process's snapshot of the table up to date."""
+        self.shared.snapshot(self.zone_id)
 
     # -- the commit ----------------------------------------------------------------------
     def rewind(self, plan: Callable[[Versions], dict[str, int]]) -> None:
@@ -267,10 +258,10 @@ class ZoneWriter:
         frame = prepare(self.spec, self.zone_id, rows)
         written = Written()
         for _attempt in range(CONFLICT_RETRIES + 1):
-            self.refresh()
-            if not rewinding and (self._version(FENCE) or 0) > self.token:
+            snapshot = self.shared.snapshot(self.zone_id, actions=frame.height > 0)
+            if not rewinding and (snapshot.part(FENCE) or 0) > self.token:
                 raise self._fenced()
-            new, damaged = self._new_rows(frame, written)
+            new, damaged = self._new_rows(frame, written, snapshot)
             if damaged:  # set aside, the zone rewound first: this pass stops here
                 raise DataError(
                     f"zone {self.zone_id}: lake file(s) "
@@ -278,41 +269,23 @@ class ZoneWriter:
                     + " did not decode: set aside in _quarantine, the zone's progress "
                     "rewound to read the span again; nothing of this commit was written"
                 )
-            versions = self._versions(progress, rewinding)
+            versions = self._versions(progress, rewinding, snapshot)
             try:
                 actions, kept = self._write_files(new)
-                self.table.create_write_transaction(
-                    actions,
-                    mode="append",
-                    schema=self.table.schema(),
-                    partition_by=self.spec.partition_by,
-                    commit_properties=CommitProperties(
-                        app_transactions=self._transactions(versions),
-                        max_commit_retries=COMMIT_ATTEMPTS,
-                    ),
-                )
-            except CommitFailedError as exc:
-                refusal = commit_refusal(exc)
-                if refusal == "outpaced":  # not in conflict: try again a little later
-                    time.sleep(random.uniform(0.05, 0.5))
-                    continue
-                if refusal != "conflict":
-                    raise StorageError(f"lake commit failed: {first_line(exc)}") from None
-                log.info(
-                    "zone %s: another process committed to %s; re-reading",
-                    self.zone_id,
-                    self.spec.name,
-                )
-                continue
             except (OSError, DeltaError) as exc:
                 raise StorageError(
                     f"cannot write to {self.lake.table_uri(self.spec)}: {first_line(exc)}"
                 ) from None
+            part = Part(self.zone_id, snapshot.version, actions, self._transactions(versions))
+            if self.shared.commit(part) == AGAIN:  # the zone was committed to meanwhile
+                log.info(
+                    "zone %s: another commit to %s came first; re-reading",
+                    self.zone_id,
+                    self.spec.name,
+                )
+                continue
             self._last_written = kept
             self.token = versions[FENCE]
-            # Were ours the only commit since this snapshot, the next one's table would
-            # hold just what it wrote: no log replay to learn it again.
-            self._known = (self.table.version() + 1, dict(versions))
             written.new = new.height
             written.duplicates = frame.height - new.height
             if self.count_traffic:
@@ -376,15 +349,15 @@ class ZoneWriter:
             "wrote nothing (the next pass reads from the zone's progress as it is now)"
         )
 
-    def _versions(self, progress: Plan, rewinding: bool) -> dict[str, int]:
+    def _versions(self, progress: Plan, rewinding: bool, snapshot: Snapshot) -> dict[str, int]:
         """The commit's progress, from the table as last read: the progress given, the
         watermark (0 where the zone has none yet; never earlier than the table's but in
         a rewind) and the fence token (one more in a rewind)."""
-        versions = progress(self._version) if callable(progress) else dict(progress)
-        current = self._version(WATERMARK) or 0
+        versions = progress(snapshot.part) if callable(progress) else dict(progress)
+        current = snapshot.part(WATERMARK) or 0
         if rewinding:
             versions.setdefault(WATERMARK, current)
-            versions[FENCE] = (self._version(FENCE) or 0) + 1
+            versions[FENCE] = (snapshot.part(FENCE) or 0) + 1
         else:
             versions[WATERMARK] = max(versions.get(WATERMARK, current), current)
             versions[FENCE] = self.token
@@ -398,7 +371,7 @@ class ZoneWriter:
         ]
 
     def _new_rows(
-        self, frame: pl.DataFrame, written: Written
+        self, frame: pl.DataFrame, written: Written, snapshot: Snapshot
     ) -> tuple[pl.DataFrame, list[DamagedFile]]:
         """The rows whose key the table does not hold yet, reading only where they can be.
 
@@ -418,9 +391,10 @@ class ZoneWriter:
         partitions: list[tuple[str, str, Any]] = [(self.spec.zone_column, "=", str(self.zone_id))]
         if self.spec.by_date:
             partitions.append(("date", "in", [d.isoformat() for d in frame["date"].unique()]))
+        assert snapshot.actions is not None
         actions = [
             action
-            for action in self.lake.add_actions(self.spec, self.table, partitions)
+            for action in self.lake.chosen_actions(self.spec, snapshot.actions, partitions)
             if _may_hold(action, lo, hi)
         ]
         seen: list[pl.DataFrame] = []
@@ -477,12 +451,15 @@ class ZoneWriter:
             frame_of_keys = pl.from_arrow(keys)  # a table: no detour through pyarrow.compute
             assert isinstance(frame_of_keys, pl.DataFrame)
             seen.append(frame_of_keys.select(pl.col(key).cast(pl.String)))
+        if not (undecodable or orphans):
+            return seen, []
+        table = self.lake.open(self.spec)  # an object of its own: the shared one is shared
+        assert table is not None
         damaged = [
-            set_aside(self.lake, self.spec, self.table, p, u.reason, self._read_again_first)
+            set_aside(self.lake, self.spec, table, p, u.reason, self._read_again_first)
             for p, u in undecodable
         ]
-        if damaged or orphans:
-            self.table.repair(dry_run=False)  # drop the set-aside files from the table
+        table.repair(dry_run=False)  # drop the set-aside files from the table
         return seen, damaged
 
 

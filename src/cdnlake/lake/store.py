@@ -12,12 +12,12 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import unquote
 
 from deltalake import CommitProperties, DeltaTable
@@ -44,14 +44,28 @@ TABLE_CONFIGURATION = {"delta.checkpointInterval": CHECKPOINT_INTERVAL}
 # version our commit must land on: with many zones committing at once delta-rs needs
 # more than its default 15 attempts (else "Failed to commit transaction: 15").
 COMMIT_ATTEMPTS = 200
+Held = TypeVar("Held")
+_HELD_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
 class Lake:
-    """The lake at one URI: ``file:///…`` or a local path, or ``s3://bucket/prefix``."""
+    """The lake at one URI: ``file:///…`` or a local path, or ``s3://bucket/prefix``.
+
+    A lake object also holds what its users share in a process (each table's one
+    snapshot and group commits, :mod:`cdnlake.lake.shared`): a process keeps one."""
 
     uri: str
     storage_options: dict[str, str]
+    _held: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def held(self, key: str, make: Callable[[], Held]) -> Held:
+        """The object this lake holds under ``key``, made by ``make`` at first use."""
+        with _HELD_LOCK:
+            if key not in self._held:
+                self._held[key] = make()
+            found: Held = self._held[key]
+            return found
 
     @classmethod
     def from_config(cls, storage: StorageConfig) -> Lake:
@@ -230,7 +244,17 @@ class Lake:
         zone-day's commit pays for its own files, not for a Python value per file of the
         table (0.2 s at 100,000 files).
         """
-        log = add_actions_table(table)
+        return Lake.chosen_actions(spec, add_actions_table(table), partitions, stats=stats)
+
+    @staticmethod
+    def chosen_actions(
+        spec: TableSpec,
+        log: ArrowTable,
+        partitions: list[Any] | None = None,
+        *,
+        stats: tuple[str, ...] = (),
+    ) -> list[dict[str, Any]]:
+        """:meth:`add_actions` of the add actions ``log`` of a snapshot already read."""
         wanted = ["path", *(f"partition.{c}" for c in spec.partition_by)]
         wanted += [c for c in ("min.ts", "max.ts", "null_count.ts") if c in log.column_names]
         wanted += [c for c in stats if c not in wanted]
