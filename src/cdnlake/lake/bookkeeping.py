@@ -149,9 +149,9 @@ class Bookkeeping:
         columns = [c for c in AUDIT_DAYS.columns if c != "day"]
         self._merge(
             AUDIT_DAYS,
-            zone_id,
             lambda: frame,
             "t.day = s.day",
+            zones=[zone_id],
             update={c: f"s.{c}" for c in columns},
         )
 
