@@ -45,7 +45,7 @@ from cdnlake.errors import StopRequested
 from cdnlake.forwarding.receiver import Receiver
 from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
 from cdnlake.ingest.result import ZoneResult, this_daemon, utcnow
-from cdnlake.ingest.runner import AnyStop
+from cdnlake.ingest.runner import PASSES_IN_FLIGHT, AnyStop
 from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS
 from cdnlake.monitoring.metrics import DaemonMetrics
 
@@ -107,7 +107,10 @@ class Daemon:
             self._catch_up_at.append((self.maintain, "maintenance", config.schedule.maintain_at))
         self._first_round: set[str] = set()
         zones = len(config.zones) + len(config.shield_zones)
-        workers = max(2, min(config.ingest.concurrency, zones) + 1)
+        # A thread per zone up to PASSES_IN_FLIGHT: the runner lets ``concurrency`` of
+        # them read the provider at once, and the quiet ones that have read wait for one
+        # group commit together (commits per poll follow its latency, not the zones).
+        workers = max(2, min(PASSES_IN_FLIGHT, zones) + 1)
         self.scheduler = BackgroundScheduler(
             timezone=UTC,
             executors={"default": ThreadPoolExecutor(max_workers=workers)},

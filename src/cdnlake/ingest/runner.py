@@ -40,6 +40,15 @@ from cdnlake.lake.store import Lake
 log = logging.getLogger("cdnlake.ingest")
 
 RETENTION = timedelta(seconds=RETENTION_SECONDS)
+# Passes of one process in flight at once: ``ingest.concurrency`` of them read the
+# provider; the rest have read and wait for their last commit, which the process's group
+# commit lands for all of them at once (see :mod:`cdnlake.lake.shared`). So commits per
+# poll follow the commit's latency, not the number of zones.
+PASSES_IN_FLIGHT = 128
+# A last commit this small waits outside the readers' slots (a quiet zone's pass: a few
+# minutes of records); a larger one keeps its slot, so the rows held in memory by waiting
+# passes stay bounded (PASSES_IN_FLIGHT x QUIET_ROWS at most).
+QUIET_ROWS = 5_000
 # Never ask for the very edge of retention: our clock and the provider's differ a little.
 RETENTION_MARGIN = timedelta(minutes=2)
 Clock = Callable[[], datetime]
@@ -214,12 +223,15 @@ class Runner:
         self.lake = lake or Lake.from_config(config.storage)
         self.bookkeeping = Bookkeeping(self.lake)
         self.count_traffic = count_traffic
+        # Held while a pass reads its source: at most ``ingest.concurrency`` zones read
+        # the provider at once, however many passes are in flight.
+        self.reading = threading.BoundedSemaphore(config.ingest.concurrency)
 
     def run_many(self, passes: Iterable[tuple[int, Source]]) -> list[ZoneResult]:
         jobs = list(passes)
         if not jobs:
             return []
-        workers = max(1, min(self.config.ingest.concurrency, len(jobs)))
+        workers = max(1, min(PASSES_IN_FLIGHT, len(jobs)))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="zone") as pool:
             return list(pool.map(lambda job: self.run(*job), jobs))
 
@@ -263,7 +275,11 @@ class Runner:
 
     def _commit_all(self, ctx: PassContext, source: Source) -> None:
         """Commit each chunk in order, on one thread beside the source: while a chunk is
-        written, the source parses the next (at most one waits, so memory stays bounded)."""
+        written, the source parses the next (at most one waits, so memory stays bounded).
+
+        The source is read inside one of the runner's ``reading`` slots; a small last
+        commit is waited for outside it, so that the quiet zones of a poll commit
+        together while other zones read."""
         result = ctx.result
 
         def done(future: Future[Written], chunk: Chunk) -> None:
@@ -274,12 +290,19 @@ class Runner:
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="commit") as committer:
             pending: tuple[Future[Written], Chunk] | None = None
+            self.reading.acquire()
+            reading = True
             try:
                 for chunk in source.chunks(ctx):
                     if pending is not None:
                         done(*pending)
                     pending = committer.submit(ctx.writer.commit, chunk.rows, chunk.progress), chunk
+                if pending is None or pending[1].rows.height <= QUIET_ROWS:
+                    reading = False
+                    self.reading.release()
             finally:
+                if reading:
+                    self.reading.release()
                 if pending is not None:
                     future, chunk = pending
                     # After a failure elsewhere, what the last commit wrote still counts;

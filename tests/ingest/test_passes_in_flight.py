@@ -1,0 +1,81 @@
+"""Many zones in one poll: ``ingest.concurrency`` of them read the provider at once, and
+the quiet ones that have read wait together for one group commit, so a poll's commits do
+not follow its number of zones (issue 30 item 3)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+from cdnlake.config import build_config
+from cdnlake.ingest.runner import Chunk, PassContext, Runner
+from cdnlake.lake.progress import WATERMARK, to_ms
+from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
+from cdnlake.lake.store import Lake
+from tests.conftest import lake_frame
+from tests.lake.test_commit import rows
+
+START = datetime(2026, 11, 20, 12, tzinfo=UTC)
+ZONES = 48
+CONCURRENCY = 2
+
+
+class QuietZone:
+    """A poll of a quiet zone (three requests of its last minute), counting how many
+    zones read at the same time."""
+
+    kind = "v2"
+    spec = REQUESTS
+    noun = "records"
+
+    def __init__(self, reading: list[int], lock: threading.Lock, height: int = 3) -> None:
+        self.reading = reading  # [now, most]
+        self.lock = lock
+        self.height = height
+
+    def chunks(self, ctx: PassContext) -> Iterator[Chunk]:
+        with self.lock:
+            self.reading[0] += 1
+            self.reading[1] = max(self.reading)
+        try:
+            end = START + timedelta(minutes=1)
+            frame = rows(0, self.height, START, tag=f"z{ctx.zone_id}-")
+        finally:
+            with self.lock:
+                self.reading[0] -= 1
+        yield Chunk(frame, {WATERMARK: to_ms(end)})
+
+
+def version(lake: Lake, spec: object) -> int:
+    table = lake.open(spec)  # type: ignore[arg-type]
+    return -1 if table is None else table.version()
+
+
+def runner(tmp_path) -> Runner:
+    raw = {"storage": {"root": str(tmp_path / "data")}, "ingest": {"concurrency": CONCURRENCY}}
+    config = build_config(raw, base_dir=tmp_path, env={})
+    return Runner(config, clock=lambda: START + timedelta(minutes=10))
+
+
+def test_a_polls_commits_do_not_follow_its_zones(tmp_path):
+    run = runner(tmp_path)
+    reading, lock = [0, 0], threading.Lock()
+    results = run.run_many((zone, QuietZone(reading, lock)) for zone in range(1, ZONES + 1))
+    assert [r.outcome for r in results] == ["ok"] * ZONES
+    assert reading[1] <= CONCURRENCY  # never more zones reading than configured
+    # Passes that had read waited for their commit outside the readers' slots: many
+    # zones per commit. (Had each waited in its slot, groups would hold at most
+    # CONCURRENCY zones: ZONES / CONCURRENCY = 24 commits or more.)
+    commits = version(run.lake, REQUESTS) + 1
+    assert commits <= ZONES // CONCURRENCY // 2, commits
+    assert version(run.lake, INGEST_RUNS) + 1 <= ZONES // CONCURRENCY // 2
+    stored = lake_frame(tmp_path / "data")
+    assert stored.height == 3 * ZONES
+    assert stored["request_id"].n_unique() == stored.height
+    marks = run.lake.open(REQUESTS)
+    assert marks is not None
+    for zone in range(1, ZONES + 1):
+        assert marks.transaction_version(REQUESTS.app_id(zone)) == to_ms(
+            START + timedelta(minutes=1)
+        )
