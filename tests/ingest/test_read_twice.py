@@ -13,7 +13,7 @@ from msgspec.structs import replace
 
 from cdnlake.client import LoggingClient
 from cdnlake.ingest.passes import Ingestor
-from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
+from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN, margin_slice
 from cdnlake.lake.progress import FRESH, from_ms
 from cdnlake.lake.schema import REQUESTS
 from tests.conftest import (
@@ -62,9 +62,10 @@ def assert_promises_kept(config, emu, since: datetime) -> None:
 
 
 def test_in_steady_state_each_record_is_read_about_twice(tmp_path):
-    """Today's passes read ``lag + overlap + poll`` for every ``poll`` of new records
-    (8.5x at a 120 s poll); now the stable span and the fresh span, once each, and the
-    overlap once in the hour."""
+    """Before, passes read ``lag + overlap + poll`` for every ``poll`` of new records
+    (8.5x at a 120 s poll); now the stable span and the fresh span, once each, and a slice
+    of the margin ``overlap_seconds`` before the watermark, ``overlap / 3600`` as wide as
+    the pass's span: no pass pays for the whole margin at once."""
     emu = start_emulator(str(ZONE), rpm=20)
     try:
         config = load_test_config(
@@ -75,31 +76,56 @@ def test_in_steady_state_each_record_is_read_about_twice(tmp_path):
         assert first.ok, first.error
         watermark = first.reached
         read = new = 0
-        quiet_read = quiet_new = 0  # passes that do not re-read the margin
-        margins = 0
-        for _ in range(30):  # an hour at a 120 s poll: one hour boundary crossed
+        for _ in range(30):  # an hour at a 120 s poll
             since = emu.clock.now()
             emu.clock.advance(120)
             result = ingest.run(config.zones)[0]
             assert result.ok, result.error
             read += result.parsed
             new += result.rows
-            if result.window_from < watermark:
-                margins += 1
-                assert result.window_from == watermark - timedelta(seconds=OVERLAP)
-            else:
-                quiet_read += result.parsed
-                quiet_new += result.rows
+            # each pass begins with its slice of the margin, never the whole of it
+            assert result.window_from == watermark - timedelta(seconds=OVERLAP)
             watermark = result.reached
             assert watermark == emu.clock.now() - timedelta(seconds=LAG)
             assert_promises_kept(config, emu, since)
         assert new > 1000
-        assert quiet_read <= 2.08 * quiet_new, (quiet_read, quiet_new)
         assert read <= (2 + OVERLAP / 3600 + 0.08) * new, (read, new)
-        assert margins == 1, "the overlap is re-read once in the hour"
         assert progress(config, FRESH) == emu.clock.now()  # where the next fresh read starts
     finally:
         emu.stop()
+
+
+def test_the_margin_is_read_a_slice_a_pass():
+    """The slices follow the spans: pass after pass they sample ``overlap_seconds`` of
+    every hour at ``lag + overlap`` of age; with ``lag_seconds = 0`` the whole margin."""
+    wm = START + timedelta(hours=5)
+    oldest = START
+    assert margin_slice(wm, wm + timedelta(seconds=60), 300, 600, oldest) == (
+        wm - timedelta(seconds=600),
+        wm - timedelta(seconds=590),
+    )
+    # an hour of spans reads 600 s of margin in all
+    total = timedelta()
+    mark = wm
+    for _ in range(60):
+        got = margin_slice(mark, mark + timedelta(seconds=60), 300, 600, oldest)
+        assert got is not None
+        total += got[1] - got[0]
+        mark += timedelta(seconds=60)
+    assert total == timedelta(seconds=600)
+    # a long span (a zone catching up) never reads past the watermark
+    assert margin_slice(wm, wm + timedelta(days=1), 300, 600, oldest) == (
+        wm - timedelta(seconds=600),
+        wm,
+    )
+    assert margin_slice(wm, wm + timedelta(seconds=60), 0, 600, oldest) == (
+        wm - timedelta(seconds=600),
+        wm,
+    )
+    assert margin_slice(wm, wm, 300, 600, oldest) is None  # nothing read, nothing again
+    # never past retention
+    edge = margin_slice(START + timedelta(seconds=5), START + timedelta(hours=1), 300, 600, START)
+    assert edge is not None and edge[0] == START
 
 
 # (seconds until the next pass, seconds late of the requests made just before it)

@@ -40,6 +40,7 @@ from cdnlake.lake.store import Lake
 log = logging.getLogger("cdnlake.ingest")
 
 RETENTION = timedelta(seconds=RETENTION_SECONDS)
+HOUR_SECONDS = 3600
 # Passes of one process in flight at once: ``ingest.concurrency`` of them read the
 # provider; the rest have read and wait for their last commit, which the process's group
 # commit lands for all of them at once (see :mod:`cdnlake.lake.shared`). So commits per
@@ -123,10 +124,9 @@ class PassContext:
         provider's differ a little)."""
         return floor_ms(self.now - RETENTION + RETENTION_MARGIN)
 
-    def read_start(self, until: datetime | None = None) -> datetime:
-        """Where a pass's read of the span up to ``until`` (its stable point; now if not
-        given) starts: the watermark, never past retention, less ``overlap_seconds`` when
-        :func:`margin_due`: a safety margin, re-read about once an hour, not every pass.
+    def read_start(self) -> datetime:
+        """Where a pass's read of the zone's span starts: the watermark, never past
+        retention.
 
         A watermark older than retention is a loss: claimed as a gap, said loudly. While
         the zone stays behind (an outage), each pass claims it again up to its own
@@ -144,9 +144,17 @@ class PassContext:
                 f"ingested instant was {wm.isoformat()}",
             )
             return oldest
-        if not margin_due(wm, self.now if until is None else until, self.config.ingest.lag_seconds):
-            return wm
-        return max(wm - timedelta(seconds=self.config.ingest.overlap_seconds), oldest)
+        return wm
+
+    def margin(self, until: datetime) -> tuple[datetime, datetime] | None:
+        """The slice before the watermark that a pass reading the stable span up to
+        ``until`` reads again, for records later than ``lag_seconds`` (see
+        :func:`margin_slice`); None when there is none."""
+        wm = self.watermark()
+        if wm is None or wm < self.oldest():
+            return None
+        cfg = self.config.ingest
+        return margin_slice(wm, until, cfg.lag_seconds, cfg.overlap_seconds, self.oldest())
 
     def claim_gap(self, start: datetime, end: datetime, reason: str) -> bool:
         """Claim ``[start, end)`` lost, for the part the provider no longer serves (the
@@ -330,13 +338,24 @@ class Runner:
                 result.error = f"a loss could not be recorded in ingest_gaps: {exc}"
 
 
-def margin_due(watermark: datetime, until: datetime, lag_seconds: int) -> bool:
-    """Whether a read from ``watermark`` to ``until`` re-reads the ``overlap_seconds``
-    before the watermark: when it crosses an hour boundary (an instant of ``(watermark,
-    until]``), so about once an hour whatever the poll, decided by the span alone (no
-    state: a pass that dies and its rerun decide alike). With ``lag_seconds = 0`` the
-    margin is all the lateness the zone allows: re-read at every pass."""
-    return lag_seconds == 0 or until.replace(minute=0, second=0, microsecond=0) > watermark
+def margin_slice(
+    watermark: datetime, until: datetime, lag_seconds: int, overlap_seconds: int, oldest: datetime
+) -> tuple[datetime, datetime] | None:
+    """The safety margin a pass reads again: ``overlap_seconds`` before the watermark, a
+    slice ``overlap_seconds / 3600`` as wide as the stable span ``(watermark, until]`` it
+    reads. Pass after pass the slices sample the timeline evenly at ``lag_seconds +
+    overlap_seconds`` of age, ``overlap_seconds`` of every hour: no pass pays for the whole
+    margin at once (at 10,000 requests/s, 600 s of margin is 200 s of the provider's
+    pages), and the slice follows the span alone (a pass that dies and its rerun read the
+    same). With ``lag_seconds = 0`` the margin is all the lateness the zone allows: read
+    whole at every pass."""
+    start = max(watermark - timedelta(seconds=overlap_seconds), oldest)
+    if lag_seconds == 0:
+        end = watermark
+    else:
+        end = min(start + (until - watermark) * overlap_seconds / HOUR_SECONDS, watermark)
+    end = floor_ms(end)
+    return (start, end) if end > start else None
 
 
 def split_windows(

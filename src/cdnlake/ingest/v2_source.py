@@ -4,9 +4,11 @@ Each span of time is read twice: once as soon as the provider serves it (*fresh*
 at most one poll old), and once more when it has become stable at ``now - lag_seconds``
 (*complete*: the records that arrived late). A pass reads
 
-- the stable span, from the watermark to ``now - lag_seconds`` (``overlap_seconds`` more
-  before the watermark about once an hour, see :func:`~cdnlake.ingest.runner.margin_due`),
-  and moves the watermark with it: a watermark never moves past data not in the lake;
+- a slice of the safety margin ``overlap_seconds`` before the watermark, for records
+  later than ``lag_seconds`` (``overlap_seconds`` of every hour in all, a slice a pass: see
+  :func:`~cdnlake.ingest.runner.margin_slice`); it moves no progress;
+- the stable span, from the watermark to ``now - lag_seconds``, and moves the watermark
+  with it: a watermark never moves past data not in the lake;
 - the fresh span, from where the zone's last fresh read ended (progress part ``FRESH``,
   committed with its rows) or the stable point, whichever is later, to now.
 
@@ -52,12 +54,17 @@ class V2Source:
         result = ctx.result
         end = floor_ms(ctx.now)  # everything the provider serves already
         stable = floor_ms(ctx.now - timedelta(seconds=cfg.lag_seconds))
-        start = ctx.read_start(stable)
+        start = ctx.read_start()
+        margin = ctx.margin(stable)
         watermark = ctx.watermark()
         fresh = max(stable, from_ms(ctx.progress(FRESH)) or stable)
-        result.window_from, result.window_to, result.reached = start, end, watermark
+        result.window_from = margin[0] if margin else start
+        result.window_to, result.reached = end, watermark
         buffer = RowBuffer(self.spec, cfg.flush_rows)
         span = timedelta(seconds=cfg.max_window_seconds)
+        if margin is not None:  # read again: no progress moves with it
+            for window_from, window_to in split_windows(*margin, span):
+                yield from self._read(ctx, buffer, window_from, window_to)
         for window_from, window_to in split_windows(start, stable, span):
             yield from self._read(ctx, buffer, window_from, window_to)
             if watermark is None or window_to > watermark:
