@@ -25,6 +25,9 @@ BENCHMARKS = [
     "commit of 60 s of new rows on a table",
     "status on",
     "busy zone",
+    "quiet zones on one daemon",
+    "forwarded request to queryable row",
+    "forwarded rows one daemon commits",
 ]
 
 
