@@ -1,10 +1,13 @@
 """cdnlake benchmarks: each figure beside a reference measured in the same run.
 
-    python tests/bench/bench.py            full size (make bench; a few minutes, and 12 more
-                                           for the busy zone's 10 minutes of daemon)
+    python tests/bench/bench.py            full size (make bench; a few minutes, 17 more for
+                                           the busy zone (6 of warm-up, 10 measured), up to 10
+                                           for 1,000 zones and 2 for forwarding)
     python tests/bench/bench.py --small    tiny sizes: proves every benchmark still runs
     python tests/bench/bench.py --only busy --busy-rate 2000 --busy-seconds 240
                                            the busy zone at another rate, for a shorter time
+    python tests/bench/bench.py --only zones --zones 300 --zones-seconds 300
+                                           fewer quiet zones, for a shorter time
 
 Data is generated from a seed. Benchmarks are not tests: only the smoke test runs them,
 on tiny data, and it checks that they run, not how fast.
@@ -44,6 +47,11 @@ KEY = "bench-key"
 DAY = date(2026, 11, 20)
 
 
+def number(value: float) -> str:
+    """Three significant digits, or a whole number with thousands separated from 1,000."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 @dataclass
 class Figure:
     what: str
@@ -55,11 +63,11 @@ class Figure:
     note: str = ""
 
     def row(self) -> list[str]:
-        ref = "" if self.reference is None else f"{self.reference:.3g} {self.unit}"
+        ref = "" if self.reference is None else f"{number(self.reference)} {self.unit}"
         ratio = "" if not self.reference else f"{self.ours / self.reference:.2f}x"
         return [
             self.what,
-            f"{self.ours:.3g} {self.unit}",
+            f"{number(self.ours)} {self.unit}",
             ref,
             ratio,
             self.target,
@@ -439,10 +447,12 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
     Delta commits each table took per poll (the figure group commits bring down: without
     them each zone's pass commits to ``requests`` and to ``ingest_runs``). The daemon
     starts as from a steady state: every zone's watermark at ``now - lag_seconds`` and its
-    fresh reads up to now (set in one commit per zone before it starts). It stops early
-    once a zone is past the bound: the verdict is known."""
-    from cdnlake.lake.commit import ZoneWriter
-    from cdnlake.lake.progress import FRESH, WATERMARK, to_ms
+    fresh reads up to now (set in one commit just before it starts), and its first round
+    is measured too (the daemon staggers its zones' first passes). It stops early once a
+    zone is past the bound: the verdict is known."""
+    from deltalake import CommitProperties, Transaction
+
+    from cdnlake.lake.progress import FENCE, FRESH, WATERMARK, to_ms
     from cdnlake.lake.schema import REQUESTS, TABLES
     from cdnlake.lake.store import Lake
 
@@ -474,14 +484,25 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
     config = root / "config.toml"
     config.write_text("\n".join(lines) + "\n")
     lake_dir = root / "data" / "lake"
-    lake = Lake(str(lake_dir), {})
-    mark = {WATERMARK: to_ms(now - timedelta(seconds=lag)), FRESH: to_ms(now)}
-    for zone_id in ids:
-        writer = ZoneWriter(lake, REQUESTS, zone_id)
-        writer.commit(writer.empty(), mark)
-    table = lake.open(REQUESTS)
-    assert table is not None
-    table.create_checkpoint()
+    # Every zone's progress in one commit (as a daemon's passes leave it), so that none
+    # has aged by the time the daemon starts.
+    table = Lake(str(lake_dir), {}).open_or_create(REQUESTS)
+    now = datetime.now(UTC)
+    mark = {WATERMARK: to_ms(now - timedelta(seconds=lag)), FRESH: to_ms(now), FENCE: 0}
+    at = to_ms(now)
+    table.create_write_transaction(
+        [],
+        mode="append",
+        schema=table.schema(),
+        partition_by=REQUESTS.partition_by,
+        commit_properties=CommitProperties(
+            app_transactions=[
+                Transaction(REQUESTS.app_id(zone_id, part), version, at)
+                for zone_id in ids
+                for part, version in mark.items()
+            ]
+        ),
+    )
 
     metrics = f"http://127.0.0.1:{port}/metrics"
     daemon = subprocess.Popen(
@@ -492,21 +513,12 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
     )
     bound = lag + 2 * poll
     names = [spec.name for spec in TABLES]
+    versions0 = {name: delta_versions(lake_dir / name) for name in names}
+    worst: dict[int, float] = {}
+    started, since = time.monotonic(), datetime.now(UTC)
     try:
         wait_port(port, timeout=120)
-        # Warm-up: until every zone has had its first pass (its lag below where it began).
-        deadline = time.monotonic() + max(600.0, 10 * poll)
-        while time.monotonic() < deadline:
-            lags = scrape_lags(metrics)
-            unpassed = lag + (datetime.now(UTC) - now).total_seconds() - 2
-            if len(lags) == zones and max(lags.values()) < unpassed:
-                break
-            if lags and max(lags.values()) > bound:
-                break  # behind already in the first round
-            time.sleep(1.0)
-        versions0 = {name: delta_versions(lake_dir / name) for name in names}
-        worst: dict[int, float] = {}
-        started = time.monotonic()
+        cpu0 = cpu_seconds(daemon.pid)
         while time.monotonic() - started < seconds:
             for zone_id, value in scrape_lags(metrics).items():
                 worst[zone_id] = max(worst.get(zone_id, 0.0), value)
@@ -515,6 +527,7 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
             time.sleep(1.0)
         elapsed = time.monotonic() - started
         versions1 = {name: delta_versions(lake_dir / name) for name in names}
+        cpu = (cpu_seconds(daemon.pid) - cpu0) / elapsed
     finally:
         daemon.send_signal(signal.SIGTERM)
         try:
@@ -542,7 +555,9 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
         ok,
         f"{behind} of {zones} zones past it"
         + ("" if elapsed >= seconds else " (stopped early: the verdict was known)")
-        + f"; commits per poll: {per_table}",
+        + f"; commits per poll: {per_table}; "
+        + busy_passes(lake_dir, since, float("inf")).note().rsplit(",", 1)[0]
+        + f"; daemon CPU {cpu:.0%} of a core",
     )
 
 
@@ -877,6 +892,15 @@ def bench_busy_zone(work: Path, rate: int, seconds: float, poll: int, lag: int) 
     # margin pass re-reads (overlap_seconds of records more, per 3,600 s of new ones).
     hourly = passes.steady_amplification + overlap / 3600
     limited = limited1 - limited0
+    # A run that met no hour boundary says what the hour's margin pass would add: it reads
+    # overlap_seconds of records more, at the provider's 30 pages of 10,000 per 10 s.
+    margin_seconds = overlap * rate / 30_000
+    unseen_margin = (
+        ""
+        if passes.margins
+        else f" (the hour's margin pass, not in this run, reads {overlap} s of records more:"
+        f" about {margin_seconds:.0f} s more at the provider's limit)"
+    )
     # Flat: the second half ends no higher than the first half reached (the allocators'
     # high-water mark after the first passes is not a leak; growth past it would be).
     flat = rss1 <= 1.1 * first_half + 20
@@ -891,7 +915,7 @@ def bench_busy_zone(work: Path, rate: int, seconds: float, poll: int, lag: int) 
         f"read amplification {amplification:.2f}x in this run ({served1 - served0:,} served"
         f" / {new_rows:,} new), {hourly:.2f}x over an hour (steady passes"
         f" {passes.steady_amplification:.2f}x + the hourly margin {overlap / 3600:.2f}x);"
-        f" {passes.note()}; RSS {rss0:.0f} -> {first_half:.0f} (first half's highest) "
+        f" {passes.note()}{unseen_margin}; RSS {rss0:.0f} -> {first_half:.0f} (first half's highest) "
         f"-> {rss1:.0f} MB; {limited} 429s; "
         f"CPU: daemon {daemon_cpu:.0%}, emulator {emu_cpu:.0%} of a core "
         f"(emulator RSS {emu_rss:.0f} MB)",
@@ -1459,7 +1483,7 @@ SIZES = {
         "range": (50, 30, 66_667),
         "files": (100, 1_000, 100_000),
         # requests/s, seconds of steady state, poll_seconds, lag_seconds (see bench_busy_zone)
-        "busy": (1_000, 600, 60, 300),
+        "busy": (10_000, 600, 60, 300),
         # zones, seconds of steady state, poll_seconds, lag_seconds (see bench_many_zones)
         "zones": (1_000, 600, 60, 300),
         # lines/s and seconds (latency), lines at once (throughput), flush_seconds
@@ -1481,11 +1505,16 @@ SIZES = {
 
 
 def run_all(
-    size: str, only: set[str] | None = None, busy: tuple[int | None, float | None] = (None, None)
+    size: str,
+    only: set[str] | None = None,
+    busy: tuple[int | None, float | None] = (None, None),
+    zones: tuple[int | None, float | None] = (None, None),
 ) -> list[Figure]:
     s = dict(SIZES[size])
     rate, seconds, poll, lag = s["busy"]
     s["busy"] = (busy[0] or rate, busy[1] or seconds, poll, lag)
+    count, seconds, poll, lag = s["zones"]
+    s["zones"] = (zones[0] or count, zones[1] or seconds, poll, lag)
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="cdnlake-bench-") as tmp:
         work = Path(tmp)
@@ -1526,6 +1555,8 @@ def main() -> int:
     parser.add_argument("--only", action="append", help="run only these benchmarks")
     parser.add_argument("--busy-rate", type=int, help="the busy zone's requests/s")
     parser.add_argument("--busy-seconds", type=float, help="the busy zone's steady state")
+    parser.add_argument("--zones", type=int, help="how many quiet zones (bench 'zones')")
+    parser.add_argument("--zones-seconds", type=float, help="how long the quiet zones run")
     args = parser.parse_args()
     # As pip leaves an installed package: bytecode compiled (this checkout is installed
     # editable, and PYTHONDONTWRITEBYTECODE would have every process compile it again).
@@ -1538,6 +1569,7 @@ def main() -> int:
         "small" if args.small else "full",
         set(args.only or []) or None,
         (args.busy_rate, args.busy_seconds),
+        (args.zones, args.zones_seconds),
     )
     missed = [f.what for f in figures if not f.ok]
     print(
