@@ -1,10 +1,13 @@
 """cdnlake benchmarks: each figure beside a reference measured in the same run.
 
-    python tests/bench/bench.py            full size (make bench; a few minutes, and 12 more
-                                           for the busy zone's 10 minutes of daemon)
+    python tests/bench/bench.py            full size (make bench; a few minutes, 17 more for
+                                           the busy zone (6 of warm-up, 10 measured), up to 10
+                                           for 1,000 zones and 2 for forwarding)
     python tests/bench/bench.py --small    tiny sizes: proves every benchmark still runs
     python tests/bench/bench.py --only busy --busy-rate 2000 --busy-seconds 240
                                            the busy zone at another rate, for a shorter time
+    python tests/bench/bench.py --only zones --zones 300 --zones-seconds 300
+                                           fewer quiet zones, for a shorter time
 
 Data is generated from a seed. Benchmarks are not tests: only the smoke test runs them,
 on tiny data, and it checks that they run, not how fast.
@@ -24,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +47,11 @@ KEY = "bench-key"
 DAY = date(2026, 11, 20)
 
 
+def number(value: float) -> str:
+    """Three significant digits, or a whole number with thousands separated from 1,000."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 @dataclass
 class Figure:
     what: str
@@ -54,11 +63,11 @@ class Figure:
     note: str = ""
 
     def row(self) -> list[str]:
-        ref = "" if self.reference is None else f"{self.reference:.3g} {self.unit}"
+        ref = "" if self.reference is None else f"{number(self.reference)} {self.unit}"
         ratio = "" if not self.reference else f"{self.ours / self.reference:.2f}x"
         return [
             self.what,
-            f"{self.ours:.3g} {self.unit}",
+            f"{number(self.ours)} {self.unit}",
             ref,
             ratio,
             self.target,
@@ -403,6 +412,345 @@ def scrape_lag(url: str, zone: int) -> float | None:
     return float(found.group(1)) if found else None
 
 
+def scrape_lags(url: str) -> dict[int, float]:
+    """Every zone's ``cdnlake_watermark_lag_seconds``, as one scrape sees it."""
+    try:
+        text = httpx.get(url, timeout=30).text
+    except httpx.HTTPError:
+        return {}
+    return {
+        int(zone): float(value)
+        for zone, value in re.findall(
+            r'^cdnlake_watermark_lag_seconds\{[^}]*zone="(\d+)"[^}]*\} (\S+)$', text, re.M
+        )
+    }
+
+
+def daily_out_of_the_way(now: datetime) -> str:
+    """A ``report_at``/``maintain_at`` 40 minutes ahead (or 23:59 near midnight), so that
+    neither the daily jobs nor their catch-up at start-up runs while a bench measures."""
+    ahead = now + timedelta(minutes=40)
+    return "23:59" if ahead.date() != now.date() else ahead.strftime("%H:%M")
+
+
+def delta_versions(table: Path) -> int:
+    """The table's latest version, from its log's file names (-1: no table yet)."""
+    log = table / "_delta_log"
+    names = [p.stem for p in log.glob("*.json")] if log.exists() else []
+    return max((int(n) for n in names if n.isdigit()), default=-1)
+
+
+def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int) -> Figure:
+    """The real ``cdnlake daemon`` on ``zones`` quiet zones of the emulator (a few requests
+    a minute each), at the provider's real limit, for ``seconds`` of steady state: every
+    zone's lag, as /metrics shows it, against ``lag_seconds + 2 x poll_seconds``, and the
+    Delta commits each table took per poll (the figure group commits bring down: without
+    them each zone's pass commits to ``requests`` and to ``ingest_runs``). The daemon
+    starts as from a steady state: every zone's watermark at ``now - lag_seconds`` and its
+    fresh reads up to now (set in one commit just before it starts), and its first round
+    is measured too (the daemon staggers its zones' first passes). It stops early once a
+    zone is past the bound: the verdict is known."""
+    from deltalake import CommitProperties, Transaction
+
+    from cdnlake.lake.progress import FENCE, FRESH, WATERMARK, to_ms
+    from cdnlake.lake.schema import REQUESTS, TABLES
+    from cdnlake.lake.store import Lake
+
+    ids = list(range(1, zones + 1))
+    emu = EmulatorProcess("--zones", ",".join(map(str, ids)), "--rpm", "2", "--rate", "30/10")
+    port = free_port()
+    root = work / "zones"
+    root.mkdir(parents=True, exist_ok=True)
+    now = datetime.now(UTC).replace(microsecond=0)
+    daily = daily_out_of_the_way(now)
+    lines = [
+        "[api]",
+        f'base_url = "{emu.url}"',
+        f'logging_url = "{emu.url}"',
+        "[storage]",
+        f'root = "{root / "data"}"',
+        "[ingest]",
+        f"lag_seconds = {lag}",
+        f"overlap_seconds = {2 * lag}",
+        "[schedule]",
+        f"poll_seconds = {poll}",
+        f'report_at = "{daily}"',
+        f'maintain_at = "{daily}"',
+        "[metrics]",
+        f'listen = "127.0.0.1:{port}"',
+    ]
+    for zone_id in ids:
+        lines += ["[[zones]]", f"id = {zone_id}", 'source = "v2"']
+    config = root / "config.toml"
+    config.write_text("\n".join(lines) + "\n")
+    lake_dir = root / "data" / "lake"
+    # Every zone's progress in one commit (as a daemon's passes leave it), so that none
+    # has aged by the time the daemon starts.
+    table = Lake(str(lake_dir), {}).open_or_create(REQUESTS)
+    now = datetime.now(UTC)
+    mark = {WATERMARK: to_ms(now - timedelta(seconds=lag)), FRESH: to_ms(now), FENCE: 0}
+    at = to_ms(now)
+    table.create_write_transaction(
+        [],
+        mode="append",
+        schema=table.schema(),
+        partition_by=REQUESTS.partition_by,
+        commit_properties=CommitProperties(
+            app_transactions=[
+                Transaction(REQUESTS.app_id(zone_id, part), version, at)
+                for zone_id in ids
+                for part, version in mark.items()
+            ]
+        ),
+    )
+
+    metrics = f"http://127.0.0.1:{port}/metrics"
+    daemon = subprocess.Popen(
+        cdnlake("--config", str(config), "daemon"),
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    bound = lag + 2 * poll
+    names = [spec.name for spec in TABLES]
+    versions0 = {name: delta_versions(lake_dir / name) for name in names}
+    worst: dict[int, float] = {}
+    started, since = time.monotonic(), datetime.now(UTC)
+    try:
+        wait_port(port, timeout=120)
+        cpu0 = cpu_seconds(daemon.pid)
+        while time.monotonic() - started < seconds:
+            for zone_id, value in scrape_lags(metrics).items():
+                worst[zone_id] = max(worst.get(zone_id, 0.0), value)
+            if worst and max(worst.values()) > bound:
+                break
+            time.sleep(1.0)
+        elapsed = time.monotonic() - started
+        versions1 = {name: delta_versions(lake_dir / name) for name in names}
+        cpu = (cpu_seconds(daemon.pid) - cpu0) / elapsed
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+        emu.stop()
+    polls = elapsed / poll
+    commits = {
+        name: (versions1[name] - versions0[name]) / polls
+        for name in names
+        if versions1[name] > versions0[name]
+    }
+    highest = max(worst.values(), default=float("inf"))
+    behind = sum(1 for value in worst.values() if value > bound)
+    ok = len(worst) == zones and behind == 0
+    per_table = ", ".join(f"{name} {n:.0f}" for name, n in commits.items()) or "none"
+    return Figure(
+        f"{zones:,} quiet zones on one daemon for {elapsed / 60:.1f} min: max lag",
+        highest,
+        bound,
+        "s",
+        "every zone's lag <= lag + 2 x poll",
+        ok,
+        f"{behind} of {zones} zones past it"
+        + ("" if elapsed >= seconds else " (stopped early: the verdict was known)")
+        + f"; commits per poll: {per_table}; "
+        + busy_passes(lake_dir, since, float("inf")).note().rsplit(",", 1)[0]
+        + f"; daemon CPU {cpu:.0%} of a core",
+    )
+
+
+def syslog_frame(zone: int, request_id: str, ts_ms: int) -> bytes:
+    """One forwarded request as the provider sends it over TCP: an octet-counted RFC 5424
+    message whose text is a v1 line."""
+    stamp = datetime.fromtimestamp(ts_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    line = (
+        f"HIT|200|{ts_ms}|1234|{zone}|192.0.2.1|-|https://cdn.example.com/a.js|DE|"
+        f"Mozilla/5.0|{request_id}|US"
+    )
+    message = f"<134>1 {stamp} de.edge cdn-logs - - - ".encode() + b"\xef\xbb\xbf" + line.encode()
+    return str(len(message)).encode() + b" " + message
+
+
+class CommitWatch:
+    """When each request id became queryable: the bench follows the ``requests`` table's
+    Delta log (a commit is visible to readers once its log entry exists) and reads the
+    request ids of the files each commit adds."""
+
+    def __init__(self, table: Path, prefix: str) -> None:
+        self.table = table
+        self.prefix = prefix
+        self.seen: dict[str, float] = {}  # request id -> perf_counter when committed
+        self._version = delta_versions(table) + 1
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import json
+        from urllib.parse import unquote
+
+        import pyarrow.parquet as pq
+
+        while not self._stop:
+            entry = self.table / "_delta_log" / f"{self._version:020d}.json"
+            if not entry.exists():
+                time.sleep(0.02)
+                continue
+            at = time.perf_counter()
+            self._version += 1
+            for text in entry.read_text().splitlines():
+                add = json.loads(text).get("add")
+                if add is None:
+                    continue
+                ids = pq.read_table(self.table / unquote(add["path"]), columns=["request_id"])
+                for request_id in ids.column(0).to_pylist():
+                    if request_id.startswith(self.prefix):
+                        self.seen.setdefault(request_id, at)
+
+    def stop(self) -> None:
+        self._stop = True
+        self._thread.join(10)
+
+
+def scrape_forwarded(url: str) -> int:
+    try:
+        text = httpx.get(url, timeout=30).text
+    except httpx.HTTPError:
+        return 0
+    return sum(
+        int(float(n))
+        for n in re.findall(r"^cdnlake_forwarded_rows_total\{[^}]*\} (\S+)$", text, re.M)
+    )
+
+
+def bench_forwarding(
+    work: Path, rate: int, seconds: float, burst: int, flush: float
+) -> list[Figure]:
+    """The real ``cdnlake daemon`` receiving forwarded logs over TCP (``[forwarding]``),
+    from a sender in this process that writes octet-counted syslog as the provider does.
+
+    Latency: ``rate`` lines a second for ``seconds``, each line's time from being sent to
+    its row being queryable (its commit in the ``requests`` log), median and p99, against
+    ``flush_seconds + 2 s``. Throughput: ``burst`` lines sent as fast as the receiver takes
+    them (TCP back-pressure), the rows the daemon committed per second until the last one,
+    against the issue's busy zone (10,000 requests/s): one daemon can take a busy zone's
+    forwarding. The zone's API passes go on beside (a quiet emulator zone)."""
+    emu = EmulatorProcess("--zones", "1234", "--rpm", "2", "--rate", "30/10")
+    port, listen = free_port(), free_port()
+    root = work / "forwarding"
+    root.mkdir(parents=True, exist_ok=True)
+    now = datetime.now(UTC)
+    daily = daily_out_of_the_way(now)
+    lines = [
+        "[api]",
+        f'base_url = "{emu.url}"',
+        f'logging_url = "{emu.url}"',
+        "[storage]",
+        f'root = "{root / "data"}"',
+        "[schedule]",
+        f'report_at = "{daily}"',
+        f'maintain_at = "{daily}"',
+        "[metrics]",
+        f'listen = "127.0.0.1:{port}"',
+        "[forwarding]",
+        f'listen = "127.0.0.1:{listen}"',
+        f"flush_seconds = {flush}",
+        "[[zones]]",
+        "id = 1234",
+        'source = "v2"',
+    ]
+    config = root / "config.toml"
+    config.write_text("\n".join(lines) + "\n")
+    daemon = subprocess.Popen(
+        cdnlake("--config", str(config), "daemon"),
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    metrics = f"http://127.0.0.1:{port}/metrics"
+    table = root / "data" / "lake" / "requests"
+    try:
+        wait_port(port, timeout=120)
+        wait_port(listen, timeout=60)
+        # The first pass creates the table; the watch follows it from then on.
+        deadline = time.monotonic() + 120
+        while delta_versions(table) < 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        watch = CommitWatch(table, "lat")
+        sent: dict[str, float] = {}
+        with socket.create_connection(("127.0.0.1", listen), timeout=60) as sock:
+            step = 0.05
+            per_step = max(1, round(rate * step))
+            started = time.perf_counter()
+            i = 0
+            while time.perf_counter() - started < seconds:
+                ts = int(time.time() * 1000)
+                batch = [f"lat{i + k:012d}" for k in range(per_step)]
+                payload = b"".join(syslog_frame(1234, rid, ts) for rid in batch)
+                at = time.perf_counter()
+                sock.sendall(payload)
+                sent.update(dict.fromkeys(batch, at))
+                i += per_step
+                time.sleep(max(0.0, started + (i / per_step) * step - time.perf_counter()))
+            deadline = time.monotonic() + 10 * flush + 60
+            while len(watch.seen) < len(sent) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            watch.stop()
+            latencies = sorted(
+                watch.seen[rid] - at for rid, at in sent.items() if rid in watch.seen
+            )
+            # Throughput: all at once, the receiver taking them as fast as it commits.
+            before = scrape_forwarded(metrics)
+            ts = int(time.time() * 1000)
+            payload = b"".join(syslog_frame(1234, f"thr{k:012d}", ts) for k in range(burst))
+            started = time.perf_counter()
+            sock.sendall(payload)
+            deadline = time.monotonic() + max(120.0, burst / 1000)
+            committed, took = 0, 0.0
+            while committed < burst and time.monotonic() < deadline:
+                committed = scrape_forwarded(metrics) - before
+                took = time.perf_counter() - started
+                time.sleep(0.2)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+        emu.stop()
+    lost = len(sent) - len(latencies)
+    median = statistics.median(latencies) if latencies else float("inf")
+    p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies else median
+    bound = flush + 2
+    per_second = committed / took if took else 0.0
+    busy = 10_000
+    return [
+        Figure(
+            f"forwarded request to queryable row, {len(sent):,} lines at {rate:,}/s over TCP:"
+            " median",
+            median,
+            bound,
+            "s",
+            "median and p99 < flush_seconds + 2 s",
+            lost == 0 and p99 < bound,
+            f"p99 {p99:.2f} s; flush_seconds = {flush:g}"
+            + (f"; {lost} lines never committed" if lost else ""),
+        ),
+        Figure(
+            f"forwarded rows one daemon commits, {burst:,} lines sent at once over TCP",
+            per_second,
+            float(busy),
+            "rows/s",
+            f">= {busy:,} rows/s (the busy zone's rate)",
+            committed >= burst and per_second >= busy,
+            f"{committed:,} committed in {took:.1f} s",
+        ),
+    ]
+
+
 def rss_mb(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     found = re.search(r"VmRSS:\s+(\d+) kB", status)
@@ -421,10 +769,14 @@ def bench_busy_zone(work: Path, rate: int, seconds: float, poll: int, lag: int) 
     for ``seconds`` of steady state: the lag /metrics shows against ``lag_seconds + 2 x
     poll_seconds``, its resident memory at start and end, the 429s it caused, and the read
     amplification (records the emulator served / rows the lake gained). The daemon starts
-    as from a steady state: a watermark at ``now - lag_seconds`` and the zone's records
-    since well before it; its first pass (the whole overlap, all new) is left out."""
+    as from a steady state: a watermark at ``now - lag_seconds``, its fresh reads up to
+    now, and the zone's records since well before it; its first pass is left out.
+
+    ``ingest_runs`` tells each pass's length. Each pass reads its slice of the safety
+    margin (``overlap_seconds / 3600`` of its span), so the run's amplification includes
+    it."""
     from cdnlake.lake.commit import ZoneWriter
-    from cdnlake.lake.progress import to_ms
+    from cdnlake.lake.progress import FRESH, WATERMARK, to_ms
     from cdnlake.lake.schema import REQUESTS
     from cdnlake.lake.store import Lake
 
@@ -450,6 +802,8 @@ def bench_busy_zone(work: Path, rate: int, seconds: float, poll: int, lag: int) 
         f"overlap_seconds = {overlap}",
         "[schedule]",
         f"poll_seconds = {poll}",
+        f'report_at = "{daily_out_of_the_way(now)}"',
+        f'maintain_at = "{daily_out_of_the_way(now)}"',
         "[metrics]",
         f'listen = "127.0.0.1:{port}"',
         "[[zones]]",
@@ -459,7 +813,9 @@ def bench_busy_zone(work: Path, rate: int, seconds: float, poll: int, lag: int) 
     config.write_text("\n".join(lines) + "\n")
     lake = Lake(str(root / "data" / "lake"), {})
     writer = ZoneWriter(lake, REQUESTS, 1234)
-    writer.commit(writer.empty(), {"": to_ms(now - timedelta(seconds=lag))})
+    writer.commit(
+        writer.empty(), {WATERMARK: to_ms(now - timedelta(seconds=lag)), FRESH: to_ms(now)}
+    )
 
     def served() -> tuple[int, int]:
         stats = httpx.get(f"{emu.url}/_emulator/stats", timeout=30).json()["zones"]["1234"]
@@ -478,6 +834,7 @@ def bench_busy_zone(work: Path, rate: int, seconds: float, poll: int, lag: int) 
         stderr=subprocess.DEVNULL,
     )
     bound = lag + 2 * poll
+    launched = time.monotonic()
     try:
         wait_port(port, timeout=120)
 
@@ -494,12 +851,15 @@ def bench_busy_zone(work: Path, rate: int, seconds: float, poll: int, lag: int) 
                 time.sleep(0.5)
             return None
 
-        # Warm-up: the first pass reads the whole overlap, all of it new.
-        if next_pass(time.monotonic() + max(300.0, 10 * poll)) is None:
-            raise RuntimeError("busy zone: the daemon's first pass never ended")
+        # Warm-up: lag_seconds and a poll, so that each stable read meets a span the fresh
+        # reads have read as they do in a running daemon (one poll at a time).
+        while time.monotonic() - launched < lag + poll:
+            if next_pass(time.monotonic() + max(300.0, 10 * poll)) is None:
+                raise RuntimeError("busy zone: the daemon's passes stopped ending")
         served0, limited0 = served()
         stored0, rss0 = stored(), rss_mb(daemon.pid)
         cpu0 = (cpu_seconds(emu.proc.pid), cpu_seconds(daemon.pid))
+        steady_from = datetime.now(UTC)
         worst = 0.0
         started = time.monotonic()
         first_half = rss0  # the highest RSS of the first half of the steady state
@@ -525,6 +885,7 @@ def bench_busy_zone(work: Path, rate: int, seconds: float, poll: int, lag: int) 
             daemon.kill()
             daemon.wait()
         emu.stop()
+    passes = busy_passes(root / "data" / "lake", steady_from)
     new_rows = stored1 - stored0
     amplification = (served1 - served0) / new_rows if new_rows else float("inf")
     limited = limited1 - limited0
@@ -539,12 +900,41 @@ def bench_busy_zone(work: Path, rate: int, seconds: float, poll: int, lag: int) 
         "s",
         "lag <= lag + 2 x poll, flat RSS, 0 429s, read amplification <= 2",
         ok,
-        f"read amplification {amplification:.1f}x ({served1 - served0:,} served / "
-        f"{new_rows:,} new); RSS {rss0:.0f} -> {first_half:.0f} (first half's highest) "
+        f"read amplification {amplification:.2f}x ({served1 - served0:,} served"
+        f" / {new_rows:,} new, the margin's slices included); {passes.note()};"
+        f" RSS {rss0:.0f} -> {first_half:.0f} (first half's highest) "
         f"-> {rss1:.0f} MB; {limited} 429s; "
         f"CPU: daemon {daemon_cpu:.0%}, emulator {emu_cpu:.0%} of a core "
         f"(emulator RSS {emu_rss:.0f} MB)",
     )
+
+
+@dataclass
+class Passes:
+    """What ``ingest_runs`` recorded of a daemon's passes over a time."""
+
+    count: int
+    median_seconds: float
+    longest_seconds: float
+
+    def note(self) -> str:
+        return (
+            f"{self.count} passes, {self.median_seconds:.1f} s median, "
+            f"{self.longest_seconds:.1f} s longest"
+        )
+
+
+def busy_passes(lake: Path, since: datetime) -> Passes:
+    """The passes ``ingest_runs`` recorded from ``since`` on."""
+    from deltalake import DeltaTable
+
+    runs = [
+        run
+        for run in DeltaTable(str(lake / "ingest_runs")).to_pyarrow_table().to_pylist()
+        if run["started"] >= since
+    ]
+    took = [(r["finished"] - r["started"]).total_seconds() for r in runs] or [0.0]
+    return Passes(len(runs), statistics.median(took), max(took))
 
 
 def make_report_lake(work: Path, rows: int) -> Path:
@@ -1068,7 +1458,11 @@ SIZES = {
         "range": (50, 30, 66_667),
         "files": (100, 1_000, 100_000),
         # requests/s, seconds of steady state, poll_seconds, lag_seconds (see bench_busy_zone)
-        "busy": (1_000, 600, 60, 300),
+        "busy": (10_000, 600, 60, 300),
+        # zones, seconds of steady state, poll_seconds, lag_seconds (see bench_many_zones)
+        "zones": (1_000, 600, 60, 300),
+        # lines/s and seconds (latency), lines at once (throughput), flush_seconds
+        "forwarding": (1_000, 30, 200_000, 5.0),
     },
     "small": {
         "import": 2_000,
@@ -1079,20 +1473,27 @@ SIZES = {
         "range": (3, 4, 500),
         "files": (5, 10, 200),
         "busy": (50, 6, 2, 4),
+        "zones": (5, 6, 2, 4),
+        "forwarding": (50, 3, 2_000, 1.0),
     },
 }
 
 
 def run_all(
-    size: str, only: set[str] | None = None, busy: tuple[int | None, float | None] = (None, None)
+    size: str,
+    only: set[str] | None = None,
+    busy: tuple[int | None, float | None] = (None, None),
+    zones: tuple[int | None, float | None] = (None, None),
 ) -> list[Figure]:
     s = dict(SIZES[size])
     rate, seconds, poll, lag = s["busy"]
     s["busy"] = (busy[0] or rate, busy[1] or seconds, poll, lag)
+    count, seconds, poll, lag = s["zones"]
+    s["zones"] = (zones[0] or count, zones[1] or seconds, poll, lag)
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="cdnlake-bench-") as tmp:
         work = Path(tmp)
-        plan: list[tuple[str, Callable[[], Figure]]] = [
+        plan: list[tuple[str, Callable[[], Figure | list[Figure]]]] = [
             ("startup", bench_startup),
             ("small-import", lambda: bench_small_import(work / "import")),
             ("import", lambda: bench_import_v1(work / "import", s["import"])),
@@ -1106,15 +1507,18 @@ def run_all(
             ("files", lambda: bench_commit_on_files(work, *s["files"])),
             ("status", lambda: bench_status(work, *s["range"])),
             ("busy", lambda: bench_busy_zone(work, *s["busy"])),
+            ("zones", lambda: bench_many_zones(work, *s["zones"])),
+            ("forwarding", lambda: bench_forwarding(work, *s["forwarding"])),
         ]
         for name, fn in plan:
             if only and name not in only:
                 continue
             for d in ("import", "memory", "ingest", "backlog"):
                 (work / d).mkdir(exist_ok=True)
-            figure = fn()
-            figures.append(figure)
-            print(" | ".join(figure.row()), flush=True)
+            made = fn()
+            for figure in made if isinstance(made, list) else [made]:
+                figures.append(figure)
+                print(" | ".join(figure.row()), flush=True)
     return figures
 
 
@@ -1126,6 +1530,8 @@ def main() -> int:
     parser.add_argument("--only", action="append", help="run only these benchmarks")
     parser.add_argument("--busy-rate", type=int, help="the busy zone's requests/s")
     parser.add_argument("--busy-seconds", type=float, help="the busy zone's steady state")
+    parser.add_argument("--zones", type=int, help="how many quiet zones (bench 'zones')")
+    parser.add_argument("--zones-seconds", type=float, help="how long the quiet zones run")
     args = parser.parse_args()
     # As pip leaves an installed package: bytecode compiled (this checkout is installed
     # editable, and PYTHONDONTWRITEBYTECODE would have every process compile it again).
@@ -1138,6 +1544,7 @@ def main() -> int:
         "small" if args.small else "full",
         set(args.only or []) or None,
         (args.busy_rate, args.busy_seconds),
+        (args.zones, args.zones_seconds),
     )
     missed = [f.what for f in figures if not f.ok]
     print(
