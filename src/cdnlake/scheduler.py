@@ -240,7 +240,10 @@ class Daemon:
     def maintain(self, day: date | None = None) -> None:
         """Once a day (today, or ``day``), by one daemon of the fleet: compact the small
         files the passes left, checkpoint, vacuum; a zone it rewinds, it holds (in a fleet
-        its lease, taken from the daemon that owns it once that one's pass ends)."""
+        its lease, taken from the daemon that owns it once that one's pass ends). A damaged
+        file left in place (its zone's lease not had in time) is an error, and the day's
+        job stays open: the next daemon to start (or ``cdnlake maintain``) does it again."""
+        from cdnlake.errors import ZoneBusyError
         from cdnlake.lake.maintain import maintain
         from cdnlake.lake.store import Lake
 
@@ -256,12 +259,17 @@ class Daemon:
                 report = maintain(
                     Lake.from_config(self.config.storage),
                     locks=self.config.storage.work / "locks",
-                    hold=maintain_hold(self.config, self.fleet.daemon_id),
+                    hold=maintain_hold(self.config, self.fleet.daemon_id, self.stop_event.is_set),
                     stop=self.stop_event.is_set,
                 )
+                if self.metrics is not None:
+                    self.metrics.observe_maintain(report)
+                if report.left:  # not done: the fleet job stays open
+                    raise ZoneBusyError(
+                        f"{len(report.left)} damaged file(s) left in place: "
+                        + "; ".join(t.line() for t in report.tables)
+                    )
             self.maintain_runs += 1
-            if self.metrics is not None:
-                self.metrics.observe_maintain(report)
             log.info("lake maintained: %s", "; ".join(t.line() for t in report.tables))
         except StopRequested:  # not done: the next daemon to start catches it up
             log.info("lake maintenance for %s stopped: the daemon is stopping", day)

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -36,7 +36,7 @@ from cdnlake.lake.commit import ROW_GROUP_ROWS, ZoneWriter, prepare
 from cdnlake.lake.damage import BeforeMove, DamagedFile, unreadable_files
 from cdnlake.lake.lock import zone_lock
 from cdnlake.lake.rollups import ROLLUP
-from cdnlake.lake.schema import TABLES, TableSpec
+from cdnlake.lake.schema import REQUESTS, TABLES, TableSpec
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
 
 log = logging.getLogger(__name__)
@@ -93,6 +93,12 @@ class TableReport:
 class MaintainReport:
     tables: list[TableReport] = field(default_factory=list)
 
+    @property
+    def left(self) -> list[DamagedFile]:
+        """Damaged files left in place (their zone not held in time): maintain is to run
+        again."""
+        return [d for t in self.tables for d in t.damaged if d.left]
+
 
 def maintain(
     lake: Lake,
@@ -115,19 +121,24 @@ def maintain(
     it compacts is checked for repeated keys, which are removed (``TableReport.repeats``).
     ``locks``: this machine's zone locks (``<work>/locks``), and in a fleet ``hold``, the
     zones' leases: held while a zone is rewound. A zone whose lease is not had in time
-    keeps its damaged file in place, reported (``DamagedFile.left``): nothing is moved
-    before its zone is rewound, and maintain stops after that table's check.
+    keeps its damaged file in place, reported (``DamagedFile.left``, ``MaintainReport.left``):
+    nothing is moved before its zone is rewound, and the partitions (zone, day) holding
+    such a file are neither compacted nor rolled up; the rest is maintained as usual.
     ``stop``: checked between files and partitions (a daemon stopping); when it turns true,
     :class:`~cdnlake.errors.StopRequested` ends the work where each step is whole.
     """
     now = now or datetime.now(UTC)
     report = MaintainReport()
+    # (table, zone, day) of damaged files left in place: not compacted, not rolled up.
+    damaged_days: set[tuple[str, int, str]] = set()
     for spec in (*TABLES, ROLLUP):
         if stop():
             raise StopRequested()
         rolled_up = 0
         if spec is ROLLUP:  # after requests' compaction, whose new files it records
-            rolled_up = rollups.refresh(lake, zones)
+            rolled_up = rollups.refresh(
+                lake, zones, skip={(z, d) for t, z, d in damaged_days if t == REQUESTS.name}
+            )
         table = lake.open(spec)
         if table is None:
             continue
@@ -138,14 +149,11 @@ def maintain(
                 lake, spec, table, since, _read_again_first(lake, spec, locks, now, hold), stop
             )
             table.update_incremental()
-            if any(d.left for d in item.damaged):  # nothing compacted over a damaged file
-                item.files_after = item.files_before
-                log.error("maintain %s; stopped there, run maintain again", item.line())
-                report.tables.append(item)
-                return report
+            damaged_days |= {(spec.name, *_partition_of(d)) for d in item.damaged if d.left}
+        skip = {(z, d) for t, z, d in damaged_days if t == spec.name}
         try:
             if spec.by_date and "ts" in spec.schema:
-                item.compacted += _sort_days(lake, spec, table, zones, item, stop)
+                item.compacted += _sort_days(lake, spec, table, zones, item, stop, skip)
             else:
                 filters = [[(spec.zone_column, "=", str(z))] for z in zones] if zones else [None]
                 for partition_filter in filters:
@@ -173,9 +181,18 @@ def maintain(
             ) from None
         table.update_incremental()
         item.files_after = len(table.file_uris())
-        log.info("maintain %s", item.line())
+        if any(d.left for d in item.damaged):
+            log.error("maintain %s (not compacted where it lies)", item.line())
+        else:
+            log.info("maintain %s", item.line())
         report.tables.append(item)
     return report
+
+
+def _partition_of(damaged: DamagedFile) -> tuple[int, str]:
+    """The (zone, day) partition of a damaged file (``<zone column>=<id>/date=<day>/...``)."""
+    zone, day = damaged.path.split("/")[:2]
+    return int(zone.split("=", 1)[1]), day.split("=", 1)[1]
 
 
 def _sort_days(
@@ -185,10 +202,12 @@ def _sort_days(
     zones: list[int] | None,
     item: TableReport,
     stop: Callable[[], bool],
+    skip: Collection[tuple[int, str]] = (),
 ) -> int:
     """Rewrite each (zone, day) partition of more than one file as one sorted by ``ts``
     (Delta's Z-order on one column); return the files rewritten. A partition whose keys
-    repeat is rewritten with each key once instead (counted in ``item``)."""
+    repeat is rewritten with each key once instead (counted in ``item``). The (zone, day)
+    partitions in ``skip`` (a damaged file left there) are left as they are."""
     wanted = [(spec.zone_column, "in", [str(z) for z in zones])] if zones else None
     files = Counter(
         (action[f"partition.{spec.zone_column}"], action["partition.date"])
@@ -196,7 +215,7 @@ def _sort_days(
     )
     rewritten = 0
     for (zone, day), count in sorted(files.items()):
-        if count < 2:
+        if count < 2 or (int(zone), str(day)) in skip:
             continue
         if stop():
             raise StopRequested()
