@@ -30,7 +30,14 @@ from deltalake import CommitProperties, DeltaTable, WriterProperties
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, RemoveAction
 
-from cdnlake.errors import StopRequested, StorageError, ZoneBusyError
+from cdnlake.errors import (
+    CdnlakeError,
+    DataError,
+    StopRequested,
+    StorageError,
+    StorageUnavailableError,
+    ZoneBusyError,
+)
 from cdnlake.lake import rollups
 from cdnlake.lake.commit import ROW_GROUP_ROWS, ZoneWriter, prepare
 from cdnlake.lake.damage import BeforeMove, DamagedFile, unreadable_files
@@ -359,6 +366,8 @@ class OpenDays:
         self.lake = lake
         self._tables: dict[str, DeltaTable] = {}
         self.rewritten = 0  # files rewritten since this process began
+        # The zones the last run could not compact (table, zone, why); tried again next run.
+        self.failures: list[tuple[str, int, CdnlakeError]] = []
 
     def compact(
         self,
@@ -368,7 +377,9 @@ class OpenDays:
         stop: Callable[[], bool] = lambda: False,
     ) -> int:
         """Compact ``day`` of each of ``zones`` that holds too many small files; return
-        the files rewritten."""
+        the files rewritten. A zone whose files do not read (the store failing, or a file
+        that does not decode, left for ``maintain``) is logged as an error and recorded in
+        ``failures``; the other zones are compacted all the same."""
         if not zones:
             return 0
         table = self._tables.get(spec.name)
@@ -380,39 +391,74 @@ class OpenDays:
         else:
             table.update_incremental()
         rewritten = 0
+        self.failures = []
         for zone in zones:
             if stop():
                 raise StopRequested()
-            partition = [(spec.zone_column, "=", str(zone)), ("date", "=", day.isoformat())]
-            for _reading in range(CONFLICT_ROUNDS):
-                actions = self.lake.add_actions(spec, table, partition, stats=("size_bytes",))
-                small = [a for a in actions if (a["size_bytes"] or 0) < SMALL_FILE_BYTES]
-                if len(small) <= OPEN_DAY_FILES:
-                    break
-                dataset = self.lake.dataset(spec, table, actions=small)
-                rows = pl.from_arrow(dataset.to_table())
-                assert isinstance(rows, pl.DataFrame)
-                once = prepare(spec, zone, rows.sort("ts"))
-                if _replace(self.lake, spec, table, zone, partition, small, once):
-                    rewritten += len(small)
-                    if once.height < rows.height:
-                        log.error(
-                            "%s: zone %s %s held %d repeated row(s); removed, one of each kept",
-                            spec.name,
-                            zone,
-                            day,
-                            rows.height - once.height,
-                        )
-                    log.info(
-                        "%s: zone %s %s: %d small files compacted into one",
+            try:
+                rewritten += self._compact_zone(spec, table, zone, day)
+            except StopRequested:
+                raise
+            except Exception as exc:  # one zone's trouble stops no other zone's compaction
+                failure = _compaction_error(exc)
+                self.failures.append((spec.name, zone, failure))
+                log.error("compaction of %s zone %s %s: %s", spec.name, zone, day, failure)
+                table.update_incremental()
+        self.rewritten += rewritten
+        return rewritten
+
+    def _compact_zone(self, spec: TableSpec, table: DeltaTable, zone: int, day: date) -> int:
+        partition = [(spec.zone_column, "=", str(zone)), ("date", "=", day.isoformat())]
+        for _reading in range(CONFLICT_ROUNDS):
+            actions = self.lake.add_actions(spec, table, partition, stats=("size_bytes",))
+            small = [a for a in actions if (a["size_bytes"] or 0) < SMALL_FILE_BYTES]
+            if len(small) <= OPEN_DAY_FILES:
+                return 0
+            dataset = self.lake.dataset(spec, table, actions=small)
+            rows = pl.from_arrow(dataset.to_table())
+            assert isinstance(rows, pl.DataFrame)
+            once = prepare(spec, zone, rows.sort("ts"))
+            if _replace(self.lake, spec, table, zone, partition, small, once):
+                if once.height < rows.height:
+                    log.error(
+                        "%s: zone %s %s held %d repeated row(s); removed, one of each kept",
                         spec.name,
                         zone,
                         day,
-                        len(small),
+                        rows.height - once.height,
                     )
-                    break
-        self.rewritten += rewritten
-        return rewritten
+                log.info(
+                    "%s: zone %s %s: %d small files compacted into one",
+                    spec.name,
+                    zone,
+                    day,
+                    len(small),
+                )
+                return len(small)
+        return 0
+
+
+def _compaction_error(exc: Exception) -> CdnlakeError:
+    """What stopped the daytime compaction of one zone's day, as one of ours.
+
+    A file that does not decode is left where it is, for ``maintain``: its check sets
+    it aside under the zone's lock or lease and has the zone read its span again (here
+    the zone's pass may be running, and no rewind is done). A failed read or write of the
+    store is transient: the next run tries again."""
+    import pyarrow as pa
+
+    if isinstance(exc, CdnlakeError):
+        return exc
+    if isinstance(exc, pa.ArrowInvalid | pa.ArrowNotImplementedError | pa.ArrowTypeError):
+        return DataError(
+            f"a file does not decode ({first_line(exc)}); left in place for `cdnlake "
+            "maintain`, which sets it aside and has the zone read its span again"
+        )
+    if isinstance(exc, OSError):
+        return StorageUnavailableError(
+            f"the store failed ({first_line(exc)}); tried again at the next run"
+        )
+    return StorageError(f"{first_line(exc)}; tried again at the next run")
 
 
 def _read_again_first(
