@@ -140,8 +140,9 @@ def test_the_daemons_maintenance_holds_the_lease_and_leaves_its_job_open(
         failed = [r for r in caplog.records if r.levelno == logging.ERROR]
         assert failed and "left in place" in failed[-1].getMessage()
         assert job_finished(postgres, config.storage.lake_location, f"maintain/{day}") is None
-        # The pass ended: the day's maintenance again takes the lease, rewinds, sets aside.
-        daemon.maintain(day)
+        # The pass ended: the daemon's next compaction round runs the day's maintenance
+        # again, which takes the lease and sets the file aside.
+        daemon.compact_open_days()
         assert daemon.maintain_runs == 1
         assert not damaged.exists()  # set aside, its span claimed (past retention here)
         assert job_finished(postgres, config.storage.lake_location, f"maintain/{day}")
