@@ -20,9 +20,9 @@ different machines never meet.
   and in any pass it starts before it takes the lease anew.
 - ``maintain`` holds a zone's lease while it rewinds the zone (:class:`MaintainHold`): it
   asks for the lease, the owner starts no new pass of it and lets it go at its next tick
-  once its pass in flight ends,
-  and no daemon takes it until ``maintain`` is done. Its take, like any, advances the
-  generation: a pass of the earlier owner cannot commit over the rewind.
+  once its pass in flight ends, and no daemon takes it until ``maintain`` is done. Its
+  take, like any, advances the generation: a pass of the earlier owner cannot commit over
+  the rewind.
 - Correctness does not rest on the leases: if two daemons ever overlap on a zone, the
   Delta commit protocol still keeps every request once, and the fence its progress.
 """
