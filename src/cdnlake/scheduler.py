@@ -96,6 +96,7 @@ class Daemon:
             minutes=COMPACT_MINUTES, timezone=UTC
         )
         self._open_days: Any = None  # lake.maintain.OpenDays, made at the first run
+        self._maintain_again: date | None = None  # a day's maintenance that left damage
         # The configured daily jobs whose time of day had passed when this daemon started
         # (a job given its own trigger keeps to it; ``catch_up=False``: none, for tests
         # that watch passes alone), and the polls still to run once before them.
@@ -243,7 +244,11 @@ class Daemon:
     def maintain(self, day: date | None = None) -> None:
         """Once a day (today, or ``day``), by one daemon of the fleet: compact the small
         files the passes left, checkpoint, vacuum; a zone it rewinds, it holds (in a fleet
-        its lease, taken from the daemon that owns it once that one's pass ends)."""
+        its lease, taken from the daemon that owns it once that one's pass ends). A damaged
+        file left in place (its zone's lease not had in time) is an error, and the day's
+        job stays open: this daemon runs it again at its next compaction round
+        (:meth:`compact_open_days`), as would the next daemon to start."""
+        from cdnlake.errors import ZoneBusyError
         from cdnlake.lake.maintain import maintain
         from cdnlake.lake.store import Lake
 
@@ -259,12 +264,19 @@ class Daemon:
                 report = maintain(
                     Lake.from_config(self.config.storage),
                     locks=self.config.storage.work / "locks",
-                    hold=maintain_hold(self.config, self.fleet.daemon_id),
+                    hold=maintain_hold(self.config, self.fleet.daemon_id, self.stop_event.is_set),
                     stop=self.stop_event.is_set,
                 )
+                if self.metrics is not None:
+                    self.metrics.observe_maintain(report)
+                if report.left:  # not done: the fleet job stays open, tried again
+                    self._maintain_again = day
+                    raise ZoneBusyError(
+                        f"{len(report.left)} damaged file(s) left in place: "
+                        + "; ".join(t.line() for t in report.tables)
+                    )
+            self._maintain_again = None
             self.maintain_runs += 1
-            if self.metrics is not None:
-                self.metrics.observe_maintain(report)
             log.info("lake maintained: %s", "; ".join(t.line() for t in report.tables))
         except StopRequested:  # not done: the next daemon to start catches it up
             log.info("lake maintenance for %s stopped: the daemon is stopping", day)
@@ -274,9 +286,15 @@ class Daemon:
     def compact_open_days(self) -> None:
         """Every ``COMPACT_MINUTES``: today's partition of each zone held here that holds
         too many small files is compacted (:class:`~cdnlake.lake.maintain.OpenDays`), so
-        files per zone-day stay bounded between nightly maintenance runs."""
+        files per zone-day stay bounded between nightly maintenance runs. A day's
+        maintenance that left a damaged file in place is run again first."""
         from cdnlake.lake.maintain import OpenDays
         from cdnlake.lake.store import Lake
+
+        again, self._maintain_again = self._maintain_again, None
+        if again is not None and not self.stop_event.is_set():
+            log.info("lake maintenance for %s: running it again (a damaged file was left)", again)
+            self.maintain(again)
 
         if self._open_days is None:
             self._open_days = OpenDays(Lake.from_config(self.config.storage))

@@ -2,8 +2,9 @@
 
 Pull zones first, then shield zones (source "shield"), whose rows are WAF events. The
 freshest row of a zone and whether its log forwarding is live come from the Delta log's
-file statistics alone: the newest ``ts`` of its files, and the newest file whose rows all
-came by forwarding (its commit time is when the zone's last forwarded line was stored).
+file statistics alone: the newest ``ts`` of its files, and the newest ``ts`` of its files
+whose rows all came by forwarding (the request time of its last forwarded line; a
+compaction rewriting those files keeps it, where a commit time would not).
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ RUN_LOOKBACK = timedelta(days=1)
 # forwarded commit: yesterday, today and tomorrow (a clock ahead). A zone with no file in
 # them is looked up in all of its files (for its freshest row only).
 FRESH_DAYS = (-1, 0, 1)
-# Forwarding is "live" while the zone's newest forwarded rows were committed within this
-# many seconds (plus ``flush_seconds``, how long the receiver holds lines before a commit).
+# Forwarding is "live" while the zone's newest forwarded row is at most this many seconds
+# old, plus ``flush_seconds`` (how long the receiver holds lines before a commit) and
+# FORWARDING_DELAY_SECONDS (the provider sends a line 10 to 30 s after its request).
 LIVE_SECONDS = 60.0
+FORWARDING_DELAY_SECONDS = 30.0
 
 
 @dataclass
@@ -64,7 +67,7 @@ class ZoneStatus:
     freshest_row: datetime | None = None  # the newest ts the lake holds for the zone
     freshest_age_seconds: float | None = None
     forwarding: str | None = None  # pull zones: "live", "silent" or "not configured"
-    forwarded_at: datetime | None = None  # when its newest forwarded rows were committed
+    forwarded_at: datetime | None = None  # the request time of its newest forwarded row
     forwarded_age_seconds: float | None = None
     # The zone's last audited day (``cdnlake audit``, the daemon's daily audit): day,
     # verdict, ratio, ...; None for a zone never audited (and for shield zones).
@@ -114,7 +117,7 @@ def rows_on(lake: Lake, spec: TableSpec, table: DeltaTable | None, day: date) ->
 @dataclass(frozen=True)
 class Freshness:
     newest: dict[int, datetime]  # zone -> the newest ts its files hold
-    forwarded: dict[int, datetime]  # zone -> when its newest forwarded rows were committed
+    forwarded: dict[int, datetime]  # zone -> the request time of its newest forwarded row
 
 
 def freshness(
@@ -124,7 +127,7 @@ def freshness(
     zone_ids: list[int],
     now: datetime,
 ) -> Freshness:
-    """Each zone's freshest row and newest forwarded commit, from the log's statistics of
+    """Each zone's freshest row and newest forwarded row, from the log's statistics of
     the files in :data:`FRESH_DAYS` (no data file is read)."""
     if table is None or not zone_ids:
         return Freshness({}, {})
@@ -135,7 +138,6 @@ def freshness(
         f"partition.{spec.zone_column}": "zone",
         "partition.date": "day",
         "max.ts": "max_ts",
-        "modification_time": "modification_time",
         "min.source": "min_source",
         "max.source": "max_source",
     }
@@ -151,10 +153,7 @@ def freshness(
         forwarded: dict[int, datetime] = {}
         if "min_source" in stats.column_names:
             found = con.execute(internal_sql("status_forwarded"), {"zones": zone_ids, "days": days})
-            for zone, ms in found.fetchall():
-                at = from_ms(ms)
-                if at is not None:
-                    forwarded[int(zone)] = at
+            forwarded = {int(zone): at for zone, at in found.fetchall() if at is not None}
     finally:
         con.unregister("file_stats")
     return Freshness(newest, forwarded)
@@ -170,12 +169,18 @@ def _newest(
 def forwarding_state(
     forwarded_at: datetime | None, now: datetime, forwarding: ForwardingConfig
 ) -> str:
-    """ "live" (forwarded rows committed lately), "silent" (forwarded before, or this
-    config listens for it) or "not configured"."""
+    """ "live" (a forwarded row of lately: ``forwarded_at``, its request time, within
+    :func:`live_seconds`), "silent" (forwarded before, or this config listens for it) or
+    "not configured"."""
     if forwarded_at is not None:
         age = (now - forwarded_at).total_seconds()
-        return "live" if age <= LIVE_SECONDS + forwarding.flush_seconds else "silent"
+        return "live" if age <= live_seconds(forwarding) else "silent"
     return "silent" if forwarding.enabled else "not configured"
+
+
+def live_seconds(forwarding: ForwardingConfig) -> float:
+    """How old a zone's newest forwarded row may be while its forwarding counts as live."""
+    return LIVE_SECONDS + forwarding.flush_seconds + FORWARDING_DELAY_SECONDS
 
 
 def last_runs(

@@ -11,14 +11,20 @@ the owner's earlier lease is refused (the fence, the second line). On the code b
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import threading
+import time
 import uuid
 from datetime import timedelta
+from typing import Any
 
+import psycopg
 import pytest
 
 from cdnlake.coordination.postgres import MaintainHold, PostgresFleet, fleet_view
-from cdnlake.errors import FencedError
+from cdnlake.errors import FencedError, StopRequested
 from cdnlake.ingest.result import ZoneResult
 from cdnlake.ingest.runner import AnyStop, Runner
 from cdnlake.lake.commit import ZoneWriter
@@ -172,5 +178,187 @@ def test_a_zone_whose_lease_is_not_had_in_time_keeps_its_damaged_file_in_place(
         assert file.moved_to and not file.left
         assert watermark(lake) == T0
         assert wait_for(lambda: KEY in owner.leases, 30)  # and let it go
+    finally:
+        owner.stop()
+
+
+# -- the request of a maintain that waits, and its owner's passes ---------------------------
+
+
+def starts(owner: PostgresFleet) -> bool:
+    with owner.claim(KEY) as held:
+        return held is not None
+
+
+def wanted_by(postgres, fleet: str) -> str:
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT wanted_by FROM cdnlake_leases WHERE fleet = %s AND zone_key = %s AND "
+            "wanted_until > now()",
+            (fleet, KEY),
+        ).fetchone()
+    return "" if row is None else str(row[0])
+
+
+@pytest.mark.timeout(180)
+def test_a_maintain_killed_while_it_waits_keeps_the_zone_from_its_owner_one_lease_time(
+    postgres, fleet_name
+):
+    """SIGKILLed while it waits for the lease: its request lapses within a lease time, and
+    the owner takes the zone back then (before, the request stood for wait + ttl: here
+    62 s, 4 to 20 minutes in a daemon)."""
+    owner = PostgresFleet(postgres.dsn, fleet_name, "host:1", lease_seconds=TTL,
+                          rate_window_seconds=0.0)  # fmt: skip
+    owner.start([KEY], lambda key, wait: None)
+    code = (
+        "from cdnlake.coordination.postgres import MaintainHold\n"
+        f"h = MaintainHold({postgres.dsn!r}, {fleet_name!r}, 'host:9', lease_seconds={TTL},"
+        " wait=60)\n"
+        "with h('requests', %d): pass\n" % ZONE
+    )
+    try:
+        assert KEY in owner.leases
+        with owner.claim(KEY) as held:  # a pass in flight while maintain asks
+            assert held is not None
+            proc = subprocess.Popen([sys.executable, "-c", code])
+            try:
+                assert wait_for(lambda: wanted_by(postgres, fleet_name) == "host:9/maintain", 60)
+            finally:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+        # The owner's pass ended: it lets the lease go (asked for) and takes it back once
+        # the dead request lapses, within a lease time.
+        killed = time.monotonic()
+        assert wait_for(lambda: KEY in owner.leases and wanted_by(postgres, fleet_name) == "",
+                        25, step=0.1)  # fmt: skip
+        assert time.monotonic() - killed < 25
+    finally:
+        owner.stop()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("end", ["stop", "interrupt"])
+def test_a_maintain_that_stops_waiting_drops_its_request_at_once(postgres, fleet_name, end):
+    """The daemon stopping (its stop event) ends the wait at once with StopRequested, and
+    Ctrl-C (KeyboardInterrupt) too: either way the request is dropped, the owner keeps
+    its zone (before: no stop at all, and a KeyboardInterrupt left the request standing)."""
+    owner = PostgresFleet(postgres.dsn, fleet_name, "host:1", lease_seconds=TTL,
+                          rate_window_seconds=0.0)  # fmt: skip
+    stopping = threading.Event()
+
+    def stop() -> bool:
+        if stopping.is_set() and end == "interrupt":
+            raise KeyboardInterrupt
+        return stopping.is_set()
+
+    hold = MaintainHold(postgres.dsn, fleet_name, "host:9", lease_seconds=TTL, wait=60,
+                        stop=stop)  # fmt: skip
+    ended: list[BaseException] = []
+
+    def maintaining() -> None:
+        try:
+            with hold(REQUESTS.name, ZONE):
+                pass
+        except BaseException as exc:  # the test looks at what ended it
+            ended.append(exc)
+
+    owner.start([KEY], lambda key, wait: None)
+    try:
+        with owner.claim(KEY) as held:
+            assert held is not None
+            waiting = threading.Thread(target=maintaining)
+            waiting.start()
+            assert wait_for(lambda: wanted_by(postgres, fleet_name) == "host:9/maintain", 30)
+            stopping.set()
+            waiting.join(10)
+            assert not waiting.is_alive()
+        expected = StopRequested if end == "stop" else KeyboardInterrupt
+        assert [type(e) for e in ended] == [expected]
+        assert wanted_by(postgres, fleet_name) == ""  # dropped, not left to lapse
+        assert KEY in owner.leases and not held.lost.is_set()
+        assert wait_for(lambda: starts(owner), 10)  # from its next tick on, passes start
+    finally:
+        owner.stop()
+
+
+@pytest.mark.timeout(180)
+def test_maintain_gets_the_lease_from_passes_run_back_to_back(postgres, fleet_name):
+    """The owner runs its passes one after the other, no gap: maintain asks, the pass in
+    flight ends, no next one starts, and maintain holds the zone with no pass running.
+    Before, the owner started its next pass at once, and maintain got the lease only if a
+    fleet tick fell between two passes (ZoneBusyError after its whole wait otherwise)."""
+    owner = PostgresFleet(postgres.dsn, fleet_name, "host:1", lease_seconds=TTL,
+                          rate_window_seconds=0.0)  # fmt: skip
+    hold = MaintainHold(postgres.dsn, fleet_name, "host:9", lease_seconds=TTL, wait=8)
+    done = threading.Event()
+    running = threading.Event()
+    cut: list[int] = []
+
+    def passes() -> None:
+        while not done.is_set():
+            with owner.claim(KEY) as held:
+                if held is None:
+                    time.sleep(0.05)
+                    continue
+                running.set()
+                if held.lost.wait(1.0):
+                    cut.append(1)  # a pass stopped half-way: its lease was lost
+                running.clear()
+
+    owner.start([KEY], lambda key, wait: None)
+    looping = threading.Thread(target=passes, daemon=True)
+    looping.start()
+    try:
+        for _round in range(2):
+            assert wait_for(running.is_set, 30)
+            with hold(REQUESTS.name, ZONE) as generation:
+                assert generation is not None
+                assert not running.is_set()  # no pass of the owner while maintain holds
+                time.sleep(0.3)
+                assert not running.is_set()
+            assert wait_for(lambda: KEY in owner.leases, 30)  # let go: the owner takes it back
+        assert not cut  # every pass ended as it would have
+    finally:
+        done.set()
+        looping.join(10)
+        owner.stop()
+
+
+@pytest.mark.timeout(120)
+def test_a_pass_claimed_while_the_tick_decides_keeps_its_lease(postgres, fleet_name, monkeypatch):
+    """A claim made after the tick decided which leases to keep (here: maintain asked for
+    the zone) is refused. Before, it was granted, and its lease, neither renewed nor
+    released, lapsed in the middle of the pass."""
+    from cdnlake.coordination import postgres as module
+
+    owner = PostgresFleet(postgres.dsn, fleet_name, "host:1", lease_seconds=TTL,
+                          rate_window_seconds=0.0)  # fmt: skip
+    armed = threading.Event()
+    claims: list[tuple[Any, Any]] = []
+    real = module.postgres_sql
+
+    def sql(name: str) -> str:
+        if name == "renew_leases" and armed.is_set():
+            armed.clear()  # the tick has computed what it keeps: a pass starts now
+            claim = owner.claim(KEY)
+            claims.append((claim, claim.__enter__()))
+        return real(name)
+
+    owner.start([KEY], lambda key, wait: None)
+    try:
+        with psycopg.connect(postgres.dsn, autocommit=True) as conn:  # maintain asks
+            conn.execute(module.postgres_sql("want_lease"),
+                         {"fleet": fleet_name, "daemon": "other/maintain", "key": KEY,
+                          "ttl": 60, "wait": 60})  # fmt: skip
+        monkeypatch.setattr(module, "postgres_sql", sql)
+        armed.set()
+        assert wait_for(lambda: bool(claims), 30)
+        ((claim, held),) = claims
+        try:
+            # Refused; were it granted, its lease would stay valid while the pass runs.
+            assert held is None or not held.lost.wait(3 * TTL)
+            assert held is None
+        finally:
+            claim.__exit__(None, None, None)
     finally:
         owner.stop()

@@ -15,7 +15,7 @@ from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
 from cdnlake.scheduler import wait_for
-from cdnlake.status import LIVE_SECONDS, zone_statuses
+from cdnlake.status import FORWARDING_DELAY_SECONDS, LIVE_SECONDS, live_seconds, zone_statuses
 from tests.conftest import free_port, lake_frame, load_test_config, run_cli, start_emulator
 from tests.forwarding.test_daemon import daemon_config
 from tests.lake.test_commit import rows
@@ -41,7 +41,6 @@ def test_freshest_row_and_forwarding_come_from_the_log(tmp_path):
     one, two, three = (ZoneWriter(lake, REQUESTS, z) for z in (1, 2, 3))
     one.commit(rows(0, 10, now - timedelta(minutes=10), "a"), {"": 1})  # a pass
     forwarded = rows(0, 5, now - timedelta(seconds=20), "f")
-    before = datetime.now(UTC)
     one.commit(forwarded.with_columns(pl.lit("forwarded").alias("source")), {})
     after = datetime.now(UTC)
     one.commit(rows(0, 3, now - timedelta(minutes=5), "b"), {"": 2})  # a later pass, older rows
@@ -55,12 +54,14 @@ def test_freshest_row_and_forwarding_come_from_the_log(tmp_path):
         assert got[zone].freshest_row == newest[zone], zone
     assert got[1].freshest_row == now - timedelta(seconds=20) + timedelta(milliseconds=4)
     assert got[1].forwarding == "live"
-    assert got[1].forwarded_at is not None
-    assert before - timedelta(seconds=1) <= got[1].forwarded_at <= after
+    # The request time of its newest forwarded row (not when it was committed).
+    assert got[1].forwarded_at == now - timedelta(seconds=20) + timedelta(milliseconds=4)
     assert got[2].forwarding == "silent" and got[2].forwarded_at is None  # listening, no line
     assert got[3].freshest_age_seconds is not None and got[3].freshest_age_seconds > 4 * 86400
 
-    later = after + timedelta(seconds=LIVE_SECONDS + 6)
+    window = live_seconds(config.forwarding)  # type: ignore[attr-defined]
+    assert window == LIVE_SECONDS + 5 + FORWARDING_DELAY_SECONDS
+    later = now - timedelta(seconds=20) + timedelta(seconds=window + 1)
     got = {s.zone_id: s for s in zone_statuses(config, now=later)}  # type: ignore[arg-type]
     assert got[1].forwarding == "silent"
     assert got[1].forwarded_at is not None and got[1].forwarded_at <= after
@@ -97,7 +98,7 @@ def test_status_shows_forwarding_live_then_silent_with_a_daemon(tmp_path):
             r = run_cli(*cli, "status", "--format", "json")
             (zone,) = json.loads(r.stdout)
             assert zone["forwarding"] == "live"
-            assert zone["forwarded_age_seconds"] < LIVE_SECONDS + 0.5
+            assert zone["forwarded_age_seconds"] <= LIVE_SECONDS + 0.5 + FORWARDING_DELAY_SECONDS
             assert zone["freshest_age_seconds"] < LIVE_SECONDS  # the pushed rows are seconds old
             r = run_cli(*cli, "api", "pullzone", "set-forwarding", "--zone", "1234", "--disable")
             assert r.returncode == 0, r.stderr
@@ -114,7 +115,39 @@ def test_status_shows_forwarding_live_then_silent_with_a_daemon(tmp_path):
     (zone_status,) = statuses
     assert zone_status.freshest_row == lake["ts"].max().replace(tzinfo=UTC)
     assert zone_status.forwarded_at is not None
-    later = zone_status.forwarded_at + timedelta(seconds=LIVE_SECONDS + 1)
+    later = zone_status.forwarded_at + timedelta(seconds=live_seconds(config.forwarding) + 1)
     (quiet,) = zone_statuses(config, now=later)
     assert quiet.forwarding == "silent" and quiet.forwarded_at == zone_status.forwarded_at
     assert _forwarding(quiet) == f"silent since {quiet.forwarded_at:%Y-%m-%d %H:%M:%S}Z"
+
+
+def test_a_compaction_does_not_make_a_silent_forwarding_look_live(tmp_path, monkeypatch):
+    """The daemon's daytime compaction rewrites a zone's forwarded-only files five minutes
+    after its forwarding stopped: the zone stays silent, ``forwarded_at`` unchanged.
+    Before, the compacted file's commit time was taken as its last forwarded line."""
+    import time as real_time
+    from types import SimpleNamespace
+
+    from cdnlake.lake import commit as commit_module
+    from cdnlake.lake import maintain as maintain_module
+    from cdnlake.lake.maintain import OpenDays
+
+    monkeypatch.setattr(maintain_module, "OPEN_DAY_FILES", 5)
+    config = lake_config(tmp_path, "127.0.0.1:6514")
+    lake = Lake.from_config(config.storage)  # type: ignore[attr-defined]
+    now = datetime.now(UTC).replace(microsecond=0)
+    writer = ZoneWriter(lake, REQUESTS, 1)
+    for i in range(8):  # forwarding stored everything: files of forwarded rows alone
+        batch = rows(0, 5, now - timedelta(minutes=2) + timedelta(seconds=i), f"f{i}")
+        writer.commit(batch.with_columns(pl.lit("forwarded").alias("source")), {})
+    later = now + timedelta(minutes=5)  # forwarding stopped; five minutes on
+    (before,) = [s for s in zone_statuses(config, now=later) if s.zone_id == 1]  # type: ignore[arg-type]
+    assert before.forwarding == "silent" and before.forwarded_at is not None
+    # The compaction runs at that later time (its commit's clock five minutes on).
+    fake = SimpleNamespace(time=lambda: real_time.time() + 290, sleep=real_time.sleep)
+    monkeypatch.setattr(commit_module, "time", fake)
+    monkeypatch.setattr(maintain_module, "time", fake)
+    assert OpenDays(lake).compact(REQUESTS, [1], now.date()) == 8
+    (after,) = [s for s in zone_statuses(config, now=later) if s.zone_id == 1]  # type: ignore[arg-type]
+    assert after.forwarding == "silent"  # no line came since it stopped
+    assert after.forwarded_at == before.forwarded_at

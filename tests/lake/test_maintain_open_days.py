@@ -229,3 +229,49 @@ def test_the_nightly_sort_planned_before_a_daytime_compaction_is_planned_again(t
     assert maintain_module._z_order(nightly, partition) == 1
     ids = stored_ids(lake)
     assert len(ids) == len(set(ids)) == 600
+
+
+@pytest.mark.parametrize("trouble", ["undecodable", "store failing"])
+def test_a_zone_whose_files_do_not_read_stops_no_other_zones_compaction(
+    tmp_path, monkeypatch, trouble
+):
+    """Zone 1's day does not read: a file that does not decode (left in place for
+    ``maintain``, a DataError) or a store that fails (transient, tried again at the next
+    run). Zone 2, after it, is compacted all the same, and nothing raw escapes. Before, the
+    first zone's ArrowInvalid or OSError ended the run: no later zone compacted, all day."""
+    from cdnlake.errors import DataError, StorageUnavailableError
+
+    lake = Lake(str(tmp_path / "lake"), {})
+    minute = timedelta(minutes=1)
+    for zone in (1, 2):
+        writer = ZoneWriter(lake, REQUESTS, zone)
+        for i in range(LIMIT + 1):
+            writer.commit(provider(zone, DAY + i * minute, DAY + (i + 1) * minute), {})
+    table = lake.open(REQUESTS)
+    assert table is not None
+    first = sorted(u for u in table.file_uris() if "pull_zone_id=1/" in u)[0]
+    days = OpenDays(lake)
+    if trouble == "undecodable":
+        Path(first.removeprefix("file://")).write_bytes(b"not parquet")
+        expected: type = DataError
+    else:
+        real = Lake.dataset
+
+        def failing(self, spec, table, partitions=None, *, actions=None):
+            if actions and any("pull_zone_id=1/" in a["path"] for a in actions):
+                raise OSError("When reading information for key: AWS Error SLOW_DOWN (503)")
+            return real(self, spec, table, partitions, actions=actions)
+
+        monkeypatch.setattr(Lake, "dataset", failing)
+        expected = StorageUnavailableError
+    assert days.compact(REQUESTS, [1, 2], DAY.date()) == LIMIT + 1  # zone 2's files
+    ((table_name, zone, failure),) = days.failures
+    assert (table_name, zone) == (REQUESTS.name, 1)
+    assert isinstance(failure, expected), failure
+    assert files_of(lake, 1, DAY.date().isoformat()) == LIMIT + 1  # left as it was
+    assert files_of(lake, 2, DAY.date().isoformat()) == 1
+    table.update_incremental()
+    kept = lake.dataset(REQUESTS, table, [("pull_zone_id", "=", "2")]).to_table()
+    assert sorted(kept.column("request_id").to_pylist()) == sorted(
+        provider(2, DAY, DAY + (LIMIT + 1) * minute)["request_id"].to_list()
+    )

@@ -54,9 +54,12 @@ ZoneHold = Callable[[str, int], contextlib.AbstractContextManager[int | None]]
 MAINTAIN_WAIT_SECONDS = 120.0  # how long maintain waits for a zone's lease, at least
 
 
-def maintain_hold(config: Config, daemon_id: str) -> ZoneHold | None:
+def maintain_hold(
+    config: Config, daemon_id: str, stop: Callable[[], bool] = lambda: False
+) -> ZoneHold | None:
     """In a fleet, the zone leases ``maintain`` holds while it rewinds (it waits up to
-    ``MAINTAIN_WAIT_SECONDS``, or three lease times if longer, for each); None alone."""
+    ``MAINTAIN_WAIT_SECONDS``, or three lease times if longer, for each, and no longer
+    once ``stop`` turns true); None alone."""
     if not config.coordination.enabled:
         return None
     from cdnlake.coordination.postgres import MaintainHold
@@ -68,6 +71,7 @@ def maintain_hold(config: Config, daemon_id: str) -> ZoneHold | None:
         daemon_id,
         lease_seconds=lease,
         wait=max(MAINTAIN_WAIT_SECONDS, 3 * lease),
+        stop=stop,
     )
 
 

@@ -19,9 +19,10 @@ different machines never meet.
   lapsed (a stall, a SIGSTOP) is refused on every commit, in the pass it had in flight
   and in any pass it starts before it takes the lease anew.
 - ``maintain`` holds a zone's lease while it rewinds the zone (:class:`MaintainHold`): it
-  asks for the lease, the owner lets it go at its next tick once its pass in flight ends,
-  and no daemon takes it until ``maintain`` is done. Its take, like any, advances the
-  generation: a pass of the earlier owner cannot commit over the rewind.
+  asks for the lease, the owner starts no new pass of it and lets it go at its next tick
+  once its pass in flight ends, and no daemon takes it until ``maintain`` is done. Its
+  take, like any, advances the generation: a pass of the earlier owner cannot commit over
+  the rewind.
 - Correctness does not rest on the leases: if two daemons ever overlap on a zone, the
   Delta commit protocol still keeps every request once, and the fence its progress.
 """
@@ -41,7 +42,7 @@ from typing import Any
 
 from cdnlake.coordination import Hold
 from cdnlake.coordination.assign import share
-from cdnlake.errors import CoordinationError, ZoneBusyError
+from cdnlake.errors import CoordinationError, StopRequested, ZoneBusyError
 from cdnlake.sqlfiles import postgres_sql
 
 log = logging.getLogger("cdnlake.coordination")
@@ -96,6 +97,9 @@ class Lease:
     generation: int  # this take's, the fence token of its passes
     lost: threading.Event = field(default_factory=threading.Event)
     running: bool = False
+    # Let go at this round (not this daemon's share, or asked for by `maintain`): no pass
+    # starts on it any more, so a lease is renewed whenever a pass of it runs.
+    releasing: bool = False
 
 
 class PostgresFleet:
@@ -119,6 +123,7 @@ class PostgresFleet:
         self.leases: dict[str, Lease] = {}
         self.zone_keys: list[str] = []
         self.connected = False
+        self._asked: set[str] = set()  # asked for by `maintain`: no new pass starts
         self._on_acquired: Callable[[str, float], None] = lambda key, ready: None
         self._conn: Any = None
         self._lock = threading.Lock()
@@ -162,10 +167,18 @@ class PostgresFleet:
     @contextlib.contextmanager
     def claim(self, key: str) -> Iterator[Hold | None]:
         """The hold of ``key`` if this daemon has it now, else None. While the block runs
-        (a pass in flight) the lease is renewed, never released."""
+        (a pass in flight) the lease is renewed, never released. None too for a lease that
+        ``maintain`` asks for (the pass in flight ends, no next one starts: the lease goes
+        to it at the next round) or that this round lets go."""
         with self._lock:
             lease = self.leases.get(key)
-            if lease is None or lease.lost.is_set() or time.monotonic() >= lease.valid_until:
+            if (
+                lease is None
+                or lease.releasing
+                or key in self._asked
+                or lease.lost.is_set()
+                or time.monotonic() >= lease.valid_until
+            ):
                 lease = None
             else:
                 lease.running = True
@@ -252,8 +265,11 @@ class PostgresFleet:
         share_here = {zone for zone, daemon in share(live).items() if daemon == self.daemon_id}
         wanted = share_here - asked
         with self._lock:
+            self._asked = asked
             held = set(self.leases)
             keep = {k for k in held if k in wanted or self.leases[k].running}
+            for key in held - keep:  # from now on no pass starts on it: it is not renewed
+                self.leases[key].releasing = True
         renewed = {
             row[0]
             for row in conn.execute(postgres_sql("renew_leases"), self._params(keys=sorted(keep)))
@@ -265,9 +281,11 @@ class PostgresFleet:
                 conn.execute(postgres_sql("ensure_leases"), self._params(keys=new))
                 taken = list(conn.execute(postgres_sql("take_leases"), self._params(keys=new)))
         with self._lock:
-            release = sorted(k for k in held - keep if not self.leases[k].running)
+            release = sorted(held - keep)  # none of them runs a pass (claim refuses them)
             for key in held:
-                lease = self.leases[key]
+                lease = self.leases.get(key)
+                if lease is None:  # lapsed meanwhile (the watch thread)
+                    continue
                 if key in renewed:
                     lease.valid_until = sent + self.ttl - self.tick_seconds
                 elif key in keep:  # taken over by another daemon: stop at once
@@ -275,8 +293,9 @@ class PostgresFleet:
                     del self.leases[key]
                     log.warning("fleet: lease of %s was taken by another daemon", key)
             for key in release:
-                self.leases[key].lost.set()
-                del self.leases[key]
+                gone = self.leases.pop(key, None)
+                if gone is not None:
+                    gone.lost.set()
             acquired = []
             for key, previous, quiet, generation in taken:
                 # Our own earlier lease (lapsed while the database was away) left no
@@ -318,21 +337,35 @@ class MaintainHold:
     (a holder apart from any daemon, the one ``maintain`` runs in included).
 
     Called with a table and a zone, it is a context holding that zone's lease: it asks for
-    the lease, waits up to ``wait`` seconds for it (the owner's pass in flight ends, its
-    next tick lets the lease go; a lapsed owner's lease is free at once), keeps it renewed
-    while the block runs and lets it go at the end. The block gets the lease's generation,
-    the fence token to rewind under. Not had in time (or PostgreSQL not reached):
-    :class:`~cdnlake.errors.ZoneBusyError`, naming the zone and the owner.
+    the lease, waits up to ``wait`` seconds for it (the owner's pass in flight ends, no
+    next pass of it starts, its next tick lets the lease go; a lapsed owner's lease is free
+    at once), keeps it renewed while the block runs and lets it go at the end. The block
+    gets the lease's generation, the fence token to rewind under. Not had in time (or
+    PostgreSQL not reached): :class:`~cdnlake.errors.ZoneBusyError`, naming the zone and
+    the owner; ``stop`` turning true while it waits: :class:`~cdnlake.errors.StopRequested`.
+
+    The request stands for one lease time (``ttl``) and is asked again at every step of
+    the wait: however ``maintain`` ends while it waits (an error, Ctrl-C, the daemon
+    stopping: the request is dropped; SIGKILL: it lapses), the zone's owner may take the
+    zone back within ``ttl``.
     """
 
     def __init__(
-        self, dsn: str, fleet: str, daemon_id: str, *, lease_seconds: float, wait: float
+        self,
+        dsn: str,
+        fleet: str,
+        daemon_id: str,
+        *,
+        lease_seconds: float,
+        wait: float,
+        stop: Callable[[], bool] = lambda: False,
     ) -> None:
         self.dsn = dsn
         self.fleet = fleet
         self.holder = f"{daemon_id}/maintain"
         self.ttl = float(lease_seconds)
         self.wait = float(wait)
+        self.stop = stop
         self.step = min(1.0, max(0.1, self.ttl / 4))
 
     @contextlib.contextmanager
@@ -346,22 +379,19 @@ class MaintainHold:
         with conn:
             try:
                 generation = self._take(conn, key, params)
-            except Exception:
+                log.info("maintain: holding %s (generation %d)", key, generation)
+                done = threading.Event()
+                keeper = threading.Thread(
+                    target=self._keep, args=(key, params, done), name="maintain-lease", daemon=True
+                )
+                keeper.start()
+                try:
+                    yield generation
+                finally:
+                    done.set()
+                    keeper.join()
+            finally:  # whatever ended it (KeyboardInterrupt too); else it lapses within ttl
                 with contextlib.suppress(Exception):
-                    conn.execute(postgres_sql("drop_wanted_lease"), params)
-                raise
-            log.info("maintain: holding %s (generation %d)", key, generation)
-            done = threading.Event()
-            keeper = threading.Thread(
-                target=self._keep, args=(key, params, done), name="maintain-lease", daemon=True
-            )
-            keeper.start()
-            try:
-                yield generation
-            finally:
-                done.set()
-                keeper.join()
-                with contextlib.suppress(Exception):  # else it lapses within ttl
                     conn.execute(postgres_sql("drop_wanted_lease"), params)
 
     def _take(self, conn: Any, key: str, params: dict[str, Any]) -> int:
@@ -369,8 +399,11 @@ class MaintainHold:
         try:
             conn.execute(postgres_sql("ensure_leases"), {**params, "keys": [key]})
             while True:
-                asked = {**params, "wait": self.wait + self.ttl}
-                if conn.execute(postgres_sql("want_lease"), asked).fetchone() is not None:
+                if self.stop():
+                    raise StopRequested()
+                # Asked again at every step, for one lease time: a maintain that dies here
+                # keeps no zone from its owner longer than that.
+                if conn.execute(postgres_sql("want_lease"), params).fetchone() is not None:
                     row = conn.execute(postgres_sql("take_wanted_lease"), params).fetchone()
                     if row is not None:
                         return int(row[0])
@@ -378,6 +411,8 @@ class MaintainHold:
                     break
                 time.sleep(self.step)
             owners = dict(conn.execute(postgres_sql("owners"), params).fetchall())
+        except StopRequested:
+            raise
         except Exception as exc:
             raise ZoneBusyError(f"{key}: its lease could not be had: {_first(exc)}") from None
         raise ZoneBusyError(

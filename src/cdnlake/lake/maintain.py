@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -30,13 +30,20 @@ from deltalake import CommitProperties, DeltaTable, WriterProperties
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, RemoveAction
 
-from cdnlake.errors import StopRequested, StorageError, ZoneBusyError
+from cdnlake.errors import (
+    CdnlakeError,
+    DataError,
+    StopRequested,
+    StorageError,
+    StorageUnavailableError,
+    ZoneBusyError,
+)
 from cdnlake.lake import rollups
 from cdnlake.lake.commit import ROW_GROUP_ROWS, ZoneWriter, prepare
 from cdnlake.lake.damage import BeforeMove, DamagedFile, unreadable_files
 from cdnlake.lake.lock import zone_lock
 from cdnlake.lake.rollups import ROLLUP
-from cdnlake.lake.schema import TABLES, TableSpec
+from cdnlake.lake.schema import REQUESTS, TABLES, TableSpec
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
 
 log = logging.getLogger(__name__)
@@ -93,6 +100,12 @@ class TableReport:
 class MaintainReport:
     tables: list[TableReport] = field(default_factory=list)
 
+    @property
+    def left(self) -> list[DamagedFile]:
+        """Damaged files left in place (their zone not held in time): maintain is to run
+        again."""
+        return [d for t in self.tables for d in t.damaged if d.left]
+
 
 def maintain(
     lake: Lake,
@@ -115,19 +128,24 @@ def maintain(
     it compacts is checked for repeated keys, which are removed (``TableReport.repeats``).
     ``locks``: this machine's zone locks (``<work>/locks``), and in a fleet ``hold``, the
     zones' leases: held while a zone is rewound. A zone whose lease is not had in time
-    keeps its damaged file in place, reported (``DamagedFile.left``): nothing is moved
-    before its zone is rewound, and maintain stops after that table's check.
+    keeps its damaged file in place, reported (``DamagedFile.left``, ``MaintainReport.left``):
+    nothing is moved before its zone is rewound, and the partitions (zone, day) holding
+    such a file are neither compacted nor rolled up; the rest is maintained as usual.
     ``stop``: checked between files and partitions (a daemon stopping); when it turns true,
     :class:`~cdnlake.errors.StopRequested` ends the work where each step is whole.
     """
     now = now or datetime.now(UTC)
     report = MaintainReport()
+    # (table, zone, day) of damaged files left in place: not compacted, not rolled up.
+    damaged_days: set[tuple[str, int, str]] = set()
     for spec in (*TABLES, ROLLUP):
         if stop():
             raise StopRequested()
         rolled_up = 0
         if spec is ROLLUP:  # after requests' compaction, whose new files it records
-            rolled_up = rollups.refresh(lake, zones)
+            rolled_up = rollups.refresh(
+                lake, zones, skip={(z, d) for t, z, d in damaged_days if t == REQUESTS.name}
+            )
         table = lake.open(spec)
         if table is None:
             continue
@@ -138,14 +156,11 @@ def maintain(
                 lake, spec, table, since, _read_again_first(lake, spec, locks, now, hold), stop
             )
             table.update_incremental()
-            if any(d.left for d in item.damaged):  # nothing compacted over a damaged file
-                item.files_after = item.files_before
-                log.error("maintain %s; stopped there, run maintain again", item.line())
-                report.tables.append(item)
-                return report
+            damaged_days |= {(spec.name, *_partition_of(d)) for d in item.damaged if d.left}
+        skip = {(z, d) for t, z, d in damaged_days if t == spec.name}
         try:
             if spec.by_date and "ts" in spec.schema:
-                item.compacted += _sort_days(lake, spec, table, zones, item, stop)
+                item.compacted += _sort_days(lake, spec, table, zones, item, stop, skip)
             else:
                 filters = [[(spec.zone_column, "=", str(z))] for z in zones] if zones else [None]
                 for partition_filter in filters:
@@ -173,9 +188,18 @@ def maintain(
             ) from None
         table.update_incremental()
         item.files_after = len(table.file_uris())
-        log.info("maintain %s", item.line())
+        if any(d.left for d in item.damaged):
+            log.error("maintain %s (not compacted where it lies)", item.line())
+        else:
+            log.info("maintain %s", item.line())
         report.tables.append(item)
     return report
+
+
+def _partition_of(damaged: DamagedFile) -> tuple[int, str]:
+    """The (zone, day) partition of a damaged file (``<zone column>=<id>/date=<day>/...``)."""
+    zone, day = damaged.path.split("/")[:2]
+    return int(zone.split("=", 1)[1]), day.split("=", 1)[1]
 
 
 def _sort_days(
@@ -185,10 +209,12 @@ def _sort_days(
     zones: list[int] | None,
     item: TableReport,
     stop: Callable[[], bool],
+    skip: Collection[tuple[int, str]] = (),
 ) -> int:
     """Rewrite each (zone, day) partition of more than one file as one sorted by ``ts``
     (Delta's Z-order on one column); return the files rewritten. A partition whose keys
-    repeat is rewritten with each key once instead (counted in ``item``)."""
+    repeat is rewritten with each key once instead (counted in ``item``). The (zone, day)
+    partitions in ``skip`` (a damaged file left there) are left as they are."""
     wanted = [(spec.zone_column, "in", [str(z) for z in zones])] if zones else None
     files = Counter(
         (action[f"partition.{spec.zone_column}"], action["partition.date"])
@@ -196,7 +222,7 @@ def _sort_days(
     )
     rewritten = 0
     for (zone, day), count in sorted(files.items()):
-        if count < 2:
+        if count < 2 or (int(zone), str(day)) in skip:
             continue
         if stop():
             raise StopRequested()
@@ -340,6 +366,8 @@ class OpenDays:
         self.lake = lake
         self._tables: dict[str, DeltaTable] = {}
         self.rewritten = 0  # files rewritten since this process began
+        # The zones the last run could not compact (table, zone, why); tried again next run.
+        self.failures: list[tuple[str, int, CdnlakeError]] = []
 
     def compact(
         self,
@@ -349,7 +377,9 @@ class OpenDays:
         stop: Callable[[], bool] = lambda: False,
     ) -> int:
         """Compact ``day`` of each of ``zones`` that holds too many small files; return
-        the files rewritten."""
+        the files rewritten. A zone whose files do not read (the store failing, or a file
+        that does not decode, left for ``maintain``) is logged as an error and recorded in
+        ``failures``; the other zones are compacted all the same."""
         if not zones:
             return 0
         table = self._tables.get(spec.name)
@@ -361,39 +391,74 @@ class OpenDays:
         else:
             table.update_incremental()
         rewritten = 0
+        self.failures = []
         for zone in zones:
             if stop():
                 raise StopRequested()
-            partition = [(spec.zone_column, "=", str(zone)), ("date", "=", day.isoformat())]
-            for _reading in range(CONFLICT_ROUNDS):
-                actions = self.lake.add_actions(spec, table, partition, stats=("size_bytes",))
-                small = [a for a in actions if (a["size_bytes"] or 0) < SMALL_FILE_BYTES]
-                if len(small) <= OPEN_DAY_FILES:
-                    break
-                dataset = self.lake.dataset(spec, table, actions=small)
-                rows = pl.from_arrow(dataset.to_table())
-                assert isinstance(rows, pl.DataFrame)
-                once = prepare(spec, zone, rows.sort("ts"))
-                if _replace(self.lake, spec, table, zone, partition, small, once):
-                    rewritten += len(small)
-                    if once.height < rows.height:
-                        log.error(
-                            "%s: zone %s %s held %d repeated row(s); removed, one of each kept",
-                            spec.name,
-                            zone,
-                            day,
-                            rows.height - once.height,
-                        )
-                    log.info(
-                        "%s: zone %s %s: %d small files compacted into one",
+            try:
+                rewritten += self._compact_zone(spec, table, zone, day)
+            except StopRequested:
+                raise
+            except Exception as exc:  # one zone's trouble stops no other zone's compaction
+                failure = _compaction_error(exc)
+                self.failures.append((spec.name, zone, failure))
+                log.error("compaction of %s zone %s %s: %s", spec.name, zone, day, failure)
+                table.update_incremental()
+        self.rewritten += rewritten
+        return rewritten
+
+    def _compact_zone(self, spec: TableSpec, table: DeltaTable, zone: int, day: date) -> int:
+        partition = [(spec.zone_column, "=", str(zone)), ("date", "=", day.isoformat())]
+        for _reading in range(CONFLICT_ROUNDS):
+            actions = self.lake.add_actions(spec, table, partition, stats=("size_bytes",))
+            small = [a for a in actions if (a["size_bytes"] or 0) < SMALL_FILE_BYTES]
+            if len(small) <= OPEN_DAY_FILES:
+                return 0
+            dataset = self.lake.dataset(spec, table, actions=small)
+            rows = pl.from_arrow(dataset.to_table())
+            assert isinstance(rows, pl.DataFrame)
+            once = prepare(spec, zone, rows.sort("ts"))
+            if _replace(self.lake, spec, table, zone, partition, small, once):
+                if once.height < rows.height:
+                    log.error(
+                        "%s: zone %s %s held %d repeated row(s); removed, one of each kept",
                         spec.name,
                         zone,
                         day,
-                        len(small),
+                        rows.height - once.height,
                     )
-                    break
-        self.rewritten += rewritten
-        return rewritten
+                log.info(
+                    "%s: zone %s %s: %d small files compacted into one",
+                    spec.name,
+                    zone,
+                    day,
+                    len(small),
+                )
+                return len(small)
+        return 0
+
+
+def _compaction_error(exc: Exception) -> CdnlakeError:
+    """What stopped the daytime compaction of one zone's day, as one of ours.
+
+    A file that does not decode is left where it is, for ``maintain``: its check sets
+    it aside under the zone's lock or lease and has the zone read its span again (here
+    the zone's pass may be running, and no rewind is done). A failed read or write of the
+    store is transient: the next run tries again."""
+    import pyarrow as pa
+
+    if isinstance(exc, CdnlakeError):
+        return exc
+    if isinstance(exc, pa.ArrowInvalid | pa.ArrowNotImplementedError | pa.ArrowTypeError):
+        return DataError(
+            f"a file does not decode ({first_line(exc)}); left in place for `cdnlake "
+            "maintain`, which sets it aside and has the zone read its span again"
+        )
+    if isinstance(exc, OSError):
+        return StorageUnavailableError(
+            f"the store failed ({first_line(exc)}); tried again at the next run"
+        )
+    return StorageError(f"{first_line(exc)}; tried again at the next run")
 
 
 def _read_again_first(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import date
 from typing import TYPE_CHECKING, Any
@@ -94,9 +95,12 @@ def stale(current: dict[Key, str], done: dict[Key, str]) -> list[Key]:
     return sorted(key for key in current if key not in rolled)
 
 
-def refresh(lake: Lake, zones: list[int] | None = None) -> int:
+def refresh(
+    lake: Lake, zones: list[int] | None = None, skip: Collection[tuple[int, str]] = ()
+) -> int:
     """Roll up every partition of ``requests`` (of ``zones``) that is missing or stale;
-    how many were. Idempotent: a second run finds nothing to do."""
+    how many were. Idempotent: a second run finds nothing to do. The (zone, ISO day)
+    partitions in ``skip`` (a damaged file left there by ``maintain``) wait for a later run."""
     table = lake.open(REQUESTS)
     if table is None:
         return 0
@@ -104,6 +108,8 @@ def refresh(lake: Lake, zones: list[int] | None = None) -> int:
     current = parts.fingerprints()
     if zones:
         current = {k: v for k, v in current.items() if k[0] in set(zones)}
+    if skip:
+        current = {k: v for k, v in current.items() if (k[0], str(k[1])) not in skip}
     todo = stale(current, rolled_up(lake))
     by_zone: dict[int, list[date]] = defaultdict(list)
     for zone, day in todo:
