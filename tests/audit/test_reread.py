@@ -85,7 +85,8 @@ def test_a_lost_hour_is_found_re_read_and_then_passes(tmp_path: Path) -> None:
                 "--from", f"{day}T05:00Z", "--to", f"{day}T06:00Z",
             )  # fmt: skip
             assert r.returncode == 0, r.stdout + r.stderr
-            assert "read again (watermark unchanged)" in r.stdout
+            span = f"{day} 05:00:00Z..{day} 06:00:00Z"
+            assert f"re-read of {span} ok (watermark unchanged)" in r.stdout
             assert progress(config, zone) == before  # no progress moved, no fence either
             rows = hour_rows(config, zone, hour)
             assert rows.height > 0 and rows["request_id"].n_unique() == rows.height
@@ -237,3 +238,40 @@ def test_bad_re_read_usage_is_one_line_exit_2(tmp_path: Path) -> None:
         assert not (tmp_path / "data" / "lake" / "requests").exists()  # nothing was read
     finally:
         emu.stop()
+
+
+def test_a_failed_or_fenced_re_read_says_so_and_to_run_it_again() -> None:
+    """Not a pass's words ("reached", "the next pass reads from"): what the re-read did."""
+    from cdnlake.errors import FencedError, TransportError
+    from cdnlake.ingest.result import ZoneResult, classify
+    from cdnlake.lake.commit import ZoneWriter
+
+    start = datetime(2026, 11, 23, 5, tzinfo=UTC)
+    span = "2026-11-23 05:00:00Z..2026-11-23 06:00:00Z"
+
+    def ended(exc: Exception | None, rows: int = 0) -> str:
+        result = ZoneResult(
+            1234, "v2-reread", window_from=start, window_to=start + timedelta(hours=1)
+        )
+        result.rows = rows
+        result.outcome, result.error = classify(exc)
+        return result.summary()
+
+    failed = ended(TransportError("the provider did not answer"))
+    assert failed.startswith(f"zone 1234 [v2-reread] re-read of {span} failed: ")
+    assert (
+        "the provider did not answer; nothing was stored (watermark unchanged): run it again"
+        in failed
+    )
+    assert "reached" not in failed
+
+    writer = object.__new__(ZoneWriter)  # the refusal's own text, as a commit raises it
+    writer.zone_id, writer.spec = 1234, REQUESTS
+    fenced = ended(writer._fenced(), rows=10)
+    assert "the next pass" not in fenced and "reached" not in fenced
+    assert "what was stored before it stays (watermark unchanged): run it again" in fenced
+    assert f"re-read of {span} failed: FencedError: zone 1234: its requests progress was" in fenced
+    assert isinstance(writer._fenced(), FencedError)
+
+    ok = ended(None)
+    assert ok.startswith(f"zone 1234 [v2-reread] re-read of {span} ok (watermark unchanged): ")
