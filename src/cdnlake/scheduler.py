@@ -51,6 +51,11 @@ from cdnlake.monitoring.metrics import DaemonMetrics
 
 log = logging.getLogger("cdnlake.daemon")
 
+
+class _DayOpen(Exception):
+    """Leaves a daily audit's fleet job open: its day is not kept yet for every zone."""
+
+
 DEFAULT_STOP_GRACE_SECONDS = 8.0
 COMPACT_MINUTES = 10  # how often today's partitions with many small files are compacted
 
@@ -213,10 +218,16 @@ class Daemon:
 
     def audit(self, day: date) -> None:
         """The completeness audit of ``day`` (yesterday), by one daemon of the fleet, kept
-        in ``audit_days``: a day that cannot be audited (the statistics unreachable) is
-        said in the log and tried again by the next daemon to start."""
+        in ``audit_days``, with each of the two days before that is short or not kept yet
+        (while the provider serves it: a day pending then, or read again since, is
+        corrected). A zone's day that cannot be kept yet (an hour pending: the zone is
+        behind, or inside ``lag_seconds``) is said in a warning and leaves the job open,
+        as does a day that cannot be audited (the statistics unreachable): the next
+        daemon to start, and the next days' audits, audit it again."""
+        from cdnlake.audit.days import due, unkept
         from cdnlake.audit.run import audit, keep
         from cdnlake.client.statistics import StatisticsApi
+        from cdnlake.lake.store import Lake
 
         zones = [z.id for z in self.config.zones]
         if not zones:
@@ -227,17 +238,31 @@ class Daemon:
                     log.info("completeness audit of %s: done (or being done) in the fleet", day)
                     return
                 now = self.clock()
-                days = keep(
-                    self.config,
-                    audit(self.config, StatisticsApi(self.api), zones, day, day, now),
-                    now,
-                )
+                waiting = []
+                for when, todo in sorted(
+                    due(Lake.from_config(self.config.storage), zones, day, now).items()
+                ):
+                    hours = audit(self.config, StatisticsApi(self.api), todo, when, when, now)
+                    days = keep(self.config, hours, now)
+                    if days and self.metrics is not None:
+                        self.metrics.audited()
+                    for audited in days:
+                        level = logging.INFO if audited.verdict == "ok" else logging.ERROR
+                        log.log(level, "completeness audit: %s", audited.line())
+                    for zone, open_day, why in unkept(hours):
+                        log.warning(
+                            "completeness audit: zone %s %s cannot be kept yet (%s); the next "
+                            "daily audits audit it again",
+                            zone,
+                            open_day,
+                            why,
+                        )
+                        waiting.append(open_day)
+                if day in waiting:  # not done: the job stays open for another try
+                    raise _DayOpen
             self.audit_runs.append(day)
-            if self.metrics is not None:
-                self.metrics.audited()
-            for audited in days:
-                level = logging.INFO if audited.verdict == "ok" else logging.ERROR
-                log.log(level, "completeness audit: %s", audited.line())
+        except _DayOpen:
+            pass
         except Exception as exc:  # the daemon must outlive a failed audit
             log.error("completeness audit of %s failed: %s", day, exc)
 

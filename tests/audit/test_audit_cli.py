@@ -138,14 +138,16 @@ def test_date_in_the_future_is_refused(ingested: Setup) -> None:
     assert r.returncode == 2 and "in the future" in r.stderr
 
 
-def test_a_lake_not_yet_ingested_is_missing_and_says_ingest_reads_it(
+def test_a_lake_not_yet_ingested_is_pending_not_missing_and_says_ingest_reads_it(
     ingested: Setup, tmp_path: Path
 ) -> None:
+    """Nothing is lost while the zone is only behind: its hours are pending, no day kept."""
     config = write_config(tmp_path, ingested.emu, ZONES)
     code, rows, _ = audit_json(Setup(ingested.emu, config, ingested.day), "--zone", "1236")
-    assert code == 1
-    assert len(rows) == 24 and {r["verdict"] for r in rows} == {"missing"}
+    assert code == 0
+    assert len(rows) == 24 and {r["verdict"] for r in rows} == {"pending"}
     assert all("not ingested yet" in str(r["advice"]) for r in rows)
+    assert not (tmp_path / "data" / "lake" / "audit_days").exists()
 
 
 def test_records_the_lake_rejected_make_hours_short_beyond_the_tolerance_only(

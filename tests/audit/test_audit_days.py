@@ -5,12 +5,14 @@ yesterday once a day, before its report."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import generate_latest
@@ -133,18 +135,82 @@ def test_the_daemon_audits_yesterday_before_its_report_and_exports_the_ratio(
         )
         daemon.start()
         try:
-            # The first report job may run before the first pass: that day's audit is
-            # short in every hour and kept so; it is done once (a fleet job), not again.
+            # The first report job may run before the first pass: the zone is only behind
+            # then, its hours pending, and the day is not kept (the job stays open); once
+            # the pass has read the day it is kept, once (a fleet job), not again.
             assert wait_for(lambda: daemon.report_runs and daemon.audit_runs, 300, step=0.2)
         finally:
             assert daemon.stop()
         assert daemon.audit_runs == [day]
         text = generate_latest(metrics.registry).decode()
-        line = next(x for x in text.splitlines() if x.startswith("cdnlake_completeness_ratio{"))
-        assert f'day="{day}"' in line and 'zone="1234"' in line
-        assert float(line.rsplit(" ", 1)[1]) < 0.999  # hour 07 (at least) is short
+        line = next(
+            x
+            for x in text.splitlines()
+            if x.startswith("cdnlake_completeness_ratio{") and f'day="{day}"' in x
+        )
+        assert 'zone="1234"' in line
+        assert float(line.rsplit(" ", 1)[1]) < 0.999  # hour 07 is short
         kept = lake_frame(tmp_path / "data", "audit_days")
+        kept = kept.filter(kept["day"] == day)
         assert kept.height == 1 and kept["verdict"].to_list() == ["short"]
+        assert kept["detail"].to_list() == ["07:00 missing"]  # no hour short for being behind
         assert (tmp_path / "data" / "reports" / f"report-all-{day}.html").exists()
+    finally:
+        emu.stop()
+
+
+def test_a_day_not_kept_yet_is_said_and_audited_again_by_the_next_days_audit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With lag_seconds above 30 minutes the daily audit at report_at 00:30 finds
+    yesterday's 23:00 hour still pending: the day is not kept, a warning names it and the
+    job stays open. The next day's audit audits it again (and a short day read again
+    since is corrected the same way)."""
+    day = (datetime.now(UTC) - timedelta(days=1)).date()
+    emu = start_emulator(
+        "1234,1236", rpm=2, now=None, frozen=False, faults=Faults(lose_hours=f"1234@{day}T05")
+    )
+    try:
+        path = write_config(tmp_path, emu, [(1234, "v2"), (1236, "v2")])
+        r = run_cli("--config", str(path), "ingest", timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        config = load_test_config(path)
+        lagging = msgspec.structs.replace(
+            config, ingest=msgspec.structs.replace(config.ingest, lag_seconds=3600)
+        )
+        report_at = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(
+            days=1, minutes=30
+        )
+        first = Daemon(lagging, make_client(config), clock=lambda: report_at, catch_up=False)
+        with caplog.at_level(logging.WARNING, logger="cdnlake.daemon"):
+            first.audit(day)
+        assert first.audit_runs == []  # not done: audited again later
+        for zone in (1234, 1236):
+            assert (
+                f"zone {zone} {day} cannot be kept yet (1 hour(s) pending from 23:00" in caplog.text
+            )
+
+        def kept() -> dict[tuple[int, date], str]:
+            frame = lake_frame(tmp_path / "data", "audit_days")
+            rows = frame.filter(frame["day"] == day).select("zone", "verdict").rows()
+            return {(int(z), day): v for z, v in rows}
+
+        assert kept() == {}
+
+        # The next day's audit (today's job, the real clock) audits yesterday again.
+        today = day + timedelta(days=1)
+        second = Daemon(config, make_client(config), catch_up=False)
+        second.audit(today)
+        assert kept() == {(1234, day): "short", (1236, day): "ok"}
+
+        # Read again; the next audit corrects the short day.
+        httpx.post(f"{emu.url}/_emulator/faults", json={"lose_hours": ""}).raise_for_status()
+        r = run_cli(
+            "--config", str(path), "ingest", "--zone", "1234",
+            "--from", f"{day}T05:00Z", "--to", f"{day}T06:00Z", timeout=300,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        second.audit(today)  # today is not whole yet: its job is still open
+        assert kept() == {(1234, day): "ok", (1236, day): "ok"}
     finally:
         emu.stop()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from cdnlake.audit.compare import Counts, HourAudit
-from cdnlake.audit.days import summarize
+from cdnlake.audit.days import summarize, unkept
 
 DAY = datetime(2026, 11, 23, tzinfo=UTC)
 
@@ -34,3 +34,11 @@ def test_a_day_with_an_hour_pending_or_missing_hours_is_not_kept() -> None:
     assert summarize(hours(1234, {})[:12]) == []
     (ok,) = summarize(hours(1235, {}))
     assert ok.verdict == "ok" and ok.ratio == 1.0 and ok.detail == ""
+
+
+def test_a_day_not_kept_says_why() -> None:
+    behind = hours(1234, {h: "pending" for h in range(20, 24)})
+    assert summarize(behind) == []
+    ((zone, day, why),) = unkept(behind)
+    assert (zone, day) == (1234, DAY.date()) and "4 hour(s) pending from 20:00" in why
+    assert unkept(hours(1234, {})) == []

@@ -16,7 +16,7 @@ LAG = timedelta(seconds=300)
 
 
 def judge(provider: Counts, lake: Counts, now: datetime = LATER, tolerance: float = 0.001) -> str:
-    return verdict(HOUR, provider, lake, tolerance=tolerance, now=now, lag=LAG)
+    return verdict(HOUR, provider, lake, tolerance=tolerance, now=now, lag=LAG, watermark=now)
 
 
 def test_tolerance_is_the_share_the_lake_may_lack() -> None:
@@ -41,6 +41,24 @@ def test_an_hour_not_closed_or_inside_the_lag_is_pending_never_short() -> None:
     assert judge(Counts(100), Counts(0), now=HOUR + timedelta(minutes=66)) == "missing"
 
 
+def test_an_hour_the_zones_watermark_has_not_passed_is_pending_never_short() -> None:
+    # The zone is only behind (not read yet): nothing is lost, so nothing is short.
+    def at(watermark: datetime | None) -> str:
+        return verdict(
+            HOUR, Counts(100), Counts(0), tolerance=0.001, now=LATER, lag=LAG, watermark=watermark
+        )
+
+    assert at(None) == "pending"
+    assert at(HOUR) == "pending"
+    assert at(HOUR + timedelta(minutes=59)) == "pending"  # inside the hour: not all of it read
+    assert at(HOUR + timedelta(hours=1)) == "missing"
+    found = audit_hour(
+        1, HOUR, Counts(100), Counts(0), tolerance=0.001, now=LATER, lag=LAG, watermark=HOUR
+    )
+    assert found.verdict == "pending" and not found.failed
+    assert "not ingested yet (zone 1's watermark is at 2026-11-20 05:00 UTC)" in found.advice
+
+
 def test_a_short_hour_says_what_to_do_next() -> None:
     def short(now: datetime, watermark: datetime | None) -> str:
         found = audit_hour(
@@ -52,10 +70,8 @@ def test_a_short_hour_says_what_to_do_next() -> None:
     assert "still serves this hour until 2026-11-23 05:00" in short(LATER, LATER)
     gone = HOUR + timedelta(days=4)
     assert "past the provider's 3-day log retention" in short(gone, gone)
-    # Not read yet: ingestion will read it (the watermark has not passed the hour's end).
-    assert "not ingested yet" in short(LATER, HOUR + timedelta(minutes=59))
-    assert "watermark is not set" in short(LATER, None)
-    assert audit_hour(1, HOUR, Counts(1), Counts(1), tolerance=0, now=LATER, lag=LAG).advice == ""
+    ok = audit_hour(1, HOUR, Counts(1), Counts(1), tolerance=0, now=LATER, lag=LAG, watermark=LATER)
+    assert ok.advice == ""
 
 
 def test_chart_keys_and_cache_hit_rate_in_either_documented_form() -> None:

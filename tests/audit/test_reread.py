@@ -85,7 +85,8 @@ def test_a_lost_hour_is_found_re_read_and_then_passes(tmp_path: Path) -> None:
                 "--from", f"{day}T05:00Z", "--to", f"{day}T06:00Z",
             )  # fmt: skip
             assert r.returncode == 0, r.stdout + r.stderr
-            assert "read again (watermark unchanged)" in r.stdout
+            span = f"{day} 05:00:00Z..{day} 06:00:00Z"
+            assert f"re-read of {span} ok (watermark unchanged)" in r.stdout
             assert progress(config, zone) == before  # no progress moved, no fence either
             rows = hour_rows(config, zone, hour)
             assert rows.height > 0 and rows["request_id"].n_unique() == rows.height
@@ -109,21 +110,27 @@ def test_a_re_read_beside_a_running_daemon_moves_no_progress_and_doubles_nothing
     tmp_path: Path,
 ) -> None:
     """A daemon polls the zone every second while the span is read again: the re-read
-    waits for the zone's lock, stores the lost hour once, and the daemon's watermark goes
-    on from where its own passes put it (never set by the re-read)."""
+    takes no zone lock, so the daemon's passes of the zone go on beside it (ok, never
+    busy); it stores the lost hour once, and the daemon's watermark goes on from where its
+    own passes put it (never set by the re-read)."""
     day = (datetime.now(UTC) - timedelta(days=1)).date()
     hour = datetime(day.year, day.month, day.day, 5, tzinfo=UTC)
     emu = start_emulator(
         "1234", rpm=5, now=None, frozen=False, faults=Faults(lose_hours=f"1234@{day}T05")
     )
     try:
-        path = write_config(tmp_path, emu, [(1234, "v2")], lag_seconds=2, overlap_seconds=5)
+        path = write_config(
+            tmp_path, emu, [(1234, "v2")], lag_seconds=2, overlap_seconds=5, page_size=50
+        )
         config = load_test_config(path)
         daemon = Daemon(config, make_client(config), catch_up=False)
         daemon.start()
         try:
             assert wait_for(lambda: daemon.zone_passes.get(1234, 0) >= 1, 300, step=0.1)
-            httpx.post(f"{emu.url}/_emulator/faults", json={"lose_hours": ""}).raise_for_status()
+            # Every answer takes a second from now on: the re-read's pages (a dozen) take
+            # longer than a pass of the daemon, so a pass begins while the re-read runs.
+            slow = {"lose_hours": "", "slow_rate": 1.0, "slow_seconds": 1.0}
+            httpx.post(f"{emu.url}/_emulator/faults", json=slow).raise_for_status()
             passes = daemon.zone_passes[1234]
             proc = spawn_cli(
                 "--config", str(path), "ingest", "--zone", "1234",
@@ -154,7 +161,11 @@ def test_a_re_read_beside_a_running_daemon_moves_no_progress_and_doubles_nothing
         mine = runs.filter(pl.col("source") == "v2-reread")
         assert mine.height == 1 and mine["outcome"].to_list() == ["ok"]
         daemon_runs = runs.filter(pl.col("source") == "v2")
-        assert set(daemon_runs["outcome"].to_list()) <= {"ok", "busy"}
+        assert set(daemon_runs["outcome"].to_list()) == {"ok"}  # none busy
+        # Some of them began while the re-read ran.
+        (started, finished) = mine.select("started", "finished").row(0)
+        beside = daemon_runs.filter((pl.col("started") > started) & (pl.col("started") < finished))
+        assert beside.height >= 1, (started, finished, daemon_runs.select("started", "finished"))
     finally:
         emu.stop()
 
@@ -212,6 +223,8 @@ def test_bad_re_read_usage_is_one_line_exit_2(tmp_path: Path) -> None:
             ("--zone", "1234", "--from", soon, "--to", later): "in the future",
             ("--zone", "1234", "--from", soon, "--to", soon): "not before --to",
             ("--zone", "999", "--from", soon, "--to", soon): "not configured",
+            ("--zone", "1234", "--from", "0001-01-01T00:00+01:00", "--to", soon): "years 1",
+            ("--zone", "1234", "--from", soon, "--to", "9999-12-31T23:00-05:00"): "years 1",
         }
         for args, needle in cases.items():
             r = run_cli("--config", config, "ingest", *args)
@@ -225,3 +238,40 @@ def test_bad_re_read_usage_is_one_line_exit_2(tmp_path: Path) -> None:
         assert not (tmp_path / "data" / "lake" / "requests").exists()  # nothing was read
     finally:
         emu.stop()
+
+
+def test_a_failed_or_fenced_re_read_says_so_and_to_run_it_again() -> None:
+    """Not a pass's words ("reached", "the next pass reads from"): what the re-read did."""
+    from cdnlake.errors import FencedError, TransportError
+    from cdnlake.ingest.result import ZoneResult, classify
+    from cdnlake.lake.commit import ZoneWriter
+
+    start = datetime(2026, 11, 23, 5, tzinfo=UTC)
+    span = "2026-11-23 05:00:00Z..2026-11-23 06:00:00Z"
+
+    def ended(exc: Exception | None, rows: int = 0) -> str:
+        result = ZoneResult(
+            1234, "v2-reread", window_from=start, window_to=start + timedelta(hours=1)
+        )
+        result.rows = rows
+        result.outcome, result.error = classify(exc)
+        return result.summary()
+
+    failed = ended(TransportError("the provider did not answer"))
+    assert failed.startswith(f"zone 1234 [v2-reread] re-read of {span} failed: ")
+    assert (
+        "the provider did not answer; nothing was stored (watermark unchanged): run it again"
+        in failed
+    )
+    assert "reached" not in failed
+
+    writer = object.__new__(ZoneWriter)  # the refusal's own text, as a commit raises it
+    writer.zone_id, writer.spec = 1234, REQUESTS
+    fenced = ended(writer._fenced(), rows=10)
+    assert "the next pass" not in fenced and "reached" not in fenced
+    assert "what was stored before it stays (watermark unchanged): run it again" in fenced
+    assert f"re-read of {span} failed: FencedError: zone 1234: its requests progress was" in fenced
+    assert isinstance(writer._fenced(), FencedError)
+
+    ok = ended(None)
+    assert ok.startswith(f"zone 1234 [v2-reread] re-read of {span} ok (watermark unchanged): ")

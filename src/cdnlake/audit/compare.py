@@ -3,9 +3,11 @@
 Pure logic (no I/O): ``ok`` when the lake holds at least ``1 - tolerance`` of what the
 provider counted, in requests, 4xx, 5xx and bytes alike; ``missing`` when the provider
 served requests and the lake holds none; ``short`` otherwise; ``pending`` for an hour
-that is not yet closed or still inside ``lag_seconds`` (records may still arrive), which
-is never short. A short or missing hour says what to do next: read it again while the
-provider's logging API still serves it (3 days), or that it is past retention.
+that is not yet closed, still inside ``lag_seconds`` (records may still arrive), or not
+wholly behind the zone's watermark (ingestion has not read all of it yet: the zone is
+only behind), which is never short. A short or missing hour says what to do next: read
+it again while the provider's logging API still serves it (3 days), or that it is past
+retention.
 """
 
 from __future__ import annotations
@@ -113,8 +115,11 @@ def verdict(
     tolerance: float,
     now: datetime,
     lag: timedelta,
+    watermark: datetime | None,
 ) -> Verdict:
-    if hour + HOUR > now - lag:
+    """``watermark``: the zone's (None: not set), before which ingestion has read all the
+    provider served; an hour it has not passed yet is pending, not short."""
+    if hour + HOUR > now - lag or watermark is None or hour + HOUR > watermark:
         return "pending"
     if provider.requests > 0 and lake.requests == 0:
         return "missing"
@@ -129,14 +134,8 @@ def reread_command(zone_id: int, hour: datetime) -> str:
     )
 
 
-def advice(zone_id: int, hour: datetime, now: datetime, watermark: datetime | None) -> str:
-    """What to do about a short or missing hour (``watermark``: the zone's, if any)."""
-    if watermark is None or hour + HOUR > watermark:
-        where = f"at {watermark:%Y-%m-%d %H:%M} UTC" if watermark else "not set"
-        return (
-            f"not ingested yet (zone {zone_id}'s watermark is {where}): the next "
-            "`cdnlake ingest` (or the daemon's next pass) reads it"
-        )
+def advice(zone_id: int, hour: datetime, now: datetime) -> str:
+    """What to do about a short or missing hour (one the zone's watermark has passed)."""
     served_until = hour + RETENTION
     if served_until > now:
         return (
@@ -159,13 +158,21 @@ def audit_hour(
     tolerance: float,
     now: datetime,
     lag: timedelta,
-    watermark: datetime | None = None,
+    watermark: datetime | None,
 ) -> HourAudit:
-    found = verdict(hour, provider, lake, tolerance=tolerance, now=now, lag=lag)
+    found = verdict(
+        hour, provider, lake, tolerance=tolerance, now=now, lag=lag, watermark=watermark
+    )
     note = ""
-    if found in ("short", "missing"):
+    if found == "pending" and hour + HOUR <= now - lag:  # closed: the zone is only behind
+        where = f"at {watermark:%Y-%m-%d %H:%M} UTC" if watermark else "not set"
+        note = (
+            f"not ingested yet (zone {zone_id}'s watermark is {where}): the next "
+            "`cdnlake ingest` (or the daemon's next pass) reads it"
+        )
+    elif found in ("short", "missing"):
         measures = ", ".join(short_in(provider, lake, tolerance)) or "requests"
-        note = f"short in {measures}; {advice(zone_id, hour, now, watermark)}"
+        note = f"short in {measures}; {advice(zone_id, hour, now)}"
         if found == "short":
             note += (
                 '; records the lake rejected are short too: see `cdnlake sql "SELECT * FROM '

@@ -1,19 +1,23 @@
 """Audited days: the hours of a zone's day summed to one verdict, kept in the lake.
 
-A day is kept once all of its hours are judged (none pending), in ``audit_days`` (one
-row per zone and day, MERGEd on the day: a day audited again, after a re-read, replaces
-its row). ``status`` shows each zone's last audited day, ``/metrics`` the days' ratios
-(``cdnlake_completeness_ratio``), the daily report the day's audit.
+A day is kept once all of its hours are judged (none pending: closed, past
+``lag_seconds`` and behind the zone's watermark), in ``audit_days`` (one row per zone and
+day, MERGEd on the day: a day audited again, after a re-read, replaces its row). The
+daemon's daily audit also audits again each of the two days before that is short or not
+kept yet while the provider still serves all of it (:func:`due`), so a day that was
+pending, or short and read again since, is corrected. ``status`` shows each zone's last
+audited day, ``/metrics`` the days' ratios (``cdnlake_completeness_ratio``), the daily
+report the day's audit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from cdnlake.audit.compare import HourAudit
+from cdnlake.audit.compare import RETENTION, HourAudit
 from cdnlake.errors import StorageError
 from cdnlake.lake.schema import AUDIT_DAYS
 from cdnlake.lake.store import Lake
@@ -77,6 +81,45 @@ def summarize(hours: Sequence[HourAudit]) -> list[DayAudit]:
                 detail=", ".join(f"{h.hour:%H:%M} {h.verdict}" for h in failed),
             )
         )
+    return out
+
+
+def unkept(hours: Sequence[HourAudit]) -> list[tuple[int, date, str]]:
+    """The zone-days among ``hours`` that :func:`summarize` cannot keep yet, each with
+    why (its first pending hour and what that hour waits for)."""
+    by_day: dict[tuple[int, date], list[HourAudit]] = {}
+    for h in hours:
+        by_day.setdefault((h.zone_id, h.hour.date()), []).append(h)
+    out = []
+    for (zone, day), judged in sorted(by_day.items()):
+        waiting = [h for h in judged if h.verdict == "pending"]
+        if waiting:
+            first = waiting[0]
+            why = first.advice or "not closed, or inside lag_seconds: records may still arrive"
+            out.append(
+                (zone, day, f"{len(waiting)} hour(s) pending from {first.hour:%H:%M}: {why}")
+            )
+        elif len(judged) < 24:
+            out.append((zone, day, f"only {len(judged)} of its hours have begun"))
+    return out
+
+
+def due(
+    lake: Lake, zones: Sequence[int], day: date, now: datetime, back: int = 2
+) -> dict[date, list[int]]:
+    """What the daily audit of ``day`` audits: ``day`` for every zone, and each of the
+    ``back`` days before it for the zones whose audit of it is short or not kept yet,
+    while the provider still serves the whole day (its first hour within retention)."""
+    out = {day: list(zones)}
+    kept = {(d.zone_id, d.day): d.verdict for d in audited(lake, zones, day - timedelta(back))}
+    for k in range(1, back + 1):
+        earlier = day - timedelta(days=k)
+        start = datetime(earlier.year, earlier.month, earlier.day, tzinfo=UTC)
+        if start + RETENTION <= now:
+            continue
+        todo = [z for z in zones if kept.get((z, earlier)) != "ok"]
+        if todo:
+            out[earlier] = todo
     return out
 
 

@@ -12,8 +12,6 @@ from cdnlake.cli.common import is_tty, load, open_api, require_writable_root
 from cdnlake.errors import UsageError
 from cdnlake.ingest.result import ZoneResult, breakdown
 
-REREAD_LOCK_WAIT_SECONDS = 300.0
-
 
 class RichProgress:
     """One live row per zone on a terminal: rows, pages, window reached."""
@@ -132,7 +130,12 @@ def parse_time(text: str, option: str) -> datetime:
         raise UsageError(
             f"ingest {option}: expected a time like 2026-11-23T05:00Z, got {text!r}"
         ) from None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    try:
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00+01:00: before year 1 in UTC
+        raise UsageError(
+            f"ingest {option}: {text!r} is outside the years 1 to 9999 in UTC"
+        ) from None
 
 
 def reread(args: argparse.Namespace) -> int:
@@ -152,9 +155,7 @@ def reread(args: argparse.Namespace) -> int:
     require_writable_root(config)
     with open_api(config) as api:
         ingestor = Ingestor(config, LoggingClient(api), progress=LineProgress())
-        # A pass of the zone in flight (the daemon's) ends first: wait for its lock.
-        wait = max(REREAD_LOCK_WAIT_SECONDS, 2.0 * config.schedule.poll_seconds)
-        result = ingestor.reread(zone, start, end, lock_wait=wait)
+        result = ingestor.reread(zone, start, end)
     print_notes([result])
     return 0 if result.ok else 1
 

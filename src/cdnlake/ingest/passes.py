@@ -58,14 +58,12 @@ class Ingestor:
     ) -> ZoneResult:
         return self.runner.run(zone.id, self.source(zone), stop, holder=holder)
 
-    def reread(
-        self, zone: ZoneConfig, start: datetime, end: datetime, *, lock_wait: float
-    ) -> ZoneResult:
+    def reread(self, zone: ZoneConfig, start: datetime, end: datetime) -> ZoneResult:
         """Read ``[start, end)`` of ``zone`` again, storing what the lake lacks; the zone's
-        progress stays as it is (see :mod:`cdnlake.ingest.reread`). Waits up to
-        ``lock_wait`` seconds for a pass of the zone in flight to end."""
+        progress stays as it is (see :mod:`cdnlake.ingest.reread`). It takes no zone
+        lock: the zone's own passes go on beside it."""
         source = RereadSource(self.client, zone.source, start, end)
-        return self.runner.run(zone.id, source, lock_wait=lock_wait)
+        return self.runner.run(zone.id, source, locked=False)
 
 
 def ingest_shield_zone(

@@ -5,8 +5,11 @@ the span's windows; v1: the day files that cover it, keeping only the span's row
 what the lake lacks is stored; repeats are dropped as in any pass. Its chunks carry no
 progress: the zone's watermark, day cursor and fresh end stay where the zone's own passes
 put them (each commit re-sets the watermark the table holds, never another). It runs as
-a pass of its own (:class:`~cdnlake.ingest.runner.Runner`), under the zone's lock and
-fence, and its ``ingest_runs`` row says ``v2-reread`` or ``v1-reread``.
+a pass of its own (:class:`~cdnlake.ingest.runner.Runner`) but takes no zone lock, so
+the zone's passes (a daemon's) go on beside it: its commits carry no progress and, like
+the forwarding receiver's, are fenced (a rewind since it began refuses them) and
+conflict-checked against concurrent commits, repeats dropped. Its ``ingest_runs`` row
+says ``v2-reread`` or ``v1-reread``.
 """
 
 from __future__ import annotations
@@ -110,7 +113,13 @@ class RereadSource:
         self, ctx: PassContext, buffer: RowBuffer, day: date, closed: bool
     ) -> Iterator[Chunk]:
         name = f"api:v1:{day:%m-%d-%y}/{ctx.zone_id}.log"
-        dest = ctx.config.storage.work / "downloads" / str(ctx.zone_id) / f"{day}-reread.log"
+        # Its own file: re-reads of one zone may run at once (they take no lock).
+        dest = (
+            ctx.config.storage.work
+            / "downloads"
+            / str(ctx.zone_id)
+            / f"{day}-reread-{ctx.result.run_id}.log"
+        )
         attempts = self.client.api.retry.max_attempts
         for attempt in range(1, attempts + 1):
             ctx.check_stop()

@@ -108,24 +108,36 @@ class ZoneResult:
             )
 
     def summary(self) -> str:
-        reached = self.reached.strftime("%Y-%m-%d %H:%M:%SZ") if self.reached else "-"
-        if self.source.endswith("-reread") and self.window_from and self.window_to:
-            reached = (  # a span read again: the watermark is not its to move
-                f"{self.window_from:%Y-%m-%d %H:%M:%SZ}..{self.window_to:%Y-%m-%d %H:%M:%SZ} "
-                "read again (watermark unchanged)"
-            )
         seconds = ((self.finished or utcnow()) - self.started).total_seconds()
-        kind = "shield zone" if self.source == "shield" else "zone"
-        text = (
-            f"{kind} {self.zone_id} [{self.source}] {self.outcome}: reached {reached}, "
+        counts = (
             f"{self.pages} pages, {self.rows} rows, {self.duplicates} duplicates dropped, "
             f"{self.rejected_text()}, {self.stats.rate_limited} 429s, {seconds:.1f}s"
         )
+        if self.source.endswith("-reread") and self.window_from and self.window_to:
+            return self._reread_summary(counts)
+        reached = self.reached.strftime("%Y-%m-%d %H:%M:%SZ") if self.reached else "-"
+        kind = "shield zone" if self.source == "shield" else "zone"
+        text = f"{kind} {self.zone_id} [{self.source}] {self.outcome}: reached {reached}, {counts}"
         if self.gaps:
             text += f", {len(self.gaps)} gap(s)"
         if self.error:
             text += f" - {self.error}"
         return text
+
+    def _reread_summary(self, counts: str) -> str:
+        """A span read again: the watermark is not its to move, nor the next pass's
+        progress its to speak of; a re-read that did not finish is to be run again."""
+        span = f"{self.window_from:%Y-%m-%d %H:%M:%SZ}..{self.window_to:%Y-%m-%d %H:%M:%SZ}"
+        head = f"zone {self.zone_id} [{self.source}] re-read of {span}"
+        if self.outcome == "ok":
+            return f"{head} ok (watermark unchanged): {counts}"
+        # A refused commit's text speaks to a pass ("the next pass reads from ..."): cut.
+        cause = (self.error or self.outcome).split(" (the next pass reads from")[0]
+        stored = "what was stored before it stays" if self.rows else "nothing was stored"
+        return (
+            f"{head} {self.outcome}: {cause}; {stored} (watermark unchanged): run it again "
+            f"to read the span whole; {counts}"
+        )
 
     def run_row(self) -> dict[str, Any]:
         s = self.stats

@@ -9,6 +9,7 @@ the outcome, and the ``ingest_runs`` row.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
@@ -250,19 +251,21 @@ class Runner:
         stop: StopSignal | None = None,
         *,
         holder: int | None = None,
-        lock_wait: float = 0.0,
+        locked: bool = True,
     ) -> ZoneResult:
         """One pass; ``stop`` ends it early as the runner's own stop does. ``holder``: the
         generation of the fleet lease it runs under, its fence token (see
         :mod:`cdnlake.lake.progress`); a pass whose zone was rewound or taken over since
-        it began commits nothing more and fails. ``lock_wait``: seconds to wait for the
-        zone's lock while another local process holds it (0: busy at once)."""
+        it began commits nothing more and fails. ``locked``: under the zone's lock (busy at
+        once while another local process holds it); False for a source whose chunks move
+        no progress (a re-read), whose commits the fence and Delta's conflict check keep
+        apart from the zone's passes, as the forwarding receiver's are."""
         result = ZoneResult(zone_id, source.kind)
         signal: StopSignal = self.stop if stop is None else AnyStop(self.stop, stop)
         locks = self.config.storage.work / "locks"
         with (
             pass_outcome(result, f"zone {zone_id}"),
-            zone_lock(locks, source.spec.name, zone_id, wait=lock_wait),
+            zone_lock(locks, source.spec.name, zone_id) if locked else contextlib.nullcontext(),
         ):
             writer = ZoneWriter(
                 self.lake,
