@@ -161,7 +161,9 @@ def test_a_re_read_beside_a_running_daemon_moves_no_progress_and_doubles_nothing
         mine = runs.filter(pl.col("source") == "v2-reread")
         assert mine.height == 1 and mine["outcome"].to_list() == ["ok"]
         daemon_runs = runs.filter(pl.col("source") == "v2")
-        assert set(daemon_runs["outcome"].to_list()) == {"ok"}  # none busy
+        # none busy (the pass in flight when the daemon stopped ends "stopped")
+        assert set(daemon_runs["outcome"].to_list()) <= {"ok", "stopped"}
+        assert "ok" in daemon_runs["outcome"].to_list()
         # Some of them began while the re-read ran.
         (started, finished) = mine.select("started", "finished").row(0)
         beside = daemon_runs.filter((pl.col("started") > started) & (pl.col("started") < finished))

@@ -556,7 +556,7 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
         f"{behind} of {zones} zones past it"
         + ("" if elapsed >= seconds else " (stopped early: the verdict was known)")
         + f"; commits per poll: {per_table}; "
-        + busy_passes(lake_dir, since, float("inf")).note().rsplit(",", 1)[0]
+        + busy_passes(lake_dir, since).note()
         + f"; daemon CPU {cpu:.0%} of a core",
     )
 
