@@ -8,10 +8,11 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import pytest
 
+from cdnlake.emulator.records import MAX_DELAY_MS, ZoneSpec
 from cdnlake.emulator.server import Emulator, EmulatorConfig
 from cdnlake.emulator.statistics import charts
 from cdnlake.emulator.sustained import BUCKET_MS
-from cdnlake.emulator.traffic import MAX_DELAY_MS, Traffic, ZoneSpec
+from cdnlake.emulator.traffic import Traffic
 from tests.conftest import (
     KEY,
     NOW,

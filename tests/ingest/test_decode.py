@@ -10,7 +10,8 @@ import msgspec
 import polars as pl
 import pytest
 
-from cdnlake.emulator.traffic import Traffic, ZoneSpec
+from cdnlake.emulator.records import ZoneSpec
+from cdnlake.emulator.traffic import Traffic
 from cdnlake.errors import MalformedResponseError
 from cdnlake.ingest.decode import (
     V2_WIRE_SCHEMA,

@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from cdnlake.emulator.records import Record
     from cdnlake.emulator.state import Provider
-    from cdnlake.emulator.traffic import Record
 
 UDP, TCP, TLS = 0, 1, 2  # PullZoneLogForwarderProtocolType
 PUSH_EVERY_SECONDS = 0.2

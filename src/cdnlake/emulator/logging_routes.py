@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cdnlake.emulator.http import HttpProblem, Request, Response, json_response, logging_error
+from cdnlake.emulator.records import HOUR_MS, Record, WireRecord
 from cdnlake.emulator.state import is_bad_record
-from cdnlake.emulator.traffic import HOUR_MS, Record, WireRecord
 
 if TYPE_CHECKING:
     from cdnlake.emulator.state import Provider

@@ -30,8 +30,9 @@ from cdnlake.emulator.http import (
     logging_error,
 )
 from cdnlake.emulator.management import ManagementApi
+from cdnlake.emulator.records import ZoneSpec
 from cdnlake.emulator.state import EmulatorClock, Faults, ZoneRateLimiter, ceil_seconds
-from cdnlake.emulator.traffic import Traffic, ZoneSpec
+from cdnlake.emulator.traffic import Traffic
 
 log = logging.getLogger("cdnlake.emulator")
 

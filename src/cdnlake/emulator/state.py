@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from cdnlake.emulator.http import Request
-    from cdnlake.emulator.traffic import Record, Traffic, ZoneSpec
+    from cdnlake.emulator.records import Record, ZoneSpec
+    from cdnlake.emulator.traffic import Traffic
 
 
 class EmulatorClock:

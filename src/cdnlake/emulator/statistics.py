@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdnlake.emulator.http import Request, Response, json_response
 from cdnlake.emulator.logging_routes import RETENTION_MS
-from cdnlake.emulator.traffic import HOUR_MS
+from cdnlake.emulator.records import HOUR_MS
 
 if TYPE_CHECKING:
     from cdnlake.emulator.state import Provider

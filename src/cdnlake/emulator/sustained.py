@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from cdnlake.emulator.traffic import MAX_DELAY_MS, Record, ZoneSpec
+from cdnlake.emulator.records import MAX_DELAY_MS, Record, ZoneSpec
 
 BUCKET_MS = 1000
 K = TypeVar("K")
