@@ -20,13 +20,10 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from cdnlake.client.logging_wire import V2Query
 from cdnlake.errors import DamagedInputError, TransportError, UsageError
-from cdnlake.ingest.decode import decode_v2_batch
-from cdnlake.ingest.normalize import normalize_v2
 from cdnlake.ingest.runner import RETENTION, Chunk, PassContext, RowBuffer, split_windows
 from cdnlake.ingest.v1_parser import iter_parsed
-from cdnlake.ingest.v2_source import v2_query_name
+from cdnlake.ingest.v2_source import read_window
 from cdnlake.lake.progress import day_start
 from cdnlake.lake.schema import REQUESTS
 
@@ -74,29 +71,10 @@ class RereadSource:
         else:
             span = timedelta(seconds=ctx.config.ingest.max_window_seconds)
             for window_from, window_to in split_windows(self.start, self.end, span):
-                yield from self._v2(ctx, buffer, window_from, window_to)
+                yield from read_window(self.client, ctx, buffer, window_from, window_to)
         last = buffer.take()  # no progress: only rows
         if last.rows.height:
             yield last
-
-    def _v2(
-        self, ctx: PassContext, buffer: RowBuffer, window_from: datetime, window_to: datetime
-    ) -> Iterator[Chunk]:
-        ctx.check_stop()
-        result = ctx.result
-        query = V2Query(
-            from_=window_from, to=window_to, limit=ctx.config.ingest.page_size, order="asc"
-        )
-        name = v2_query_name(window_from, window_to)
-        for batch in self.client.iter_v2(ctx.zone_id, query, decode_v2_batch, result.stats):
-            ctx.check_stop()
-            result.pages += 1
-            good, rejects = normalize_v2(batch.frame, ctx.zone_id, batch.pagination.offset)
-            result.parsed += good.height
-            ctx.store_rejects(rejects, "v2", name)
-            chunk = buffer.add(good)
-            if chunk is not None:
-                yield chunk
 
     def _v1(self, ctx: PassContext, buffer: RowBuffer) -> Iterator[Chunk]:
         """Each day file that covers the span, whole; only the span's rows are kept.

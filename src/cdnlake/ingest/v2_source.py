@@ -64,35 +64,40 @@ class V2Source:
         span = timedelta(seconds=cfg.max_window_seconds)
         if margin is not None:  # read again: no progress moves with it
             for window_from, window_to in split_windows(*margin, span):
-                yield from self._read(ctx, buffer, window_from, window_to)
+                yield from read_window(self.client, ctx, buffer, window_from, window_to)
         for window_from, window_to in split_windows(start, stable, span):
-            yield from self._read(ctx, buffer, window_from, window_to)
+            yield from read_window(self.client, ctx, buffer, window_from, window_to)
             if watermark is None or window_to > watermark:
                 watermark = window_to
             # Few, larger commits: the progress of the windows read so far rides along
             # with the next commit of rows (or the pass's last commit, rows or not).
             buffer.progress[WATERMARK] = to_ms(watermark)
         for window_from, window_to in split_windows(fresh, end, span):
-            yield from self._read(ctx, buffer, window_from, window_to)
+            yield from read_window(self.client, ctx, buffer, window_from, window_to)
             buffer.progress[FRESH] = to_ms(window_to)
         yield buffer.take()
 
-    def _read(
-        self, ctx: PassContext, buffer: RowBuffer, window_from: datetime, window_to: datetime
-    ) -> Iterator[Chunk]:
-        """Every page of one window into ``buffer``; a chunk whenever it is full."""
-        result = ctx.result
+
+def read_window(
+    client: LoggingClient,
+    ctx: PassContext,
+    buffer: RowBuffer,
+    window_from: datetime,
+    window_to: datetime,
+) -> Iterator[Chunk]:
+    """Every page of one window into ``buffer``; a chunk whenever it is full (with the
+    progress ``buffer`` holds: none for a read that moves none). Shared by the passes and
+    the re-read of a past span."""
+    result = ctx.result
+    ctx.check_stop()
+    query = V2Query(from_=window_from, to=window_to, limit=ctx.config.ingest.page_size, order="asc")
+    name = v2_query_name(window_from, window_to)
+    for batch in client.iter_v2(ctx.zone_id, query, decode_v2_batch, result.stats):
         ctx.check_stop()
-        query = V2Query(
-            from_=window_from, to=window_to, limit=ctx.config.ingest.page_size, order="asc"
-        )
-        name = v2_query_name(window_from, window_to)
-        for batch in self.client.iter_v2(ctx.zone_id, query, decode_v2_batch, result.stats):
-            ctx.check_stop()
-            result.pages += 1
-            good, rejects = normalize_v2(batch.frame, ctx.zone_id, batch.pagination.offset)
-            result.parsed += good.height
-            ctx.store_rejects(rejects, "v2", name)
-            chunk = buffer.add(good)
-            if chunk is not None:
-                yield chunk  # rows of finished windows carry their progress
+        result.pages += 1
+        good, rejects = normalize_v2(batch.frame, ctx.zone_id, batch.pagination.offset)
+        result.parsed += good.height
+        ctx.store_rejects(rejects, "v2", name)
+        chunk = buffer.add(good)
+        if chunk is not None:
+            yield chunk  # rows of finished windows carry their progress
