@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -39,6 +39,31 @@ COMPLETENESS_REFRESH_SECONDS = 60.0
 
 Watermarks = dict[tuple[str, str], datetime]
 Completeness = dict[tuple[str, str], float]  # (zone, day) -> lake requests / provider's
+V = TypeVar("V")
+
+
+class _Refreshed(Generic[V]):
+    """A reading of the lake, taken again at most every ``seconds`` when asked for; a
+    read that fails keeps the last one (a scrape must not fail on a slow store). The
+    caller holds its lock."""
+
+    def __init__(self, read: Callable[[], dict[tuple[str, str], V]], seconds: float, what: str):
+        self.read, self.seconds, self.what = read, seconds, what
+        self.value: dict[tuple[str, str], V] = {}
+        self._at = -math.inf
+
+    def get(self) -> dict[tuple[str, str], V]:
+        if time.monotonic() - self._at >= self.seconds:
+            try:
+                self.value = self.read()
+                self._at = time.monotonic()
+            except Exception as exc:
+                log.warning("metrics: %s not read: %s", self.what, exc)
+        return dict(self.value)
+
+    def expire(self) -> None:
+        """The next :meth:`get` reads again."""
+        self._at = -math.inf
 
 
 class _LagCollector(Collector):
@@ -207,18 +232,16 @@ class DaemonMetrics:
             ):
                 counter.labels(*labels)
             self.duration.labels(*labels)
-        self._read = watermarks or (lambda: {})
-        self._marks: Watermarks = {}
-        self._read_at = 0.0
+        self._marks = _Refreshed(watermarks or dict, WATERMARK_REFRESH_SECONDS, "watermarks")
         self._lock = threading.Lock()
         self._after_pass: list[Callable[[], None]] = []
         # (records read, new rows) of each zone's last passes
         self._passes: dict[tuple[str, str], deque[tuple[int, int]]] = {}
         r.register(_LagCollector(self.watermarks))
         r.register(_AmplificationCollector(self.read_and_new))
-        self._read_completeness = completeness or (lambda: {})
-        self._completeness: Completeness = {}
-        self._completeness_at = -math.inf
+        self._completeness = _Refreshed(
+            completeness or dict, COMPLETENESS_REFRESH_SECONDS, "audited days"
+        )
         r.register(_CompletenessCollector(self.completeness))
         self._forwarded = _ForwardedCollector()
         r.register(self._forwarded)
@@ -230,29 +253,17 @@ class DaemonMetrics:
     def watermarks(self) -> Watermarks:
         """The zones' watermarks, read again from the lake at most every few seconds."""
         with self._lock:
-            if time.monotonic() - self._read_at >= WATERMARK_REFRESH_SECONDS:
-                try:
-                    self._marks = self._read()
-                    self._read_at = time.monotonic()
-                except Exception as exc:  # a scrape must not fail on a slow store
-                    log.warning("metrics: watermarks not read: %s", exc)
-            return dict(self._marks)
+            return self._marks.get()
 
     def completeness(self) -> Completeness:
         """The audited days' ratios, read again from the lake at most once a minute."""
         with self._lock:
-            if time.monotonic() - self._completeness_at >= COMPLETENESS_REFRESH_SECONDS:
-                try:
-                    self._completeness = self._read_completeness()
-                    self._completeness_at = time.monotonic()
-                except Exception as exc:  # a scrape must not fail on a slow store
-                    log.warning("metrics: audited days not read: %s", exc)
-            return dict(self._completeness)
+            return self._completeness.get()
 
     def audited(self) -> None:
         """An audit was just kept: the next scrape reads the days again."""
         with self._lock:
-            self._completeness_at = -math.inf
+            self._completeness.expire()
 
     def read_and_new(self) -> dict[tuple[str, str], tuple[int, int]]:
         """Records read and new rows stored over each zone's last passes."""
@@ -291,6 +302,6 @@ class DaemonMetrics:
         self.last_ok.labels(*labels).set(1 if result.ok else 0)
         if result.reached is not None:
             with self._lock:
-                self._marks[labels] = result.reached
+                self._marks.value[labels] = result.reached
         for listener in self._after_pass:
             listener()
