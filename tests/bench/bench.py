@@ -29,7 +29,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -433,6 +434,58 @@ def daily_out_of_the_way(now: datetime) -> str:
     return "23:59" if ahead.date() != now.date() else ahead.strftime("%H:%M")
 
 
+def daemon_config(
+    root: Path,
+    api_url: str,
+    metrics_port: int,
+    zones: list[int],
+    *,
+    ingest: Sequence[str] = (),
+    schedule: Sequence[str] = (),
+    more: Sequence[str] = (),
+) -> Path:
+    """A daemon's ``config.toml`` under ``root``: the emulator at ``api_url``, the lake
+    under ``root/data``, /metrics on ``metrics_port``, the daily jobs out of the way, the
+    v2 ``zones``; ``ingest``/``schedule`` keys and ``more`` tables added."""
+    daily = daily_out_of_the_way(datetime.now(UTC))
+    lines = [
+        "[api]",
+        f'base_url = "{api_url}"',
+        f'logging_url = "{api_url}"',
+        "[storage]",
+        f'root = "{root / "data"}"',
+    ]
+    lines += ["[ingest]", *ingest] if ingest else []
+    lines += ["[schedule]", *schedule, f'report_at = "{daily}"', f'maintain_at = "{daily}"']
+    lines += ["[metrics]", f'listen = "127.0.0.1:{metrics_port}"', *more]
+    for zone_id in zones:
+        lines += ["[[zones]]", f"id = {zone_id}", 'source = "v2"']
+    config = root / "config.toml"
+    config.write_text("\n".join(lines) + "\n")
+    return config
+
+
+@contextmanager
+def running_daemon(config: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The real ``cdnlake daemon`` on ``config``, stopped by SIGTERM (killed after
+    120 s) when the block ends."""
+    daemon = subprocess.Popen(
+        cdnlake("--config", str(config), "daemon"),
+        env=env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield daemon
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+
+
 def delta_versions(table: Path) -> int:
     """The table's latest version, from its log's file names (-1: no table yet)."""
     log = table / "_delta_log"
@@ -461,28 +514,14 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
     port = free_port()
     root = work / "zones"
     root.mkdir(parents=True, exist_ok=True)
-    now = datetime.now(UTC).replace(microsecond=0)
-    daily = daily_out_of_the_way(now)
-    lines = [
-        "[api]",
-        f'base_url = "{emu.url}"',
-        f'logging_url = "{emu.url}"',
-        "[storage]",
-        f'root = "{root / "data"}"',
-        "[ingest]",
-        f"lag_seconds = {lag}",
-        f"overlap_seconds = {2 * lag}",
-        "[schedule]",
-        f"poll_seconds = {poll}",
-        f'report_at = "{daily}"',
-        f'maintain_at = "{daily}"',
-        "[metrics]",
-        f'listen = "127.0.0.1:{port}"',
-    ]
-    for zone_id in ids:
-        lines += ["[[zones]]", f"id = {zone_id}", 'source = "v2"']
-    config = root / "config.toml"
-    config.write_text("\n".join(lines) + "\n")
+    config = daemon_config(
+        root,
+        emu.url,
+        port,
+        ids,
+        ingest=[f"lag_seconds = {lag}", f"overlap_seconds = {2 * lag}"],
+        schedule=[f"poll_seconds = {poll}"],
+    )
     lake_dir = root / "data" / "lake"
     # Every zone's progress in one commit (as a daemon's passes leave it), so that none
     # has aged by the time the daemon starts.
@@ -505,36 +544,25 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
     )
 
     metrics = f"http://127.0.0.1:{port}/metrics"
-    daemon = subprocess.Popen(
-        cdnlake("--config", str(config), "daemon"),
-        env=env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    bound = lag + 2 * poll
-    names = [spec.name for spec in TABLES]
-    versions0 = {name: delta_versions(lake_dir / name) for name in names}
-    worst: dict[int, float] = {}
-    started, since = time.monotonic(), datetime.now(UTC)
     try:
-        wait_port(port, timeout=120)
-        cpu0 = cpu_seconds(daemon.pid)
-        while time.monotonic() - started < seconds:
-            for zone_id, value in scrape_lags(metrics).items():
-                worst[zone_id] = max(worst.get(zone_id, 0.0), value)
-            if worst and max(worst.values()) > bound:
-                break
-            time.sleep(1.0)
-        elapsed = time.monotonic() - started
-        versions1 = {name: delta_versions(lake_dir / name) for name in names}
-        cpu = (cpu_seconds(daemon.pid) - cpu0) / elapsed
+        with running_daemon(config) as daemon:
+            bound = lag + 2 * poll
+            names = [spec.name for spec in TABLES]
+            versions0 = {name: delta_versions(lake_dir / name) for name in names}
+            worst: dict[int, float] = {}
+            started, since = time.monotonic(), datetime.now(UTC)
+            wait_port(port, timeout=120)
+            cpu0 = cpu_seconds(daemon.pid)
+            while time.monotonic() - started < seconds:
+                for zone_id, value in scrape_lags(metrics).items():
+                    worst[zone_id] = max(worst.get(zone_id, 0.0), value)
+                if worst and max(worst.values()) > bound:
+                    break
+                time.sleep(1.0)
+            elapsed = time.monotonic() - started
+            versions1 = {name: delta_versions(lake_dir / name) for name in names}
+            cpu = (cpu_seconds(daemon.pid) - cpu0) / elapsed
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
         emu.stop()
     polls = elapsed / poll
     commits = {
@@ -641,85 +669,59 @@ def bench_forwarding(
     port, listen = free_port(), free_port()
     root = work / "forwarding"
     root.mkdir(parents=True, exist_ok=True)
-    now = datetime.now(UTC)
-    daily = daily_out_of_the_way(now)
-    lines = [
-        "[api]",
-        f'base_url = "{emu.url}"',
-        f'logging_url = "{emu.url}"',
-        "[storage]",
-        f'root = "{root / "data"}"',
-        "[schedule]",
-        f'report_at = "{daily}"',
-        f'maintain_at = "{daily}"',
-        "[metrics]",
-        f'listen = "127.0.0.1:{port}"',
-        "[forwarding]",
-        f'listen = "127.0.0.1:{listen}"',
-        f"flush_seconds = {flush}",
-        "[[zones]]",
-        "id = 1234",
-        'source = "v2"',
-    ]
-    config = root / "config.toml"
-    config.write_text("\n".join(lines) + "\n")
-    daemon = subprocess.Popen(
-        cdnlake("--config", str(config), "daemon"),
-        env=env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    config = daemon_config(
+        root,
+        emu.url,
+        port,
+        [1234],
+        more=["[forwarding]", f'listen = "127.0.0.1:{listen}"', f"flush_seconds = {flush}"],
     )
-    metrics = f"http://127.0.0.1:{port}/metrics"
-    table = root / "data" / "lake" / "requests"
     try:
-        wait_port(port, timeout=120)
-        wait_port(listen, timeout=60)
-        # The first pass creates the table; the watch follows it from then on.
-        deadline = time.monotonic() + 120
-        while delta_versions(table) < 0 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        watch = CommitWatch(table, "lat")
-        sent: dict[str, float] = {}
-        with socket.create_connection(("127.0.0.1", listen), timeout=60) as sock:
-            step = 0.05
-            per_step = max(1, round(rate * step))
-            started = time.perf_counter()
-            i = 0
-            while time.perf_counter() - started < seconds:
-                ts = int(time.time() * 1000)
-                batch = [f"lat{i + k:012d}" for k in range(per_step)]
-                payload = b"".join(syslog_frame(1234, rid, ts) for rid in batch)
-                at = time.perf_counter()
-                sock.sendall(payload)
-                sent.update(dict.fromkeys(batch, at))
-                i += per_step
-                time.sleep(max(0.0, started + (i / per_step) * step - time.perf_counter()))
-            deadline = time.monotonic() + 10 * flush + 60
-            while len(watch.seen) < len(sent) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            watch.stop()
-            latencies = sorted(
-                watch.seen[rid] - at for rid, at in sent.items() if rid in watch.seen
-            )
-            # Throughput: all at once, the receiver taking them as fast as it commits.
-            before = scrape_forwarded(metrics)
-            ts = int(time.time() * 1000)
-            payload = b"".join(syslog_frame(1234, f"thr{k:012d}", ts) for k in range(burst))
-            started = time.perf_counter()
-            sock.sendall(payload)
-            deadline = time.monotonic() + max(120.0, burst / 1000)
-            committed, took = 0, 0.0
-            while committed < burst and time.monotonic() < deadline:
-                committed = scrape_forwarded(metrics) - before
-                took = time.perf_counter() - started
+        with running_daemon(config):
+            metrics = f"http://127.0.0.1:{port}/metrics"
+            table = root / "data" / "lake" / "requests"
+            wait_port(port, timeout=120)
+            wait_port(listen, timeout=60)
+            # The first pass creates the table; the watch follows it from then on.
+            deadline = time.monotonic() + 120
+            while delta_versions(table) < 0 and time.monotonic() < deadline:
                 time.sleep(0.2)
+            watch = CommitWatch(table, "lat")
+            sent: dict[str, float] = {}
+            with socket.create_connection(("127.0.0.1", listen), timeout=60) as sock:
+                step = 0.05
+                per_step = max(1, round(rate * step))
+                started = time.perf_counter()
+                i = 0
+                while time.perf_counter() - started < seconds:
+                    ts = int(time.time() * 1000)
+                    batch = [f"lat{i + k:012d}" for k in range(per_step)]
+                    payload = b"".join(syslog_frame(1234, rid, ts) for rid in batch)
+                    at = time.perf_counter()
+                    sock.sendall(payload)
+                    sent.update(dict.fromkeys(batch, at))
+                    i += per_step
+                    time.sleep(max(0.0, started + (i / per_step) * step - time.perf_counter()))
+                deadline = time.monotonic() + 10 * flush + 60
+                while len(watch.seen) < len(sent) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                watch.stop()
+                latencies = sorted(
+                    watch.seen[rid] - at for rid, at in sent.items() if rid in watch.seen
+                )
+                # Throughput: all at once, the receiver taking them as fast as it commits.
+                before = scrape_forwarded(metrics)
+                ts = int(time.time() * 1000)
+                payload = b"".join(syslog_frame(1234, f"thr{k:012d}", ts) for k in range(burst))
+                started = time.perf_counter()
+                sock.sendall(payload)
+                deadline = time.monotonic() + max(120.0, burst / 1000)
+                committed, took = 0, 0.0
+                while committed < burst and time.monotonic() < deadline:
+                    committed = scrape_forwarded(metrics) - before
+                    took = time.perf_counter() - started
+                    time.sleep(0.2)
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
         emu.stop()
     lost = len(sent) - len(latencies)
     median = statistics.median(latencies) if latencies else float("inf")
@@ -789,28 +791,14 @@ def bench_busy_zone(work: Path, rate: int, seconds: float, poll: int, lag: int) 
     port = free_port()
     root = work / "busy"
     root.mkdir(parents=True, exist_ok=True)
-    config = root / "config.toml"
-    lines = [
-        "[api]",
-        f'base_url = "{emu.url}"',
-        f'logging_url = "{emu.url}"',
-        "[storage]",
-        f'root = "{root / "data"}"',
-        "[ingest]",
-        "page_size = 10000",
-        f"lag_seconds = {lag}",
-        f"overlap_seconds = {overlap}",
-        "[schedule]",
-        f"poll_seconds = {poll}",
-        f'report_at = "{daily_out_of_the_way(now)}"',
-        f'maintain_at = "{daily_out_of_the_way(now)}"',
-        "[metrics]",
-        f'listen = "127.0.0.1:{port}"',
-        "[[zones]]",
-        "id = 1234",
-        'source = "v2"',
-    ]
-    config.write_text("\n".join(lines) + "\n")
+    config = daemon_config(
+        root,
+        emu.url,
+        port,
+        [1234],
+        ingest=["page_size = 10000", f"lag_seconds = {lag}", f"overlap_seconds = {overlap}"],
+        schedule=[f"poll_seconds = {poll}"],
+    )
     lake = Lake(str(root / "data" / "lake"), {})
     writer = ZoneWriter(lake, REQUESTS, 1234)
     writer.commit(
@@ -827,63 +815,52 @@ def bench_busy_zone(work: Path, rate: int, seconds: float, poll: int, lag: int) 
         return int(DeltaTable(str(root / "data" / "lake" / "requests")).count())
 
     metrics = f"http://127.0.0.1:{port}/metrics"
-    daemon = subprocess.Popen(
-        cdnlake("--config", str(config), "daemon"),
-        env=env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    bound = lag + 2 * poll
-    launched = time.monotonic()
     try:
-        wait_port(port, timeout=120)
+        with running_daemon(config) as daemon:
+            bound = lag + 2 * poll
+            launched = time.monotonic()
+            wait_port(port, timeout=120)
 
-        def next_pass(deadline: float) -> float | None:
-            """Until the lag drops (a pass has moved the watermark): the highest seen."""
-            worst, last = 0.0, None
-            while time.monotonic() < deadline:
+            def next_pass(deadline: float) -> float | None:
+                """Until the lag drops (a pass has moved the watermark): the highest seen."""
+                worst, last = 0.0, None
+                while time.monotonic() < deadline:
+                    value = scrape_lag(metrics, 1234)
+                    if value is not None:
+                        worst = max(worst, value)
+                        if last is not None and value < last - poll / 2:
+                            return worst
+                        last = value
+                    time.sleep(0.5)
+                return None
+
+            # Warm-up: lag_seconds and a poll, so that each stable read meets a span the fresh
+            # reads have read as they do in a running daemon (one poll at a time).
+            while time.monotonic() - launched < lag + poll:
+                if next_pass(time.monotonic() + max(300.0, 10 * poll)) is None:
+                    raise RuntimeError("busy zone: the daemon's passes stopped ending")
+            served0, limited0 = served()
+            stored0, rss0 = stored(), rss_mb(daemon.pid)
+            cpu0 = (cpu_seconds(emu.proc.pid), cpu_seconds(daemon.pid))
+            steady_from = datetime.now(UTC)
+            worst = 0.0
+            started = time.monotonic()
+            first_half = rss0  # the highest RSS of the first half of the steady state
+            while time.monotonic() - started < seconds:
                 value = scrape_lag(metrics, 1234)
-                if value is not None:
-                    worst = max(worst, value)
-                    if last is not None and value < last - poll / 2:
-                        return worst
-                    last = value
-                time.sleep(0.5)
-            return None
-
-        # Warm-up: lag_seconds and a poll, so that each stable read meets a span the fresh
-        # reads have read as they do in a running daemon (one poll at a time).
-        while time.monotonic() - launched < lag + poll:
-            if next_pass(time.monotonic() + max(300.0, 10 * poll)) is None:
-                raise RuntimeError("busy zone: the daemon's passes stopped ending")
-        served0, limited0 = served()
-        stored0, rss0 = stored(), rss_mb(daemon.pid)
-        cpu0 = (cpu_seconds(emu.proc.pid), cpu_seconds(daemon.pid))
-        steady_from = datetime.now(UTC)
-        worst = 0.0
-        started = time.monotonic()
-        first_half = rss0  # the highest RSS of the first half of the steady state
-        while time.monotonic() - started < seconds:
-            value = scrape_lag(metrics, 1234)
-            worst = max(worst, value or 0.0)
-            if time.monotonic() - started < seconds / 2:
-                first_half = max(first_half, rss_mb(daemon.pid))
-            time.sleep(1.0)
-        last = next_pass(time.monotonic() + max(120.0, 4 * poll))  # end on a pass's end
-        worst = max(worst, last if last is not None else float("inf"))
-        elapsed = time.monotonic() - started
-        served1, limited1 = served()
-        stored1, rss1 = stored(), rss_mb(daemon.pid)
-        emu_cpu = (cpu_seconds(emu.proc.pid) - cpu0[0]) / elapsed
-        emu_rss = rss_mb(emu.proc.pid)
-        daemon_cpu = (cpu_seconds(daemon.pid) - cpu0[1]) / elapsed
+                worst = max(worst, value or 0.0)
+                if time.monotonic() - started < seconds / 2:
+                    first_half = max(first_half, rss_mb(daemon.pid))
+                time.sleep(1.0)
+            last = next_pass(time.monotonic() + max(120.0, 4 * poll))  # end on a pass's end
+            worst = max(worst, last if last is not None else float("inf"))
+            elapsed = time.monotonic() - started
+            served1, limited1 = served()
+            stored1, rss1 = stored(), rss_mb(daemon.pid)
+            emu_cpu = (cpu_seconds(emu.proc.pid) - cpu0[0]) / elapsed
+            emu_rss = rss_mb(emu.proc.pid)
+            daemon_cpu = (cpu_seconds(daemon.pid) - cpu0[1]) / elapsed
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
         emu.stop()
     passes = busy_passes(root / "data" / "lake", steady_from)
     new_rows = stored1 - stored0
