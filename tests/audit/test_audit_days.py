@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -17,10 +16,11 @@ import pytest
 from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import generate_latest
 
-from cdnlake.emulator import Emulator, Faults
+from cdnlake.emulator import Faults
 from cdnlake.monitoring.metrics import DaemonMetrics
 from cdnlake.scheduler import Daemon, wait_for
 from cdnlake.status import completeness
+from tests.audit.test_audit_cli import Setup
 from tests.conftest import (
     lake_frame,
     load_test_config,
@@ -29,13 +29,6 @@ from tests.conftest import (
     start_emulator,
     write_config,
 )
-
-
-@dataclass
-class Setup:
-    emu: Emulator
-    config: Path
-    day: date
 
 
 @pytest.fixture(scope="module")
