@@ -98,7 +98,11 @@ class PassContext:
     bookkeeping: Bookkeeping
 
     def progress(self, part: str = "") -> int | None:
-        return self.writer.progress(part)
+        """The zone's progress as the pass found it when it began (the snapshot its
+        writer took): a source reads it before its first chunk, and the zone's progress
+        moves only by this pass's commits meanwhile (held by its lock or lease; a rewind
+        since fences the pass's commits). No fresh snapshot of the table per question."""
+        return self.writer.found.part(part)
 
     def watermark(self) -> datetime | None:
         return from_ms(self.progress(WATERMARK))
