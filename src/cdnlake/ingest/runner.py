@@ -266,6 +266,23 @@ class Runner:
         apart from the zone's passes, as the forwarding receiver's are."""
         result = ZoneResult(zone_id, source.kind)
         signal: StopSignal = self.stop if stop is None else AnyStop(self.stop, stop)
+        with self.bookkeeping.runs().passing():  # its run row joins those ending beside it
+            self._pass(result, source, signal, holder=holder, locked=locked)
+            self._record(result)
+        self.progress.finished(result)
+        return result
+
+    def _pass(
+        self,
+        result: ZoneResult,
+        source: Source,
+        signal: StopSignal,
+        *,
+        holder: int | None,
+        locked: bool,
+    ) -> None:
+        """The pass itself: under the zone's lock, every chunk committed; its outcome."""
+        zone_id = result.zone_id
         locks = self.config.storage.work / "locks"
         with (
             pass_outcome(result, f"zone {zone_id}"),
@@ -284,9 +301,6 @@ class Runner:
             )
             self._commit_all(ctx, source)
             result.check_input(source.noun)
-        self._record(result)
-        self.progress.finished(result)
-        return result
 
     def _commit_all(self, ctx: PassContext, source: Source) -> None:
         """Commit each chunk in order, on one thread beside the source: while a chunk is
