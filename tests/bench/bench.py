@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import math
 import os
 import platform
 import re
@@ -493,10 +494,15 @@ def delta_versions(table: Path) -> int:
     return max((int(n) for n in names if n.isdigit()), default=-1)
 
 
+SCRAPE_SECONDS = 15  # Prometheus's usual scrape interval
+
+
 def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int) -> Figure:
     """The real ``cdnlake daemon`` on ``zones`` quiet zones of the emulator (a few requests
     a minute each), at the provider's real limit, for ``seconds`` of steady state: every
-    zone's lag, as /metrics shows it, against ``lag_seconds + 2 x poll_seconds``, and the
+    zone's lag, as /metrics shows it (the lag alone every second, all of /metrics every
+    ``SCRAPE_SECONDS`` as Prometheus scrapes it), against ``lag_seconds + 2 x
+    poll_seconds``, and the
     Delta commits each table took per poll (the figure group commits bring down: without
     them each zone's pass commits to ``requests`` and to ``ingest_runs``). The daemon
     starts as from a steady state: every zone's watermark at ``now - lag_seconds`` and its
@@ -543,7 +549,11 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
         ),
     )
 
+    # The lag every second, alone (/metrics?name[]=...); the whole of /metrics (about 50
+    # series a zone) every SCRAPE_SECONDS, as a Prometheus server scrapes it. Scraping
+    # all of it every second cost the daemon a third of its GIL time on 1,000 zones.
     metrics = f"http://127.0.0.1:{port}/metrics"
+    lags = f"{metrics}?name[]=cdnlake_watermark_lag_seconds"
     try:
         with running_daemon(config) as daemon:
             bound = lag + 2 * poll
@@ -553,8 +563,14 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
             started, since = time.monotonic(), datetime.now(UTC)
             wait_port(port, timeout=120)
             cpu0 = cpu_seconds(daemon.pid)
+            scraped = -math.inf
             while time.monotonic() - started < seconds:
-                for zone_id, value in scrape_lags(metrics).items():
+                if time.monotonic() - scraped >= SCRAPE_SECONDS:
+                    scraped = time.monotonic()
+                    whole = scrape_lags(metrics)  # as Prometheus does
+                else:
+                    whole = {}
+                for zone_id, value in (whole or scrape_lags(lags)).items():
                     worst[zone_id] = max(worst.get(zone_id, 0.0), value)
                 if worst and max(worst.values()) > bound:
                     break

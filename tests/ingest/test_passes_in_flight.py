@@ -5,6 +5,7 @@ not follow its number of zones (issue 30 item 3)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -79,3 +80,39 @@ def test_a_polls_commits_do_not_follow_its_zones(tmp_path):
         assert marks.transaction_version(REQUESTS.app_id(zone)) == to_ms(
             START + timedelta(minutes=1)
         )
+
+
+class EndsApart(QuietZone):
+    """A quiet zone whose pass begins with the others' and ends ``delay`` seconds later."""
+
+    def __init__(self, started: threading.Barrier, delay: float) -> None:
+        super().__init__([0, 0], threading.Lock())
+        self.started, self.delay = started, delay
+
+    def chunks(self, ctx: PassContext) -> Iterator[Chunk]:
+        self.started.wait(60)  # every pass in flight
+        time.sleep(self.delay)  # the scenario itself: passes that end apart
+        yield from super().chunks(ctx)
+
+
+def test_passes_ending_apart_record_their_runs_in_one_merge(tmp_path, monkeypatch):
+    """The first pass to end waits for the others in flight beside it: one MERGE into
+    ingest_runs for the six, not one per pass ending after the last MERGE began."""
+    monkeypatch.setattr(
+        "cdnlake.lake.bookkeeping.GATHER_SECONDS", 60.0, raising=False
+    )  # busy machine
+    raw = {"storage": {"root": str(tmp_path / "data")}, "ingest": {"concurrency": 6}}
+    run = Runner(build_config(raw, base_dir=tmp_path, env={}), clock=lambda: START)
+    started = threading.Barrier(6)
+    results = run.run_many((zone, EndsApart(started, 0.1 * zone)) for zone in range(1, 7))
+    assert [r.outcome for r in results] == ["ok"] * 6
+    assert version(run.lake, INGEST_RUNS) == 1  # made (version 0), then the one MERGE
+    runs = run.lake.open(INGEST_RUNS)
+    assert runs is not None
+    assert sorted(runs.to_pyarrow_table(columns=["zone"])["zone"].to_pylist()) == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_pass_alone_waits_for_nobody(tmp_path, monkeypatch):
+    monkeypatch.setattr("cdnlake.lake.bookkeeping.GATHER_SECONDS", 600.0, raising=False)
+    result = runner(tmp_path).run(1, QuietZone([0, 0], threading.Lock()))
+    assert result.outcome == "ok"

@@ -233,3 +233,40 @@ def test_the_alert_rules_name_only_metrics_the_daemon_exports(tmp_path):
         "CdnlakeHigh5xxRate",
         "CdnlakeHitRatioDrop",
     }
+
+
+def test_a_pass_ending_while_a_scrape_reads_the_watermarks_does_not_wait_for_it(tmp_path):
+    """Reading every zone's watermark from the lake takes seconds on a big log: a pass
+    that ends meanwhile is observed at once (before, it waited for the read, holding its
+    scheduler worker), and its watermark wins over the older one the read returns."""
+    import threading
+    from types import SimpleNamespace
+
+    from cdnlake.ingest.result import ZoneResult
+
+    nowhere = SimpleNamespace(url="http://127.0.0.1:9")  # no request is made
+    config = load_test_config(write_config(tmp_path, nowhere, zones=[(1234, "v2")]))
+    reading, release = threading.Event(), threading.Event()
+    old, new = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
+
+    def slow_read() -> dict[tuple[str, str], datetime]:
+        reading.set()
+        assert release.wait(30)
+        return {("1234", "v2"): old}
+
+    metrics = DaemonMetrics(config, watermarks=slow_read)
+    scrape_thread = threading.Thread(target=metrics.watermarks)
+    scrape_thread.start()
+    assert reading.wait(30)
+    result = ZoneResult(1234, "v2")
+    result.reached = new
+    observed = threading.Thread(target=metrics.observe, args=(result,))
+    observed.start()
+    observed.join(5)
+    try:
+        assert not observed.is_alive(), "the pass waited for the scrape's read of the lake"
+    finally:
+        release.set()
+        scrape_thread.join(30)
+        observed.join(30)
+    assert metrics.watermarks() == {("1234", "v2"): new}

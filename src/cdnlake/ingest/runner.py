@@ -98,7 +98,11 @@ class PassContext:
     bookkeeping: Bookkeeping
 
     def progress(self, part: str = "") -> int | None:
-        return self.writer.progress(part)
+        """The zone's progress as the pass found it when it began (the snapshot its
+        writer took): a source reads it before its first chunk, and the zone's progress
+        moves only by this pass's commits meanwhile (held by its lock or lease; a rewind
+        since fences the pass's commits). No fresh snapshot of the table per question."""
+        return self.writer.found.part(part)
 
     def watermark(self) -> datetime | None:
         return from_ms(self.progress(WATERMARK))
@@ -262,6 +266,23 @@ class Runner:
         apart from the zone's passes, as the forwarding receiver's are."""
         result = ZoneResult(zone_id, source.kind)
         signal: StopSignal = self.stop if stop is None else AnyStop(self.stop, stop)
+        with self.bookkeeping.runs().passing():  # its run row joins those ending beside it
+            self._pass(result, source, signal, holder=holder, locked=locked)
+            self._record(result)
+        self.progress.finished(result)
+        return result
+
+    def _pass(
+        self,
+        result: ZoneResult,
+        source: Source,
+        signal: StopSignal,
+        *,
+        holder: int | None,
+        locked: bool,
+    ) -> None:
+        """The pass itself: under the zone's lock, every chunk committed; its outcome."""
+        zone_id = result.zone_id
         locks = self.config.storage.work / "locks"
         with (
             pass_outcome(result, f"zone {zone_id}"),
@@ -280,9 +301,6 @@ class Runner:
             )
             self._commit_all(ctx, source)
             result.check_input(source.noun)
-        self._record(result)
-        self.progress.finished(result)
-        return result
 
     def _commit_all(self, ctx: PassContext, source: Source) -> None:
         """Commit each chunk in order, on one thread beside the source: while a chunk is

@@ -95,6 +95,8 @@ def read_window(
     for batch in client.iter_v2(ctx.zone_id, query, decode_v2_batch, result.stats):
         ctx.check_stop()
         result.pages += 1
+        if batch.frame.height == 0:  # a quiet zone's window: nothing to normalise
+            continue
         good, rejects = normalize_v2(batch.frame, ctx.zone_id, batch.pagination.offset)
         result.parsed += good.height
         ctx.store_rejects(rejects, "v2", name)

@@ -187,7 +187,9 @@ class ZoneWriter:
         # repeats there without reading back what it has just written. Data files are
         # never changed in place, so what is remembered is what the file holds.
         self._last_written: dict[str, pl.DataFrame] = {}
-        self.token = self.shared.snapshot(zone_id).part(FENCE) or 0
+        # The zone's progress as this writer found it: where its pass starts reading.
+        self.found = self.shared.snapshot(zone_id)
+        self.token = self.found.part(FENCE) or 0
         if holder is not None and holder != holder_of(self.token):
             if holder < holder_of(self.token):
                 raise self._fenced()

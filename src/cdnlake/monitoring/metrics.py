@@ -44,26 +44,49 @@ V = TypeVar("V")
 
 class _Refreshed(Generic[V]):
     """A reading of the lake, taken again at most every ``seconds`` when asked for; a
-    read that fails keeps the last one (a scrape must not fail on a slow store). The
-    caller holds its lock."""
+    read that fails keeps the last one (a scrape must not fail on a slow store).
+
+    The read runs under its own lock, not the value's: a pass that ends while the lake
+    is read (a whole table's watermarks, seconds on a big log) sets its value at once
+    instead of waiting for the read, and what it set wins over the read's."""
 
     def __init__(self, read: Callable[[], dict[tuple[str, str], V]], seconds: float, what: str):
         self.read, self.seconds, self.what = read, seconds, what
-        self.value: dict[tuple[str, str], V] = {}
+        self._value: dict[tuple[str, str], V] = {}
+        self._set_while_read: dict[tuple[str, str], V] | None = None
         self._at = -math.inf
+        self._lock = threading.Lock()  # the value
+        self._reading = threading.Lock()  # one read at a time
 
     def get(self) -> dict[tuple[str, str], V]:
-        if time.monotonic() - self._at >= self.seconds:
-            try:
-                self.value = self.read()
-                self._at = time.monotonic()
-            except Exception as exc:
-                log.warning("metrics: %s not read: %s", self.what, exc)
-        return dict(self.value)
+        with self._reading:
+            if time.monotonic() - self._at >= self.seconds:
+                with self._lock:
+                    self._set_while_read = {}
+                try:
+                    value = self.read()
+                except Exception as exc:
+                    log.warning("metrics: %s not read: %s", self.what, exc)
+                    value = None
+                with self._lock:
+                    if value is not None:
+                        self._value = {**value, **(self._set_while_read or {})}
+                        self._at = time.monotonic()
+                    self._set_while_read = None
+        with self._lock:
+            return dict(self._value)
+
+    def set(self, key: tuple[str, str], value: V) -> None:
+        """One entry as known now (newer than any read under way)."""
+        with self._lock:
+            self._value[key] = value
+            if self._set_while_read is not None:
+                self._set_while_read[key] = value
 
     def expire(self) -> None:
         """The next :meth:`get` reads again."""
-        self._at = -math.inf
+        with self._lock:
+            self._at = -math.inf
 
 
 class _LagCollector(Collector):
@@ -252,18 +275,15 @@ class DaemonMetrics:
 
     def watermarks(self) -> Watermarks:
         """The zones' watermarks, read again from the lake at most every few seconds."""
-        with self._lock:
-            return self._marks.get()
+        return self._marks.get()
 
     def completeness(self) -> Completeness:
         """The audited days' ratios, read again from the lake at most once a minute."""
-        with self._lock:
-            return self._completeness.get()
+        return self._completeness.get()
 
     def audited(self) -> None:
         """An audit was just kept: the next scrape reads the days again."""
-        with self._lock:
-            self._completeness.expire()
+        self._completeness.expire()
 
     def read_and_new(self) -> dict[tuple[str, str], tuple[int, int]]:
         """Records read and new rows stored over each zone's last passes."""
@@ -301,7 +321,6 @@ class DaemonMetrics:
         self.duration.labels(*labels).observe((finished - result.started).total_seconds())
         self.last_ok.labels(*labels).set(1 if result.ok else 0)
         if result.reached is not None:
-            with self._lock:
-                self._marks.value[labels] = result.reached
+            self._marks.set(labels, result.reached)
         for listener in self._after_pass:
             listener()
