@@ -143,6 +143,12 @@ def test_the_partitions_asked_for_are_those_of_all_partitions(tmp_path):
     assert table is not None
     every = rollups.partitions(table)
     assert len(every.files) == 9 and len(every.files[(2, BASE.date())]) == 2
+    # what maintain compacts: the partitions of more than one file, counted in Arrow
+    from cdnlake.lake.maintain import partitions_of_many_files
+
+    assert partitions_of_many_files(REQUESTS, table, None) == [(2, BASE.date(), 2)]
+    assert partitions_of_many_files(REQUESTS, table, [1, 3]) == []
+    assert partitions_of_many_files(REQUESTS, table, [2]) == [(2, BASE.date(), 2)]
     days = [BASE.date(), BASE.date() - timedelta(days=2)]
     for zones, on in (([2], None), (None, days), ([1, 3], days[:1]), ([4], None)):
         some = rollups.partitions(table, zones, on)

@@ -92,13 +92,16 @@ def partitions(
     return Partitions(dict(out))
 
 
-def rolled_up(lake: Lake) -> dict[Key, str]:
-    """The fingerprint each rolled-up partition was computed from."""
+def rolled_up(lake: Lake, zones: Collection[int] | None = None) -> dict[Key, str]:
+    """The fingerprint each rolled-up partition (of ``zones``; all with None) was
+    computed from."""
     table = lake.open(ROLLUP)
     if table is None:
         return {}
     columns = ["pull_zone_id", "date", "files_hash"]
-    rows = lake.dataset(ROLLUP, table).to_table(columns=columns).group_by(columns).aggregate([])
+    wanted: list[Any] | None = None if zones is None else [("pull_zone_id", "in", list(zones))]
+    rows = lake.dataset(ROLLUP, table, wanted).to_table(columns=columns)
+    rows = rows.group_by(columns).aggregate([])
     return {(int(r["pull_zone_id"]), r["date"]): r["files_hash"] for r in rows.to_pylist()}
 
 
@@ -125,7 +128,7 @@ def refresh(
     current = partitions(table, zones or None).fingerprints()
     if skip:
         current = {k: v for k, v in current.items() if (k[0], str(k[1])) not in skip}
-    todo = stale(current, rolled_up(lake))
+    todo = stale(current, rolled_up(lake, zones or None))
     by_zone: dict[int, list[date]] = defaultdict(list)
     for zone, day in todo:
         by_zone[zone].append(day)
