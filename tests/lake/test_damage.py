@@ -198,3 +198,51 @@ def test_a_file_set_aside_by_a_process_killed_before_the_repair_is_dropped_not_s
     table = lake.open(REQUESTS)
     assert table is not None and first not in table.file_uris()
     assert not any(t.damaged for t in maintain(lake, check_all=True).tables)
+
+
+def test_the_check_reads_only_files_reaching_since_and_spans_come_from_the_log(tmp_path):
+    """Maintain's nightly check chooses the files whose rows reach past ``since`` on the
+    log's statistics (not a Python value per file of the table): a damaged file older
+    than that is not read, one within is found, with its span as the log records it."""
+    lake = Lake(str(tmp_path / "lake"), {})
+    old = BASE - timedelta(days=5)
+    ZoneWriter(lake, REQUESTS, 7).commit(rows(0, 100, old), {})
+    ZoneWriter(lake, REQUESTS, 7).commit(rows(100, 100, BASE), {})
+    ZoneWriter(lake, REQUESTS, 8).commit(rows(0, 30, BASE + timedelta(hours=1), tag="e"), {})
+    table = lake.open(REQUESTS)
+    assert table is not None
+    since = BASE - timedelta(days=1)
+    reaching = damage.files_reaching(REQUESTS, table, since)
+    assert sorted(a["partition.pull_zone_id"] for a in reaching) == [7, 8]
+    assert all(a["max.ts"] >= since for a in reaching)
+    assert len(damage.files_reaching(REQUESTS, table, None)) == 3
+    for action in reaching:
+        assert damage.file_time_range(REQUESTS, table, action["path"]) == (
+            action["min.ts"],
+            action["max.ts"],
+        )
+    assert damage.file_time_range(REQUESTS, table, "pull_zone_id=7/date=2026-11-20/x.parquet") == (
+        None,
+        None,
+    )
+
+    def path_on(day: str, zone: int) -> str:
+        chosen = Lake.add_actions(
+            REQUESTS, table, [("pull_zone_id", "=", zone), ("date", "=", day)]
+        )
+        return str(chosen[0]["path"])
+
+    lake.write_file(f"requests/{path_on(old.date().isoformat(), 7)}", b"not parquet at all")
+    within = path_on(BASE.date().isoformat(), 8)
+    lake.write_file(f"requests/{within}", b"not parquet either")
+    spans: list[tuple[int, Any, Any]] = []
+    found = damage.unreadable_files(
+        lake,
+        REQUESTS,
+        table,
+        since,
+        lambda zone, start, end, _why: spans.append((zone, start, end)),
+    )
+    assert [d.path for d in found] == [within]
+    first, last = BASE + timedelta(hours=1), BASE + timedelta(hours=1, milliseconds=29)
+    assert spans == [(8, first, last)] and (found[0].start, found[0].end) == (first, last)

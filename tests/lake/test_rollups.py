@@ -126,3 +126,36 @@ def test_sql_on_requests_hourly_loads_neither_pandas_nor_pyarrow(tmp_path, reque
     proc, heavy = cli_heavy_modules("--config", str(path), "sql", query, "--format", "csv")
     assert proc.stdout.splitlines()[-1] == "2000", proc.stdout + proc.stderr
     assert "pandas" not in heavy and "pyarrow" not in heavy
+
+
+def test_the_partitions_asked_for_are_those_of_all_partitions(tmp_path):
+    """Rollups and a report's session ask for some zones or days: chosen on the log, the
+    same files and fingerprints as those partitions among all of them."""
+    from tests.lake.test_commit import BASE, rows
+
+    lake = Lake(str(tmp_path / "lake"), {})
+    for zone in (1, 2, 3):
+        for back in (0, 1, 2):
+            at = BASE - timedelta(days=back) + timedelta(hours=zone)
+            ZoneWriter(lake, REQUESTS, zone).commit(rows(0, 10 * zone, at, tag=f"z{zone}"), {})
+    ZoneWriter(lake, REQUESTS, 2).commit(rows(0, 5, BASE, tag="late"), {})  # two files
+    table = lake.open(REQUESTS)
+    assert table is not None
+    every = rollups.partitions(table)
+    assert len(every.files) == 9 and len(every.files[(2, BASE.date())]) == 2
+    # what maintain compacts: the partitions of more than one file, counted in Arrow
+    from cdnlake.lake.maintain import partitions_of_many_files
+
+    assert partitions_of_many_files(REQUESTS, table, None) == [(2, BASE.date(), 2)]
+    assert partitions_of_many_files(REQUESTS, table, [1, 3]) == []
+    assert partitions_of_many_files(REQUESTS, table, [2]) == [(2, BASE.date(), 2)]
+    days = [BASE.date(), BASE.date() - timedelta(days=2)]
+    for zones, on in (([2], None), (None, days), ([1, 3], days[:1]), ([4], None)):
+        some = rollups.partitions(table, zones, on)
+        expected = {
+            key: sorted(files)
+            for key, files in every.files.items()
+            if (zones is None or key[0] in zones) and (on is None or key[1] in on)
+        }
+        assert {key: sorted(files) for key, files in some.files.items()} == expected
+        assert some.fingerprints() == {key: every.fingerprint(key) for key in expected}

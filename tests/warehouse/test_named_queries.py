@@ -100,7 +100,7 @@ def test_a_report_session_answers_its_days_the_same(fixture_config, case):
     """A report's session computes requests_hourly once, for its days only: every daily
     query over it gives the rows it gives over the live relation."""
     day = date.fromisoformat(case["params"]["day"])
-    with open_session(fixture_config, hourly_days=(day - timedelta(days=1), day)) as session:
+    with open_session(fixture_config, days=(day - timedelta(days=1), day)) as session:
         query = get_named(case["query"])
         result = session.run_named(query, query.bind(case["params"]))
     assert result.columns == case["columns"]

@@ -46,7 +46,7 @@ def lake_counts(
     config: Config, zones: Sequence[int], first: date, last: date
 ) -> dict[tuple[int, datetime], Counts]:
     """The lake's counts per (zone, hour), from ``requests_hourly``."""
-    with open_session(config, "duckdb", {"requests_hourly"}, hourly_days=(first, last)) as s:
+    with open_session(config, "duckdb", {"requests_hourly"}, days=(first, last)) as s:
         result = s.run(
             internal_sql("audit_hourly"), {"first": first, "last": last, "zones": list(zones)}
         )

@@ -65,22 +65,43 @@ class Partitions:
         return {key: self.fingerprint(key) for key in self.files}
 
 
-def partitions(table: DeltaTable) -> Partitions:
-    actions = add_actions_table(table)
+def partitions(
+    table: DeltaTable, zones: Collection[int] | None = None, days: Collection[date] | None = None
+) -> Partitions:
+    """The ``requests`` snapshot's partitions of ``zones`` and ``days`` (None: all).
+
+    Asked for some, only their files become Python values (chosen by DuckDB on the log's
+    add actions, :meth:`Lake.add_actions`): a report's day or a zone's maintenance pays
+    for its own partitions, not for every file of the lake. Asked for all, the columns
+    are read whole (no dict per file)."""
     columns = ["path", "partition.pull_zone_id", "partition.date"]
+    if zones is None and days is None:
+        actions = add_actions_table(table)
+        rows = zip(*(actions.column(c).to_pylist() for c in columns), strict=True)
+    else:
+        wanted: list[Any] = []
+        if zones is not None:
+            wanted.append(("pull_zone_id", "in", sorted(zones)))
+        if days is not None:
+            wanted.append(("date", "in", sorted(days)))
+        chosen = Lake.add_actions(REQUESTS, table, wanted)
+        rows = zip(*([a[c] for a in chosen] for c in columns), strict=True)
     out: dict[Key, list[str]] = defaultdict(list)
-    for path, zone, day in zip(*(actions.column(c).to_pylist() for c in columns), strict=True):
+    for path, zone, day in rows:
         out[(int(zone), day)].append(path)
     return Partitions(dict(out))
 
 
-def rolled_up(lake: Lake) -> dict[Key, str]:
-    """The fingerprint each rolled-up partition was computed from."""
+def rolled_up(lake: Lake, zones: Collection[int] | None = None) -> dict[Key, str]:
+    """The fingerprint each rolled-up partition (of ``zones``; all with None) was
+    computed from."""
     table = lake.open(ROLLUP)
     if table is None:
         return {}
     columns = ["pull_zone_id", "date", "files_hash"]
-    rows = lake.dataset(ROLLUP, table).to_table(columns=columns).group_by(columns).aggregate([])
+    wanted: list[Any] | None = None if zones is None else [("pull_zone_id", "in", list(zones))]
+    rows = lake.dataset(ROLLUP, table, wanted).to_table(columns=columns)
+    rows = rows.group_by(columns).aggregate([])
     return {(int(r["pull_zone_id"]), r["date"]): r["files_hash"] for r in rows.to_pylist()}
 
 
@@ -104,13 +125,10 @@ def refresh(
     table = lake.open(REQUESTS)
     if table is None:
         return 0
-    parts = partitions(table)
-    current = parts.fingerprints()
-    if zones:
-        current = {k: v for k, v in current.items() if k[0] in set(zones)}
+    current = partitions(table, zones or None).fingerprints()
     if skip:
         current = {k: v for k, v in current.items() if (k[0], str(k[1])) not in skip}
-    todo = stale(current, rolled_up(lake))
+    todo = stale(current, rolled_up(lake, zones or None))
     by_zone: dict[int, list[date]] = defaultdict(list)
     for zone, day in todo:
         by_zone[zone].append(day)

@@ -103,7 +103,7 @@ def collect(
         relations = None if found is None or relations is None else relations | found
     # Every section asks about these days only (the day before: day over day).
     days = (day if end else day - timedelta(days=1), end or day)
-    with open_session(config, engine, relations, hourly_days=days) as session:
+    with open_session(config, engine, relations, days=days) as session:
         for name, query, fixed, title in sections:
             wanted = {p.name for p in query.params}
             given = {k: v for k, v in {**common, **fixed}.items() if k in wanted}

@@ -15,7 +15,7 @@ import logging
 import re
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 from urllib.parse import unquote
 
@@ -105,16 +105,18 @@ class Warehouse:
         self,
         relations: Collection[str] | None = None,
         *,
-        hourly_days: tuple[date, date] | None = None,
+        days: tuple[date, date] | None = None,
     ) -> Iterator[duckdb.DuckDBPyConnection]:
         """A session over the lake with a view per relation of ``relations`` (all of
         :data:`RELATIONS` by default).
 
         Defining a view over a month of files, or ``requests_hourly`` (it reads the
         rollups' fingerprints), costs more than many questions: commands ask only for
-        the relations their SQL names (:func:`relations_named`). ``hourly_days``
-        (first, last): ``requests_hourly`` holds only those days, computed once for
-        the session (a report's sections then aggregate no row twice).
+        the relations their SQL names (:func:`relations_named`). ``days`` (first, last):
+        the only days the session asks about. ``requests`` then holds only their
+        partitions (chosen on the log, so a day's report on a lake of 100,000 files reads
+        the footers of that day's files alone), and ``requests_hourly`` only those days,
+        computed once for the session (a report's sections then aggregate no row twice).
         """
         wanted = set(RELATIONS if relations is None else relations)
         hourly = HOURLY in wanted
@@ -128,15 +130,18 @@ class Warehouse:
                 if spec.name not in wanted:
                     continue
                 table = opened[spec.name] = self.lake.open(spec)
+                if spec is REQUESTS and table is not None and days is not None:
+                    self.read_only(con, spec, table, Lake.add_actions(spec, table, _on(days)))
+                    continue
                 self._register(con, spec, table, f"_{spec.name}")
                 con.execute(relation_sql(spec, f"_{spec.name}"))
             if hourly:
                 requests = (
                     opened[REQUESTS.name] if REQUESTS.name in opened else self.lake.open(REQUESTS)
                 )
-                self._requests_hourly(con, requests)
-                if hourly_days is not None:
-                    _materialize_hourly(con, *hourly_days)
+                self._requests_hourly(con, requests, days)
+                if days is not None:
+                    _materialize_hourly(con, *days)
             yield con
         finally:
             con.close()
@@ -189,16 +194,24 @@ class Warehouse:
                     f"lake table {spec.name} cannot be read: {first_line(exc)}"
                 ) from None
 
-    def _requests_hourly(self, con: duckdb.DuckDBPyConnection, requests: DeltaTable | None) -> None:
-        """``requests_hourly``: rollups where they are fresh, rows where they are not."""
-        parts = partitions(requests) if requests is not None else Partitions()
+    def _requests_hourly(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        requests: DeltaTable | None,
+        days: tuple[date, date] | None,
+    ) -> None:
+        """``requests_hourly``: rollups where they are fresh, rows where they are not (of
+        the partitions of ``days`` only, when given)."""
+        on = None if days is None else _days(days)
+        parts = partitions(requests, days=on) if requests is not None else Partitions()
         current = parts.fingerprints()
         rollup = self.lake.open(ROLLUP) if current else None
         self._register(con, ROLLUP, rollup, "_rollup")
+        first, last = days or (None, None)
         done = {
             (int(zone), day): fingerprint
             for zone, day, fingerprint in con.execute(
-                "SELECT DISTINCT pull_zone_id, date, files_hash FROM _rollup"
+                internal_sql("rollup_fingerprints"), {"first": first, "last": last}
             ).fetchall()
         }
         rolled = fresh(current, done)
@@ -223,6 +236,16 @@ class Warehouse:
                 "ANTI JOIN _fresh USING (pull_zone_id, date)"
             )
         con.execute(internal_sql("requests_hourly"))
+
+
+def _days(days: tuple[date, date]) -> list[date]:
+    first, last = days
+    return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+
+
+def _on(days: tuple[date, date]) -> list[Any]:
+    """The partition conditions of the days from first to last."""
+    return [("date", "in", [day.isoformat() for day in _days(days)])]
 
 
 def _materialize_hourly(con: duckdb.DuckDBPyConnection, first: date, last: date) -> None:

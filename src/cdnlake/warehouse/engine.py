@@ -37,16 +37,16 @@ def open_session(
     engine: str = "duckdb",
     relations: Collection[str] | None = None,
     *,
-    hourly_days: tuple[date, date] | None = None,
+    days: tuple[date, date] | None = None,
 ) -> Iterator[Session]:
     """A session of ``engine`` over the lake that ``config`` names, with ``relations``
     (the names the SQL to run mentions, :func:`relations_named`; all by default).
-    ``hourly_days``: the only days the session asks ``requests_hourly`` about, which
-    DuckDB then computes once (see :meth:`Warehouse.connect`)."""
+    ``days``: the only days the session asks about (``requests`` and ``requests_hourly``
+    then hold only those; see :meth:`Warehouse.connect`)."""
     if engine == "duckdb":
         from cdnlake.warehouse.db import DuckDBSession, Warehouse
 
-        with Warehouse(config.storage).connect(relations, hourly_days=hourly_days) as con:
+        with Warehouse(config.storage).connect(relations, days=days) as con:
             yield DuckDBSession(con)
     elif engine == "spark":
         if not config.engine.spark_remote:
