@@ -61,7 +61,6 @@ from cdnlake.lake.store import Lake, first_line, logged_span
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
-    from deltalake import DeltaTable
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +180,7 @@ class ZoneWriter:
         self.zone_id = zone_id
         self.count_traffic = count_traffic
         self.clock = clock
-        self.shared = shared_table(lake, spec)  # the process's one snapshot of the table
+        self.shared = shared_table(lake, spec)  # the process's one state of the table
         # The keys and times of the files this writer's last commit added, by path: the
         # next commit (an import's next chunk, a long pass's next flush) finds its
         # repeats there without reading back what it has just written. Data files are
@@ -194,11 +193,6 @@ class ZoneWriter:
             self.token = taken_by(holder)
             self.commit(self.empty(), {})  # from now on, the earlier holder's commits fail
 
-    @property
-    def table(self) -> DeltaTable:
-        """The process's shared table object, for single-threaded callers (benchmarks)."""
-        return self.shared.table
-
     def empty(self) -> pl.DataFrame:
         """No rows: a commit of progress alone."""
         return pl.DataFrame(schema=polars_schema(self.spec.columns))
@@ -209,7 +203,7 @@ class ZoneWriter:
         return self.shared.snapshot(self.zone_id).part(part)
 
     def refresh(self) -> None:
-        """Bring the process's snapshot of the table up to date."""
+        """Bring the process's state of the table up to date."""
         self.shared.snapshot(self.zone_id)
 
     # -- the commit ----------------------------------------------------------------------
@@ -257,8 +251,13 @@ class ZoneWriter:
         """
         frame = prepare(self.spec, self.zone_id, rows)
         written = Written()
+        days = (
+            [d.isoformat() for d in frame["date"].unique()]
+            if self.spec.by_date and frame.height
+            else None
+        )
         for _attempt in range(CONFLICT_RETRIES + 1):
-            snapshot = self.shared.snapshot(self.zone_id, actions=frame.height > 0)
+            snapshot = self.shared.snapshot(self.zone_id, files=frame.height > 0, days=days)
             if not rewinding and (snapshot.part(FENCE) or 0) > self.token:
                 raise self._fenced()
             new, damaged = self._new_rows(frame, written, snapshot)
@@ -375,10 +374,11 @@ class ZoneWriter:
     ) -> tuple[pl.DataFrame, list[DamagedFile]]:
         """The rows whose key the table does not hold yet, reading only where they can be.
 
-        The log's partition values and ``ts`` statistics choose the files; each file's row
-        group statistics, the parts of it read (a day that ``maintain`` sorted: the
-        window's minutes). Read with Arrow's Parquet reader alone: its dataset layer
-        would import pandas, when installed, in every commit's process.
+        The snapshot's files of the zone-days and their ``ts`` statistics choose the
+        files; each file's row group statistics, the parts of it read (a day that
+        ``maintain`` sorted: the window's minutes). Read with Arrow's Parquet reader
+        alone: its dataset layer would import pandas, when installed, in every commit's
+        process.
         """
         if frame.height == 0:
             return frame, []
@@ -388,15 +388,8 @@ class ZoneWriter:
         hi = frame["ts"].max()
         assert isinstance(lo, datetime) and isinstance(hi, datetime)
         lo, hi = lo - TS_SLACK, hi + TS_SLACK
-        partitions: list[tuple[str, str, Any]] = [(self.spec.zone_column, "=", str(self.zone_id))]
-        if self.spec.by_date:
-            partitions.append(("date", "in", [d.isoformat() for d in frame["date"].unique()]))
-        assert snapshot.actions is not None
-        actions = [
-            action
-            for action in self.lake.chosen_actions(self.spec, snapshot.actions, partitions)
-            if _may_hold(action, lo, hi)
-        ]
+        assert snapshot.files is not None
+        actions = [action for action in snapshot.files if _may_hold(action, lo, hi)]
         seen: list[pl.DataFrame] = []
         unread = []
         for action in actions:
