@@ -168,21 +168,29 @@ class TableLog:
             following = self.version + 1
             try:
                 text = self._entries.read(following)
+                apps = None if text is None else self._apply(following, text)
             except Exception as exc:
                 log.info("%s: log entry %s unread (%s)", self.spec.name, following, first_line(exc))
                 return [*learned, *self.reload()]
             if text is None:
                 if learned:
                     self._learned_at = time.monotonic()
-                elif time.monotonic() - self._learned_at > STALE_SECONDS:
-                    self._learned_at = time.monotonic()
-                    if self._entries.last_checkpoint() > self.version:  # cleaned up since
-                        return self.reload()
+                elif time.monotonic() - self._learned_at > STALE_SECONDS and self._cleaned_up():
+                    return self.reload()
                 return learned
-            apps = self._apply(following, text)
             if apps is None:  # metadata or protocol: delta-rs reads them
                 return [*learned, *self.reload()]
             learned.append(Learned(following, apps))
+
+    def _cleaned_up(self) -> bool:
+        """Whether the log was cleaned up past :attr:`version` (its next entry then never
+        comes: the last checkpoint is newer)."""
+        self._learned_at = time.monotonic()
+        try:
+            return self._entries.last_checkpoint() > self.version
+        except Exception as exc:
+            log.info("%s: last checkpoint unread (%s)", self.spec.name, first_line(exc))
+            return False
 
     def reload(self) -> list[Learned]:
         """The whole state again from delta-rs; every version since counts as unknown."""
@@ -223,7 +231,7 @@ class TableLog:
         written by an attempt whose answer was lost: :meth:`advance` reads it like any
         other)."""
         if self.refusal is not None:
-            raise StorageError(self.refusal)
+            raise StorageError(f"lake table {self.uri()} is not written: {self.refusal}")
         following = self.version + 1
         text = entry(self.spec, actions, transactions)
         if not self._entries.put_if_absent(following, text):
@@ -301,9 +309,9 @@ def _refusal(reader: int, writer: int, features: list[str], schema: str) -> str 
     """Why cdnlake's writer must not write to a table of this protocol, or None."""
     if reader not in READER_VERSIONS or writer not in WRITER_VERSIONS or features:
         named = ", ".join(features) or f"reader version {reader}, writer version {writer}"
-        return f"{named} (cdnlake writes protocol reader 1 / writer 2 only)"
+        return f"its protocol has {named} (cdnlake writes reader 1 / writer 2 tables only)"
     if "delta.invariants" in schema:
-        return "column invariants (cdnlake writes tables without them)"
+        return "its columns have invariants (cdnlake writes tables without them)"
     return None
 
 
