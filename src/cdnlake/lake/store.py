@@ -242,17 +242,7 @@ class Lake:
         them over (Arrow, read in place): only the chosen ones become Python objects (a
         writer's commit chooses from its own state instead, :mod:`cdnlake.lake.delta_log`).
         """
-        return Lake.chosen_actions(spec, add_actions_table(table), partitions, stats=stats)
-
-    @staticmethod
-    def chosen_actions(
-        spec: TableSpec,
-        log: ArrowTable,
-        partitions: list[Any] | None = None,
-        *,
-        stats: tuple[str, ...] = (),
-    ) -> list[dict[str, Any]]:
-        """:meth:`add_actions` of the add actions ``log`` of a snapshot already read."""
+        log = add_actions_table(table)
         wanted = ["path", *(f"partition.{c}" for c in spec.partition_by)]
         wanted += [c for c in ("min.ts", "max.ts", "null_count.ts") if c in log.column_names]
         wanted += [c for c in stats if c not in wanted]
