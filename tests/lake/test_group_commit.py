@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -21,7 +22,7 @@ from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.commit import Written, ZoneWriter
 from cdnlake.lake.progress import WATERMARK, from_ms, rewind, to_ms
 from cdnlake.lake.schema import INGEST_GAPS, INGEST_RUNS, REQUESTS
-from cdnlake.lake.shared import SharedTable, shared_table
+from cdnlake.lake.shared import Batcher, SharedTable, shared_table
 from cdnlake.lake.store import Lake
 from cdnlake.scheduler import wait_for
 from tests.lake.test_bookkeeping import LosingProxy, lakes, run_row  # noqa: F401
@@ -80,10 +81,13 @@ def gathered(
         return run(parts)
 
     group._run = held  # type: ignore[method-assign]
+    coming = group._coming
+    group._coming = lambda: False  # the first leader goes alone, whoever is on the way
     try:
         yield sizes
     finally:
         group._run = run  # type: ignore[method-assign]
+        group._coming = coming
 
 
 def all_at_once(
@@ -302,3 +306,39 @@ def test_a_sigkill_around_group_commits_keeps_each_row_once(tmp_path, after):
     assert all(isinstance(w, Written) for w in done.values()), done
     frame = stored(lake)
     assert frame.height == frame["request_id"].n_unique() == TOTAL * len(ZONES)
+
+
+def test_a_lone_commit_never_waits_for_a_group():
+    """The spacing between group commits applies only while other parts are on their way."""
+    batches: list[list[int]] = []
+    group: Batcher[int, int] = Batcher(lambda items: batches.append(items) or items, 60.0)
+    began = time.monotonic()
+    assert [group.submit(n) for n in range(3)] == [0, 1, 2]
+    assert time.monotonic() - began < 30 and batches == [[0], [1], [2]]
+
+
+def test_a_commit_waits_for_the_parts_being_prepared():
+    """While parts are being prepared, the next group waits for them (up to its spacing)
+    and they go in it, one commit for all."""
+    batches: list[list[int]] = []
+    preparing = threading.Event()
+    group: Batcher[int, int] = Batcher(
+        lambda items: batches.append(items) or items, 60.0, preparing.is_set
+    )
+    group.submit(0)  # the first batch: the spacing counts from it
+    preparing.set()
+    late = [threading.Thread(target=group.submit, args=(n,)) for n in (2, 3)]
+
+    def first() -> None:
+        group.submit(1)
+
+    leader = threading.Thread(target=first)
+    leader.start()
+    assert wait_for(lambda: group._leading, 60)
+    for thread in late:
+        thread.start()
+    assert wait_for(lambda: len(group._queue) == 3, 60)  # the leader's own, and theirs
+    preparing.clear()  # all of them queued: the group goes
+    for thread in [leader, *late]:
+        thread.join(60)
+    assert batches[0] == [0] and sorted(batches[1]) == [1, 2, 3], batches

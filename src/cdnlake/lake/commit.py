@@ -257,25 +257,27 @@ class ZoneWriter:
             else None
         )
         for _attempt in range(CONFLICT_RETRIES + 1):
-            snapshot = self.shared.snapshot(self.zone_id, files=frame.height > 0, days=days)
-            if not rewinding and (snapshot.part(FENCE) or 0) > self.token:
-                raise self._fenced()
-            new, damaged = self._new_rows(frame, written, snapshot)
-            if damaged:  # set aside, the zone rewound first: this pass stops here
-                raise DataError(
-                    f"zone {self.zone_id}: lake file(s) "
-                    + ", ".join(f"{d.table}/{d.path} ({d.reason})" for d in damaged)
-                    + " did not decode: set aside in _quarantine, the zone's progress "
-                    "rewound to read the span again; nothing of this commit was written"
-                )
-            versions = self._versions(progress, rewinding, snapshot)
-            try:
-                actions, kept = self._write_files(new)
-            except (OSError, DeltaError) as exc:
-                raise StorageError(
-                    f"cannot write to {self.lake.table_uri(self.spec)}: {first_line(exc)}"
-                ) from None
-            part = Part(self.zone_id, snapshot.version, actions, self._transactions(versions))
+            with self.shared.preparing():  # a group commit meanwhile may wait for this part
+                snapshot = self.shared.snapshot(self.zone_id, files=frame.height > 0, days=days)
+                if not rewinding and (snapshot.part(FENCE) or 0) > self.token:
+                    raise self._fenced()
+                new, damaged = self._new_rows(frame, written, snapshot)
+                if damaged:  # set aside, the zone rewound first: this pass stops here
+                    raise DataError(
+                        f"zone {self.zone_id}: lake file(s) "
+                        + ", ".join(f"{d.table}/{d.path} ({d.reason})" for d in damaged)
+                        + " did not decode: set aside in _quarantine, the zone's progress "
+                        "rewound to read the span again; nothing of this commit was written"
+                    )
+                versions = self._versions(progress, rewinding, snapshot)
+                try:
+                    actions, kept = self._write_files(new)
+                except (OSError, DeltaError) as exc:
+                    raise StorageError(
+                        f"cannot write to {self.lake.table_uri(self.spec)}: {first_line(exc)}"
+                    ) from None
+                transactions = self._transactions(versions)
+            part = Part(self.zone_id, snapshot.version, actions, transactions)
             if self.shared.commit(part) == AGAIN:  # the zone was committed to meanwhile
                 log.info(
                     "zone %s: another commit to %s came first; re-reading",

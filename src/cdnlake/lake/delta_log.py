@@ -90,7 +90,8 @@ class TableLog:
         self.refusal: str | None = None  # why this writer must not write, if it must not
         self.checkpoint_interval = DEFAULT_CHECKPOINT_INTERVAL
         self._base: DeltaTable | None = None
-        self._apps: dict[str, int] = {}  # app transactions learned since ``_base``
+        # App transactions as of :attr:`version`: learned since ``_base``, or asked of it.
+        self._apps: dict[str, int | None] = {}
         self._files: dict[Key, dict[str, Kept]] = {}
         self._where: dict[str, Key] = {}  # each file's partition, by path
         self._learned_at = time.monotonic()
@@ -106,8 +107,7 @@ class TableLog:
             return self._apps[app_id]
         assert self._base is not None
         found = self._base.transaction_version(app_id)  # as of the load: nothing since
-        if found is not None:
-            self._apps[app_id] = found
+        self._apps[app_id] = found
         return found
 
     def files(self, zone_id: int, days: Iterable[str] | None = None) -> list[File]:

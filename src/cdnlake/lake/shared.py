@@ -50,15 +50,32 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 PARTS = (WATERMARK, DAYS, FRESH, FENCE)  # a zone's app-id parts (cdnlake.lake.progress)
+# A commit costs a few milliseconds: without a pause, zones whose passes end a little
+# apart would each commit alone (a log entry, a version, a checkpoint every 100, each).
+# While other parts are being prepared, a commit waits for them until this long after
+# the one before began.
+GROUP_SPACING = 0.05
 
 
 class Batcher(Generic[T, R]):
     """A leader/follower group: the first caller of :meth:`submit` with nobody leading
     runs ``run`` for every item queued by then (its own included); the others wait for
-    their own outcome. Items queued while a batch runs form the next one."""
+    their own outcome. Items queued while a batch runs form the next one.
 
-    def __init__(self, run: Callable[[list[T]], list[R | BaseException]]) -> None:
+    ``coming`` and ``spacing``: while ``coming()`` says more items are on their way, a
+    batch waits for them until ``spacing`` after the one before began, so that batches
+    gather more items when ``run`` is fast (a lone caller never waits)."""
+
+    def __init__(
+        self,
+        run: Callable[[list[T]], list[R | BaseException]],
+        spacing: float = 0.0,
+        coming: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._run = run
+        self._spacing = spacing
+        self._coming = coming
+        self._began = -spacing
         self._queue: list[_Waiting[T, R]] = []
         self._leading = False
         self._ready = threading.Condition()
@@ -73,6 +90,11 @@ class Batcher(Generic[T, R]):
                     self._ready.wait()
                     continue
                 self._leading = True
+                while (
+                    self._coming() and (wait := self._began + self._spacing - time.monotonic()) > 0
+                ):
+                    self._ready.wait(min(wait, 0.005))
+                self._began = time.monotonic()
                 batch, self._queue = self._queue, []
                 self._ready.release()
                 try:
@@ -154,7 +176,11 @@ class SharedTable:
         # version), and the last one whose commit is not known (it may carry any).
         self._touched_at: dict[str, int] = {}
         self._unknown_at = -1
-        self._group: Batcher[Part, str] = Batcher(self._commit_group)
+        self._preparing = 0  # parts being prepared, not committed yet
+        self._counting = threading.Lock()
+        self._group: Batcher[Part, str] = Batcher(
+            self._commit_group, GROUP_SPACING, lambda: self._preparing > 0
+        )
 
     def uri(self) -> str:
         return self.lake.table_uri(self.spec)
@@ -216,6 +242,17 @@ class SharedTable:
         )
 
     # -- committing ----------------------------------------------------------------------
+    @contextmanager
+    def preparing(self) -> Iterator[None]:
+        """While a writer prepares a part: a commit meanwhile may wait for it."""
+        with self._counting:
+            self._preparing += 1
+        try:
+            yield
+        finally:
+            with self._counting:
+                self._preparing -= 1
+
     def commit(self, part: Part) -> str:
         """Commit ``part`` with whatever other parts wait: ``DONE``, or ``AGAIN`` when its
         zone was touched since its snapshot (nothing of it was committed)."""
