@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -21,7 +22,7 @@ from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.commit import Written, ZoneWriter
 from cdnlake.lake.progress import WATERMARK, from_ms, rewind, to_ms
 from cdnlake.lake.schema import INGEST_GAPS, INGEST_RUNS, REQUESTS
-from cdnlake.lake.shared import SharedTable, shared_table
+from cdnlake.lake.shared import Batcher, SharedTable, shared_table
 from cdnlake.lake.store import Lake
 from cdnlake.scheduler import wait_for
 from tests.lake.test_bookkeeping import LosingProxy, lakes, run_row  # noqa: F401
@@ -80,10 +81,13 @@ def gathered(
         return run(parts)
 
     group._run = held  # type: ignore[method-assign]
+    coming = group._coming
+    group._coming = lambda: False  # the first leader goes alone, whoever is on the way
     try:
         yield sizes
     finally:
         group._run = run  # type: ignore[method-assign]
+        group._coming = coming
 
 
 def all_at_once(
@@ -149,23 +153,25 @@ def test_a_fenced_zone_inside_a_group_is_refused_alone(storage):  # noqa: F811
 
 def test_another_process_committing_during_a_group_commit(storage):  # noqa: F811
     """Another process commits to one zone of the group between the group's last read and
-    its commit: Delta refuses the group as concurrent; that zone alone is prepared again
-    (its rows deduplicated against the other's), the rest commit; nothing doubled or lost."""
+    its commit: the version the group meant to write is taken, the group reads it; that
+    zone alone is prepared again (its rows deduplicated against the other's), the rest
+    commit; nothing doubled or lost."""
     lake = Lake.from_config(storage)
     writers = {zone: ZoneWriter(lake, REQUESTS, zone) for zone in (1, 2, 3)}
     shared = writers[1].shared
+    table = shared._follow()
     other = Lake(lake.uri, lake.storage_options)
     late = to_ms(BASE + timedelta(minutes=9))
-    commit = shared._commit
+    commit = table.commit
     raced: list[int] = []
 
-    def racing(parts: list[Any]) -> Any:
-        if not raced and any(part.zone_id == 2 for part in parts):
-            raced.append(len(parts))  # between the group's last read and its commit
+    def racing(actions: list[Any], transactions: list[Any]) -> Any:
+        if not raced and any(t.app_id == REQUESTS.app_id(2) for t in transactions):
+            raced.append(len(transactions))  # between the group's last read and its commit
             ZoneWriter(other, REQUESTS, 2).commit(zone_rows(2, 10, 15), {WATERMARK: late})
-        return commit(parts)
+        return commit(actions, transactions)
 
-    shared._commit = racing  # type: ignore[method-assign]
+    table.commit = racing  # type: ignore[method-assign]
     end = to_ms(BASE + timedelta(minutes=5))
     with gathered(shared, 2) as sizes:
         first = all_at_once(writers, lambda z, w: w.commit(zone_rows(z, 0, 30), {WATERMARK: end}))
@@ -291,3 +297,39 @@ def test_a_sigkill_around_group_commits_keeps_each_row_once(tmp_path, after):
     assert all(isinstance(w, Written) for w in done.values()), done
     frame = stored(lake)
     assert frame.height == frame["request_id"].n_unique() == TOTAL * len(ZONES)
+
+
+def test_a_lone_commit_never_waits_for_a_group():
+    """The spacing between group commits applies only while other parts are on their way."""
+    batches: list[list[int]] = []
+    group: Batcher[int, int] = Batcher(lambda items: batches.append(items) or items, 60.0)
+    began = time.monotonic()
+    assert [group.submit(n) for n in range(3)] == [0, 1, 2]
+    assert time.monotonic() - began < 30 and batches == [[0], [1], [2]]
+
+
+def test_a_commit_waits_for_the_parts_being_prepared():
+    """While parts are being prepared, the next group waits for them (up to its spacing)
+    and they go in it, one commit for all."""
+    batches: list[list[int]] = []
+    preparing = threading.Event()
+    group: Batcher[int, int] = Batcher(
+        lambda items: batches.append(items) or items, 60.0, preparing.is_set
+    )
+    group.submit(0)  # the first batch: the spacing counts from it
+    preparing.set()
+    late = [threading.Thread(target=group.submit, args=(n,)) for n in (2, 3)]
+
+    def first() -> None:
+        group.submit(1)
+
+    leader = threading.Thread(target=first)
+    leader.start()
+    assert wait_for(lambda: group._leading, 60)
+    for thread in late:
+        thread.start()
+    assert wait_for(lambda: len(group._queue) == 3, 60)  # the leader's own, and theirs
+    preparing.clear()  # all of them queued: the group goes
+    for thread in [leader, *late]:
+        thread.join(60)
+    assert batches[0] == [0] and sorted(batches[1]) == [1, 2, 3], batches

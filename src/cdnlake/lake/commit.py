@@ -61,7 +61,6 @@ from cdnlake.lake.store import Lake, first_line, logged_span
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
-    from deltalake import DeltaTable
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +180,7 @@ class ZoneWriter:
         self.zone_id = zone_id
         self.count_traffic = count_traffic
         self.clock = clock
-        self.shared = shared_table(lake, spec)  # the process's one snapshot of the table
+        self.shared = shared_table(lake, spec)  # the process's one state of the table
         # The keys and times of the files this writer's last commit added, by path: the
         # next commit (an import's next chunk, a long pass's next flush) finds its
         # repeats there without reading back what it has just written. Data files are
@@ -196,11 +195,6 @@ class ZoneWriter:
             self.token = taken_by(holder)
             self.commit(self.empty(), {})  # from now on, the earlier holder's commits fail
 
-    @property
-    def table(self) -> DeltaTable:
-        """The process's shared table object, for single-threaded callers (benchmarks)."""
-        return self.shared.table
-
     def empty(self) -> pl.DataFrame:
         """No rows: a commit of progress alone."""
         return pl.DataFrame(schema=polars_schema(self.spec.columns))
@@ -211,7 +205,7 @@ class ZoneWriter:
         return self.shared.snapshot(self.zone_id).part(part)
 
     def refresh(self) -> None:
-        """Bring the process's snapshot of the table up to date."""
+        """Bring the process's state of the table up to date."""
         self.shared.snapshot(self.zone_id)
 
     # -- the commit ----------------------------------------------------------------------
@@ -259,26 +253,33 @@ class ZoneWriter:
         """
         frame = prepare(self.spec, self.zone_id, rows)
         written = Written()
+        days = (
+            [d.isoformat() for d in frame["date"].unique()]
+            if self.spec.by_date and frame.height
+            else None
+        )
         for _attempt in range(CONFLICT_RETRIES + 1):
-            snapshot = self.shared.snapshot(self.zone_id, actions=frame.height > 0)
-            if not rewinding and (snapshot.part(FENCE) or 0) > self.token:
-                raise self._fenced()
-            new, damaged = self._new_rows(frame, written, snapshot)
-            if damaged:  # set aside, the zone rewound first: this pass stops here
-                raise DataError(
-                    f"zone {self.zone_id}: lake file(s) "
-                    + ", ".join(f"{d.table}/{d.path} ({d.reason})" for d in damaged)
-                    + " did not decode: set aside in _quarantine, the zone's progress "
-                    "rewound to read the span again; nothing of this commit was written"
-                )
-            versions = self._versions(progress, rewinding, snapshot)
-            try:
-                actions, kept = self._write_files(new)
-            except (OSError, DeltaError) as exc:
-                raise StorageError(
-                    f"cannot write to {self.lake.table_uri(self.spec)}: {first_line(exc)}"
-                ) from None
-            part = Part(self.zone_id, snapshot.version, actions, self._transactions(versions))
+            with self.shared.preparing():  # a group commit meanwhile may wait for this part
+                snapshot = self.shared.snapshot(self.zone_id, files=frame.height > 0, days=days)
+                if not rewinding and (snapshot.part(FENCE) or 0) > self.token:
+                    raise self._fenced()
+                new, damaged = self._new_rows(frame, written, snapshot)
+                if damaged:  # set aside, the zone rewound first: this pass stops here
+                    raise DataError(
+                        f"zone {self.zone_id}: lake file(s) "
+                        + ", ".join(f"{d.table}/{d.path} ({d.reason})" for d in damaged)
+                        + " did not decode: set aside in _quarantine, the zone's progress "
+                        "rewound to read the span again; nothing of this commit was written"
+                    )
+                versions = self._versions(progress, rewinding, snapshot)
+                try:
+                    actions, kept = self._write_files(new)
+                except (OSError, DeltaError) as exc:
+                    raise StorageError(
+                        f"cannot write to {self.lake.table_uri(self.spec)}: {first_line(exc)}"
+                    ) from None
+                transactions = self._transactions(versions)
+            part = Part(self.zone_id, snapshot.version, actions, transactions)
             if self.shared.commit(part) == AGAIN:  # the zone was committed to meanwhile
                 log.info(
                     "zone %s: another commit to %s came first; re-reading",
@@ -377,10 +378,11 @@ class ZoneWriter:
     ) -> tuple[pl.DataFrame, list[DamagedFile]]:
         """The rows whose key the table does not hold yet, reading only where they can be.
 
-        The log's partition values and ``ts`` statistics choose the files; each file's row
-        group statistics, the parts of it read (a day that ``maintain`` sorted: the
-        window's minutes). Read with Arrow's Parquet reader alone: its dataset layer
-        would import pandas, when installed, in every commit's process.
+        The snapshot's files of the zone-days and their ``ts`` statistics choose the
+        files; each file's row group statistics, the parts of it read (a day that
+        ``maintain`` sorted: the window's minutes). Read with Arrow's Parquet reader
+        alone: its dataset layer would import pandas, when installed, in every commit's
+        process.
         """
         if frame.height == 0:
             return frame, []
@@ -390,15 +392,8 @@ class ZoneWriter:
         hi = frame["ts"].max()
         assert isinstance(lo, datetime) and isinstance(hi, datetime)
         lo, hi = lo - TS_SLACK, hi + TS_SLACK
-        partitions: list[tuple[str, str, Any]] = [(self.spec.zone_column, "=", str(self.zone_id))]
-        if self.spec.by_date:
-            partitions.append(("date", "in", [d.isoformat() for d in frame["date"].unique()]))
-        assert snapshot.actions is not None
-        actions = [
-            action
-            for action in self.lake.chosen_actions(self.spec, snapshot.actions, partitions)
-            if _may_hold(action, lo, hi)
-        ]
+        assert snapshot.files is not None
+        actions = [action for action in snapshot.files if _may_hold(action, lo, hi)]
         seen: list[pl.DataFrame] = []
         unread = []
         for action in actions:

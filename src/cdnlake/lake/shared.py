@@ -1,27 +1,28 @@
-"""One snapshot of each lake table per process, and group commits to it.
+"""One state of each lake table per process, and group commits to it.
 
 Every writer of a table in a process (each zone's pass, each chunk of it) shares one
-:class:`SharedTable`: one ``DeltaTable`` brought up to date (``update_incremental``)
-instead of opened again per pass, and one commit for the commits waiting at the same
-time (a leader/follower group commit, :class:`Batcher`): the first writer to wait
-commits for every one queued behind it, in one Delta commit that carries all their data
-files and each zone's application transactions. A process's commits to a table then
-follow the commit's latency, not its number of zones.
+:class:`SharedTable`, and one commit for the commits waiting at the same time (a
+leader/follower group commit, :class:`Batcher`): the first writer to wait commits for
+every one queued behind it, in one Delta commit that carries all their data files and
+each zone's application transactions. A process's commits to a table then follow the
+commit's latency, not its number of zones.
+
+An exactly-once table's state (its version, app transactions and each partition's data
+files) is loaded from delta-rs once and then advanced by reading each new version's log
+entry; a commit writes the next entry itself, put-if-absent
+(:mod:`cdnlake.lake.delta_log`). Both cost what is new, not the table's size.
 
 Each zone's part of a group is prepared by its own writer (fence check, deduplication,
 files written) on a snapshot of the table; it may join a commit made on a later one
 only if no commit in between touched the zone, i.e. carried the zone's app id (every
-commit of a zone does, see :mod:`cdnlake.lake.commit`). Which app ids each new version
-carries is read from its log entry (one small file per version) as the snapshot moves
-on; it also keeps the zones' progress known without asking delta-rs to replay the log.
-A part whose zone was touched goes back to its writer, which prepares it again (and may
-find itself fenced); the others commit. Delta's own conflict check covers the commits
-that land while the group commits.
+commit of a zone does, see :mod:`cdnlake.lake.commit`). A part whose zone was touched
+goes back to its writer, which prepares it again (and may find itself fenced); the
+others commit. A version whose commit is not known (a metadata or protocol change, an
+entry unread) sends every waiting part back.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
@@ -31,17 +32,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from deltalake import CommitProperties, Transaction
-from deltalake.exceptions import CommitFailedError, DeltaError
+from deltalake import Transaction
 from deltalake.transaction import AddAction, RemoveAction
 
 from cdnlake.errors import StorageError
+from cdnlake.lake.delta_log import File, Learned, TableLog
 from cdnlake.lake.progress import DAYS, FENCE, FRESH, WATERMARK
 from cdnlake.lake.schema import TableSpec
-from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, add_actions_table, commit_refusal, first_line
+from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
 
 if TYPE_CHECKING:
-    from arro3.core import Table as ArrowTable
     from deltalake import DeltaTable
 
 log = logging.getLogger(__name__)
@@ -50,16 +50,32 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 PARTS = (WATERMARK, DAYS, FRESH, FENCE)  # a zone's app-id parts (cdnlake.lake.progress)
-GROUP_ATTEMPTS = 5  # commits of one group after refusals, before its parts go back
+# A commit costs a few milliseconds: without a pause, zones whose passes end a little
+# apart would each commit alone (a log entry, a version, a checkpoint every 100, each).
+# While other parts are being prepared, a commit waits for them until this long after
+# the one before began (50 ms left a loaded machine's poll of 48 zones at 16-21 commits).
+GROUP_SPACING = 0.2
 
 
 class Batcher(Generic[T, R]):
     """A leader/follower group: the first caller of :meth:`submit` with nobody leading
     runs ``run`` for every item queued by then (its own included); the others wait for
-    their own outcome. Items queued while a batch runs form the next one."""
+    their own outcome. Items queued while a batch runs form the next one.
 
-    def __init__(self, run: Callable[[list[T]], list[R | BaseException]]) -> None:
+    ``coming`` and ``spacing``: while ``coming()`` says more items are on their way, a
+    batch waits for them until ``spacing`` after the one before began, so that batches
+    gather more items when ``run`` is fast (a lone caller never waits)."""
+
+    def __init__(
+        self,
+        run: Callable[[list[T]], list[R | BaseException]],
+        spacing: float = 0.0,
+        coming: Callable[[], bool] = lambda: False,
+    ) -> None:
         self._run = run
+        self._spacing = spacing
+        self._coming = coming
+        self._began = -spacing
         self._queue: list[_Waiting[T, R]] = []
         self._leading = False
         self._ready = threading.Condition()
@@ -74,6 +90,11 @@ class Batcher(Generic[T, R]):
                     self._ready.wait()
                     continue
                 self._leading = True
+                while (
+                    self._coming() and (wait := self._began + self._spacing - time.monotonic()) > 0
+                ):
+                    self._ready.wait(min(wait, 0.005))
+                self._began = time.monotonic()
                 batch, self._queue = self._queue, []
                 self._ready.release()
                 try:
@@ -111,7 +132,7 @@ class Snapshot:
 
     version: int
     parts: dict[str, int | None]  # the zone's app-id parts to their versions
-    actions: ArrowTable | None  # the table's add actions (flattened), when asked for
+    files: list[File] | None  # the zone's data files on the days asked, when asked for
 
     def part(self, name: str) -> int | None:
         return self.parts[name]
@@ -137,105 +158,80 @@ def shared_table(lake: Lake, spec: TableSpec) -> SharedTable:
 
 
 class SharedTable:
-    """One table's snapshot, shared by the process's writers, and its group commits.
+    """One table's state, shared by the process's writers, and its group commits.
 
-    The ``DeltaTable`` object is touched under one lock only: reading a snapshot,
-    bringing it up to date, committing."""
+    An exactly-once table (``spec.key``) is followed and written through its log
+    (:class:`cdnlake.lake.delta_log.TableLog`); a bookkeeping table is one ``DeltaTable``
+    brought up to date for each MERGE (:meth:`current`), which delta-rs runs. Either is
+    touched under one lock only."""
 
     def __init__(self, lake: Lake, spec: TableSpec) -> None:
         self.lake = lake
         self.spec = spec
         self._lock = threading.Lock()
-        self._table = lake.open_or_create(spec)
-        self._version = self._table.version()
+        self._log = TableLog(lake, spec) if spec.key else None
+        self._table = None if spec.key else lake.open_or_create(spec)
         self._refreshed_at = time.monotonic()  # when the last refresh began
-        self._apps: dict[str, int | None] = {}  # app ids' versions as of ``_version``
         # The last version whose commit carried each app id (since this object's first
-        # version), and the last one whose log entry could not be read (it may carry any).
+        # version), and the last one whose commit is not known (it may carry any).
         self._touched_at: dict[str, int] = {}
         self._unknown_at = -1
-        self._actions: tuple[int, ArrowTable] | None = None
-        self._group: Batcher[Part, str] = Batcher(self._commit_group)
-
-    @property
-    def table(self) -> DeltaTable:
-        """The shared object itself, for a single-threaded caller (tests, benchmarks)."""
-        return self._table
+        self._preparing = 0  # parts being prepared, not committed yet
+        self._counting = threading.Lock()
+        self._group: Batcher[Part, str] = Batcher(
+            self._commit_group, GROUP_SPACING, lambda: self._preparing > 0
+        )
 
     def uri(self) -> str:
         return self.lake.table_uri(self.spec)
 
+    def _follow(self) -> TableLog:
+        if self._log is None:
+            raise ValueError(f"{self.spec.name} has no key: its writers MERGE (current())")
+        return self._log
+
     # -- reading -------------------------------------------------------------------------
-    def snapshot(self, zone_id: int, *, actions: bool = False) -> Snapshot:
-        """The table as it is now: its version, the zone's progress and (``actions``) the
-        add actions of its files."""
+    def snapshot(
+        self, zone_id: int, *, files: bool = False, days: list[str] | None = None
+    ) -> Snapshot:
+        """The table as it is now: its version, the zone's progress and (``files``) the
+        zone's data files on ``days`` (ISO dates; every day where None)."""
+        table = self._follow()
         asked = time.monotonic()
         with self._lock:
             if self._refreshed_at < asked:  # else a refresh begun since the call serves it
                 self._refresh()
-            parts = {part: self._app(self.spec.app_id(zone_id, part)) for part in PARTS}
-            files = None
-            if actions:
-                if self._actions is None or self._actions[0] != self._version:
-                    self._actions = (self._version, add_actions_table(self._table))
-                files = self._actions[1]
-            return Snapshot(self._version, parts, files)
+            parts = {part: table.app(self.spec.app_id(zone_id, part)) for part in PARTS}
+            chosen = table.files(zone_id, days) if files else None
+            return Snapshot(table.version, parts, chosen)
 
     @contextmanager
     def current(self) -> Iterator[DeltaTable]:
         """The table brought up to date, for one caller at a time (a bookkeeping MERGE,
         which delta-rs runs on the object itself)."""
+        if self._table is None:
+            raise ValueError(f"{self.spec.name} is written through its log, not MERGEd")
         with self._lock:
-            self._refresh()
+            try:
+                self._table.update_incremental()
+            except Exception as exc:
+                why = first_line(exc)
+                raise StorageError(f"lake table {self.uri()} cannot be read: {why}") from None
             yield self._table
 
-    def _app(self, app_id: str) -> int | None:
-        if app_id not in self._apps:
-            self._apps[app_id] = self._table.transaction_version(app_id)
-        return self._apps[app_id]
-
     def _refresh(self) -> None:
-        """Bring the snapshot up to date, and learn what each new version's commit
-        carries (under the lock)."""
+        """Bring the state up to date, learning what each new version's commit carried
+        (under the lock)."""
         began = time.monotonic()
-        try:
-            self._table.update_incremental()
-            now = self._table.version()
-        except Exception as exc:
-            why = first_line(exc)
-            raise StorageError(f"lake table {self.uri()} cannot be read: {why}") from None
-        # (the bookkeeping tables carry no app transactions: nothing to learn there)
-        for version in range(self._version + 1, now + 1) if self.spec.key else ():
-            carried = self._carried(version)
-            if carried is None:
-                self._apps.clear()  # asked of delta-rs again
-                self._unknown_at = version
-                continue
-            self._apps.update(carried)
-            self._touched_at.update(dict.fromkeys(carried, version))
-        self._version = max(self._version, now)
+        for learned in self._follow().advance():
+            self._learn(learned)
         self._refreshed_at = began
 
-    def _carried(self, version: int) -> dict[str, int] | None:
-        """The app transactions of one version's commit, from its log entry; None where
-        it cannot be read (every zone then counts as touched)."""
-        name = f"{self.spec.name}/_delta_log/{version:020d}.json"
-        try:
-            if self.lake.local is not None:
-                text = (self.lake.local / name).read_text()
-            else:
-                with self.lake.filesystem().open_input_stream(name) as stream:
-                    text = stream.read().decode()
-            apps: dict[str, int] = {}
-            for line in text.splitlines():
-                if '"txn"' in line:
-                    txn = json.loads(line).get("txn")
-                    if txn:
-                        apps[str(txn["appId"])] = int(txn["version"])
-            return apps
-        except Exception as exc:
-            log.info("%s: log entry %s unread (%s)", self.spec.name, version, first_line(exc))
-            return None
+    def _learn(self, learned: Learned) -> None:
+        if learned.apps is None:
+            self._unknown_at = learned.version
+        else:
+            self._touched_at.update(dict.fromkeys(learned.apps, learned.version))
 
     def _touched(self, part: Part) -> bool:
         """Whether a commit after the part's snapshot carried its zone's app id."""
@@ -246,6 +242,17 @@ class SharedTable:
         )
 
     # -- committing ----------------------------------------------------------------------
+    @contextmanager
+    def preparing(self) -> Iterator[None]:
+        """While a writer prepares a part: a commit meanwhile may wait for it."""
+        with self._counting:
+            self._preparing += 1
+        try:
+            yield
+        finally:
+            with self._counting:
+                self._preparing -= 1
+
     def commit(self, part: Part) -> str:
         """Commit ``part`` with whatever other parts wait: ``DONE``, or ``AGAIN`` when its
         zone was touched since its snapshot (nothing of it was committed)."""
@@ -259,59 +266,37 @@ class SharedTable:
                 outcome[id(part)] = AGAIN
             else:
                 live.append(part)
+        table = self._follow()
         with self._lock:
-            for _attempt in range(GROUP_ATTEMPTS):
-                self._refresh()
+            for attempt in range(COMMIT_ATTEMPTS):
+                self._refresh()  # the versions that came first: whoever they touch goes back
                 for part in [p for p in live if self._touched(p)]:
                     outcome[id(part)] = AGAIN
                     live.remove(part)
                 if not live:
                     break
-                refused = self._commit(live)
-                if refused is None:
+                try:
+                    landed = table.commit(
+                        [action for part in live for action in part.actions],
+                        [txn for part in live for txn in part.transactions],
+                    )
+                except StorageError as exc:
+                    outcome.update((id(p), exc) for p in live)
+                    live = []
+                    break
+                except Exception as exc:  # the store's answer: the entry may have landed
+                    error = StorageError(f"cannot write to {self.uri()}: {first_line(exc)}")
+                    outcome.update((id(p), error) for p in live)
+                    live = []
+                    break
+                if landed is not None:  # our own commit touches its zones, as any other
+                    self._learn(landed)
                     outcome.update((id(p), DONE) for p in live)
                     live = []
                     break
-                if isinstance(refused, BaseException):
-                    outcome.update((id(p), StorageError(str(refused))) for p in live)
-                    live = []
-                    break
-                if refused == "conflict":  # whoever is touched goes back; the rest again
-                    self._refresh()
-                    touched = [p for p in live if self._touched(p)]
-                    if not touched:  # a metadata or protocol change: all go back
-                        touched = list(live)
-                    for part in touched:
-                        outcome[id(part)] = AGAIN
-                        live.remove(part)
-                else:  # outpaced: try again a little later
-                    time.sleep(random.uniform(0.05, 0.5))
+                if attempt >= 3:  # outpaced again and again: let the others pass
+                    time.sleep(random.uniform(0.01, 0.1))
             outcome.update((id(p), AGAIN) for p in live)
         if len(parts) > 1:
             log.debug("%s: %d zones in one commit", self.spec.name, len(parts))
         return [outcome[id(p)] for p in parts]
-
-    def _commit(self, parts: list[Part]) -> str | StorageError | None:
-        """One Delta commit of ``parts`` on the current snapshot: None when it landed,
-        "conflict" or "outpaced" when refused so, else the error."""
-        try:
-            self._table.create_write_transaction(
-                [action for part in parts for action in part.actions],
-                mode="append",
-                schema=self._table.schema(),
-                partition_by=self.spec.partition_by,
-                commit_properties=CommitProperties(
-                    app_transactions=[txn for part in parts for txn in part.transactions],
-                    max_commit_retries=COMMIT_ATTEMPTS,
-                ),
-            )
-        except CommitFailedError as exc:
-            refusal = commit_refusal(exc)
-            if refusal == "conflict":
-                log.info("another process committed to %s; re-reading", self.spec.name)
-            if refusal in ("conflict", "outpaced"):
-                return refusal
-            return StorageError(f"lake commit failed: {first_line(exc)}")
-        except (OSError, DeltaError) as exc:
-            return StorageError(f"cannot write to {self.uri()}: {first_line(exc)}")
-        return None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,8 +40,8 @@ log = logging.getLogger(__name__)
 CHECKPOINT_INTERVAL = "100"
 TABLE_CONFIGURATION = {"delta.checkpointInterval": CHECKPOINT_INTERVAL}
 # Appends of other zones to a table never conflict with ours, but each one moves the
-# version our commit must land on: with many zones committing at once delta-rs needs
-# more than its default 15 attempts (else "Failed to commit transaction: 15").
+# version our commit must land on: with many zones committing at once a commit needs
+# more than delta-rs's default 15 attempts (else "Failed to commit transaction: 15").
 COMMIT_ATTEMPTS = 200
 Held = TypeVar("Held")
 _HELD_LOCK = threading.Lock()
@@ -240,9 +239,8 @@ class Lake:
 
         ``partitions``: ``(column, "=" | "in", value)`` conditions on the zone and date
         partition columns. DuckDB chooses the files on the add actions as delta-rs hands
-        them over (Arrow, read in place): only the chosen ones become Python objects, so a
-        zone-day's commit pays for its own files, not for a Python value per file of the
-        table (0.2 s at 100,000 files).
+        them over (Arrow, read in place): only the chosen ones become Python objects (a
+        writer's commit chooses from its own state instead, :mod:`cdnlake.lake.delta_log`).
         """
         return Lake.chosen_actions(spec, add_actions_table(table), partitions, stats=stats)
 
@@ -254,7 +252,8 @@ class Lake:
         *,
         stats: tuple[str, ...] = (),
     ) -> list[dict[str, Any]]:
-        """:meth:`add_actions` of the add actions ``log`` of a snapshot already read."""
+        """:meth:`add_actions` of the add actions ``log`` already read (and perhaps
+        filtered, as the nightly check's files reaching into retention)."""
         wanted = ["path", *(f"partition.{c}" for c in spec.partition_by)]
         wanted += [c for c in ("min.ts", "max.ts", "null_count.ts") if c in log.column_names]
         wanted += [c for c in stats if c not in wanted]
@@ -340,25 +339,6 @@ def _s3_client(
     import pyarrow.fs as pafs
 
     return pafs.S3FileSystem(endpoint_override=endpoint, region=region, scheme=scheme)
-
-
-def commit_refusal(exc: BaseException) -> str:
-    """Why delta-rs refused a commit, told from its message (the package is pinned to the
-    range whose messages ``tests/lake/test_delta_errors.py`` checks):
-
-    - ``"outpaced"``: other commits kept landing first, none in conflict with ours, and
-      the retries ran out ("Failed to commit transaction: 15");
-    - ``"conflict"``: a concurrent commit touched what ours reads or names (the zone's
-      application transaction), or changed the table's metadata or protocol, so ours must
-      be prepared again on a fresh snapshot;
-    - ``"other"``: anything else, not a race.
-    """
-    text = str(exc).strip().lower()
-    if re.fullmatch(r"failed to commit transaction: \d+", text):
-        return "outpaced"
-    if "concurrent" in text or "changed since last commit" in text:  # metadata, protocol
-        return "conflict"
-    return "other"
 
 
 def logged_span(action: dict[str, Any]) -> tuple[datetime, datetime] | None:

@@ -1,0 +1,448 @@
+"""The Delta log of an exactly-once table, followed and written by cdnlake itself.
+
+delta-rs pays for the whole table at every commit and every refresh (it rebuilds the
+active files from the last checkpoint: 150 ms at 100,000 files). A table's writer needs
+much less, and all of it is in the log entries themselves (``_delta_log/NNN.json``, one
+small file per version): the app transactions, the data files of each partition (add and
+remove lines), and whether the table's metadata or protocol changed. :class:`TableLog`
+loads that state from delta-rs once, then advances it by reading each new entry, and
+commits by writing the next entry itself, *put-if-absent* (the Delta protocol's own
+mutual exclusion: a link to the final name on local disk, a conditional ``PUT``,
+``If-None-Match: *``, on S3 through obstore, the Python binding of the object_store
+crate delta-rs itself uses). A commit then costs its own lines, whatever the table holds.
+
+Anything unusual falls back on delta-rs: a log entry that cannot be read or is gone (log
+cleanup), a metadata or protocol change, reload the whole state from a fresh delta-rs
+snapshot. A protocol or a writer feature cdnlake's writer does not honour refuses every
+commit (:class:`StorageError`), never a silent write. Every ``delta.checkpointInterval``
+versions, the commit landing there makes a checkpoint with delta-rs (readers need them)
+and cleans up expired log entries, as delta-rs's post-commit hook did.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from deltalake import DeltaTable
+from deltalake.transaction import AddAction, RemoveAction
+
+from cdnlake import __version__
+from cdnlake.errors import StorageError
+from cdnlake.lake.schema import TableSpec
+from cdnlake.lake.store import Lake, first_line
+
+if TYPE_CHECKING:
+    from deltalake import Transaction
+    from obstore.store import S3Store
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CHECKPOINT_INTERVAL = 100  # the Delta protocol's default
+# A process that learned no new version for this long checks the last checkpoint before
+# trusting that the next entry is missing because nobody wrote it (log cleanup removes
+# entries older than a checkpoint and than ``delta.logRetentionDuration``, 30 days).
+STALE_SECONDS = 3600.0
+# What cdnlake's writer honours: the tables it creates are reader 1 / writer 2, whose
+# writer features (appendOnly, invariants) it checks below.
+READER_VERSIONS = frozenset({1})
+WRITER_VERSIONS = frozenset({1, 2})
+STATS_COLUMN = "ts"  # the statistic a writer chooses files by
+
+File = dict[str, Any]  # "path" (as the log has it), "min.ts", "max.ts", "null_count.ts"
+# A file as the state keeps it (a tuple of plain values: a fraction of a dict's memory and
+# of its making, for every file of the table): path, the ``ts`` statistics (min and max in
+# microseconds since the epoch, null count; None where unknown).
+Kept = tuple[str, int | None, int | None, int | None]
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+FIELDS = ("path", f"min.{STATS_COLUMN}", f"max.{STATS_COLUMN}", f"null_count.{STATS_COLUMN}")
+Key = tuple[str | None, ...]  # a partition's values, as text, in the spec's order
+
+
+@dataclass(frozen=True)
+class Learned:
+    """One new version: the app transactions its commit carried, or None where that is
+    not known (an entry unread, a reload, a metadata or protocol change: every zone then
+    counts as touched)."""
+
+    version: int
+    apps: dict[str, int] | None
+
+
+class TableLog:
+    """One exactly-once table's state, as of :attr:`version`, advanced entry by entry.
+
+    Not thread-safe: its owner (:class:`cdnlake.lake.shared.SharedTable`) holds a lock."""
+
+    def __init__(self, lake: Lake, spec: TableSpec) -> None:
+        self.lake = lake
+        self.spec = spec
+        self._entries = _Entries(lake, spec)
+        self.version = -1
+        self.refusal: str | None = None  # why this writer must not write, if it must not
+        self.checkpoint_interval = DEFAULT_CHECKPOINT_INTERVAL
+        self._base: DeltaTable | None = None
+        # App transactions as of :attr:`version`: learned since ``_base``, or asked of it.
+        self._apps: dict[str, int | None] = {}
+        self._files: dict[Key, dict[str, Kept]] = {}
+        self._where: dict[str, Key] = {}  # each file's partition, by path
+        self._learned_at = time.monotonic()
+        self._load(lake.open_or_create(spec))
+
+    def uri(self) -> str:
+        return self.lake.table_uri(self.spec)
+
+    # -- the state -----------------------------------------------------------------------
+    def app(self, app_id: str) -> int | None:
+        """An app transaction's version as of :attr:`version`."""
+        if app_id in self._apps:
+            return self._apps[app_id]
+        assert self._base is not None
+        found = self._base.transaction_version(app_id)  # as of the load: nothing since
+        self._apps[app_id] = found
+        return found
+
+    def files(self, zone_id: int, days: Iterable[str] | None = None) -> list[File]:
+        """The data files of a zone (on ``days``, ISO dates, for a table by date)."""
+        zone = str(zone_id)
+        if not self.spec.by_date:
+            keys: list[Key] = [(zone,)]
+        elif days is not None:
+            keys = [(zone, day) for day in days]
+        else:  # every day of the zone (a rare caller: this one goes through the table)
+            keys = [key for key in self._files if key[0] == zone]
+        return [
+            dict(zip(FIELDS, (path, _moment(low), _moment(high), nulls), strict=True))
+            for key in keys
+            for path, low, high, nulls in self._files.get(key, {}).values()
+        ]
+
+    def _load(self, table: DeltaTable) -> None:
+        """The whole state from a delta-rs snapshot (once per process, and as the fallback)."""
+        try:
+            actions = table.get_add_actions(flatten=True)
+            protocol = table.protocol()
+            metadata = table.metadata()
+            schema = table.schema().to_json()
+        except Exception as exc:
+            why = first_line(exc)
+            raise StorageError(f"lake table {self.uri()} cannot be read: {why}") from None
+        configuration = metadata.configuration or {}
+        self.refusal = _refusal(
+            protocol.min_reader_version,
+            protocol.min_writer_version,
+            [*(protocol.reader_features or []), *(protocol.writer_features or [])],
+            schema,
+        )
+        self.checkpoint_interval = int(
+            configuration.get("delta.checkpointInterval") or DEFAULT_CHECKPOINT_INTERVAL
+        )
+        self._files, self._where = {}, {}
+        for key, file in _files(self.spec, actions) if actions.num_rows else ():
+            self._add(key, file)
+        self._base = table
+        self._apps = {}
+        self.version = table.version()
+
+    def _add(self, key: Key, file: Kept) -> None:
+        self._files.setdefault(key, {})[file[0]] = file
+        self._where[file[0]] = key
+
+    def _remove(self, path: str) -> None:
+        key = self._where.pop(path, None)
+        if key is not None:
+            files = self._files.get(key, {})
+            files.pop(path, None)
+            if not files:
+                self._files.pop(key, None)
+
+    # -- following the log ---------------------------------------------------------------
+    def advance(self) -> list[Learned]:
+        """Read every version after :attr:`version`, up to the newest (the first missing
+        entry ends it); what each one carried."""
+        learned: list[Learned] = []
+        while True:
+            following = self.version + 1
+            try:
+                text = self._entries.read(following)
+                apps = None if text is None else self._apply(following, text)
+            except Exception as exc:
+                log.info("%s: log entry %s unread (%s)", self.spec.name, following, first_line(exc))
+                return [*learned, *self.reload()]
+            if text is None:
+                if learned:
+                    self._learned_at = time.monotonic()
+                elif time.monotonic() - self._learned_at > STALE_SECONDS and self._cleaned_up():
+                    return self.reload()
+                return learned
+            if apps is None:  # metadata or protocol: delta-rs reads them
+                return [*learned, *self.reload()]
+            learned.append(Learned(following, apps))
+
+    def _cleaned_up(self) -> bool:
+        """Whether the log was cleaned up past :attr:`version` (its next entry then never
+        comes: the last checkpoint is newer)."""
+        self._learned_at = time.monotonic()
+        try:
+            return self._entries.last_checkpoint() > self.version
+        except Exception as exc:
+            log.info("%s: last checkpoint unread (%s)", self.spec.name, first_line(exc))
+            return False
+
+    def reload(self) -> list[Learned]:
+        """The whole state again from delta-rs; every version since counts as unknown."""
+        before = self.version
+        table = self.lake.open(self.spec)
+        if table is None:
+            raise StorageError(f"lake table {self.uri()} is gone")
+        self._load(table)
+        self._learned_at = time.monotonic()
+        return [Learned(v, None) for v in range(before + 1, self.version + 1)]
+
+    def _apply(self, version: int, text: str) -> dict[str, int] | None:
+        """Apply one log entry to the state: the app transactions it carried, or None when
+        it changes the metadata or protocol (the state is then left to a reload)."""
+        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+        if any("metaData" in line or "protocol" in line for line in lines):
+            return None
+        apps: dict[str, int] = {}
+        for line in lines:
+            if (txn := line.get("txn")) is not None:
+                apps[str(txn["appId"])] = int(txn["version"])
+            elif (add := line.get("add")) is not None:
+                values = add.get("partitionValues") or {}
+                key = tuple(values.get(c) for c in self.spec.partition_by)
+                self._add(key, (add["path"], *_span(add.get("stats"))))
+            elif (remove := line.get("remove")) is not None:
+                self._remove(remove["path"])
+        self._apps.update(apps)
+        self.version = version
+        return apps
+
+    # -- committing ----------------------------------------------------------------------
+    def commit(
+        self, actions: list[AddAction | RemoveAction], transactions: list[Transaction]
+    ) -> Learned | None:
+        """Write the next version's entry if nobody has: the version, when it landed (the
+        state is then at it), else None: another writer's entry is there (or our own,
+        written by an attempt whose answer was lost: :meth:`advance` reads it like any
+        other)."""
+        if self.refusal is not None:
+            raise StorageError(f"lake table {self.uri()} is not written: {self.refusal}")
+        following = self.version + 1
+        text = entry(self.spec, actions, transactions)
+        if not self._entries.put_if_absent(following, text):
+            return None
+        apps = self._apply(following, text)
+        assert apps is not None
+        self._learned_at = time.monotonic()
+        if following % self.checkpoint_interval == 0:
+            self._checkpoint(following)
+        return Learned(following, apps)
+
+    def _checkpoint(self, version: int) -> None:
+        """A checkpoint at ``version`` and the expired log entries removed, as delta-rs's
+        post-commit hook does; a failure is logged (readers only read more entries)."""
+        try:
+            options = self.lake.storage_options
+            table = DeltaTable(self.uri(), version=version, storage_options=options)
+            table.create_checkpoint()
+            cleanup = table.metadata().configuration.get("delta.enableExpiredLogCleanup")
+            if (cleanup or "true").lower() == "true":
+                table.cleanup_metadata()
+        except Exception as exc:
+            log.warning(
+                "%s: no checkpoint at version %s (%s)", self.spec.name, version, first_line(exc)
+            )
+
+
+def entry(
+    spec: TableSpec, actions: list[AddAction | RemoveAction], transactions: list[Transaction]
+) -> str:
+    """One commit's log entry, line by line as delta-rs writes an append."""
+    now = int(time.time() * 1000)
+    info = {
+        "timestamp": now,
+        "operation": "WRITE",
+        "operationParameters": {"mode": "Append", "partitionBy": json.dumps(spec.partition_by)},
+        "engineInfo": f"cdnlake-{__version__}",
+        "clientVersion": f"cdnlake-{__version__}",
+    }
+    lines: list[dict[str, Any]] = [{"commitInfo": info}]
+    for action in actions:
+        if isinstance(action, AddAction):
+            add = {
+                "path": encoded(action.path),
+                "partitionValues": dict(action.partition_values),
+                "size": action.size,
+                "modificationTime": action.modification_time,
+                "dataChange": action.data_change,
+                "stats": action.stats,
+            }
+            lines.append({"add": add})
+        else:
+            remove = {
+                "path": encoded(action.path),
+                "deletionTimestamp": action.deletion_timestamp,
+                "dataChange": action.data_change,
+                "extendedFileMetadata": action.partition_values is not None,
+                "partitionValues": dict(action.partition_values or {}),
+                "size": action.size,
+            }
+            lines.append({"remove": remove})
+    for txn in transactions:
+        lines.append(
+            {"txn": {"appId": txn.app_id, "version": txn.version, "lastUpdated": txn.last_updated}}
+        )
+    return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
+
+
+def encoded(path: str) -> str:
+    """A data file's path as the log holds it (a URI reference: percent-encoded)."""
+    return quote(path, safe="/=")
+
+
+def _refusal(reader: int, writer: int, features: list[str], schema: str) -> str | None:
+    """Why cdnlake's writer must not write to a table of this protocol, or None."""
+    if reader not in READER_VERSIONS or writer not in WRITER_VERSIONS or features:
+        named = ", ".join(features) or f"reader version {reader}, writer version {writer}"
+        return f"its protocol has {named} (cdnlake writes reader 1 / writer 2 tables only)"
+    if "delta.invariants" in schema:
+        return "its columns have invariants (cdnlake writes tables without them)"
+    return None
+
+
+def _files(spec: TableSpec, actions: Any) -> Iterator[tuple[Key, Kept]]:
+    """Each file of delta-rs's add actions (flattened) with its partition, column by
+    column in Arrow (a Python value per row and column, no more: 100,000 files in a
+    fraction of a second)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = pa.table(actions)
+
+    def column(name: str, kind: pa.DataType) -> list[Any]:
+        if name not in table.column_names:
+            return [None] * table.num_rows
+        values = table.column(name)
+        if kind == pa.int64() and pa.types.is_timestamp(values.type):
+            values = pc.cast(values, pa.timestamp("us", tz="UTC"))
+        return list(pc.cast(values, kind).to_pylist())
+
+    paths = column("path", pa.string())
+    keys = zip(*(column(f"partition.{c}", pa.string()) for c in spec.partition_by), strict=True)
+    lows, highs, nulls = (
+        column(f"{s}.{STATS_COLUMN}", pa.int64()) for s in ("min", "max", "null_count")
+    )
+    for path, key, low, high, null in zip(paths, keys, lows, highs, nulls, strict=True):
+        yield key, (path, low, high, null)
+
+
+def _span(stats: str | None) -> tuple[int | None, int | None, int | None]:
+    """A data file's ``ts`` statistics (min, max, null count) from its log entry."""
+    if not stats:
+        return None, None, None
+    parsed = json.loads(stats)
+    low, high = ((parsed.get(side) or {}).get(STATS_COLUMN) for side in ("minValues", "maxValues"))
+    nulls = (parsed.get("nullCount") or {}).get(STATS_COLUMN)
+    return (
+        _micros(low) if isinstance(low, str) else None,
+        _micros(high) if isinstance(high, str) else None,
+        nulls if isinstance(nulls, int) else None,
+    )
+
+
+def _micros(text: str) -> int:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return (moment - EPOCH) // timedelta(microseconds=1)
+
+
+def _moment(micros: int | None) -> datetime | None:
+    return None if micros is None else EPOCH + timedelta(microseconds=micros)
+
+
+class _Entries:
+    """A table's ``_delta_log`` folder: entries read, and written put-if-absent."""
+
+    def __init__(self, lake: Lake, spec: TableSpec) -> None:
+        self.lake = lake
+        self.folder = f"{spec.name}/_delta_log"
+        self._store: S3Store | None = None
+
+    def name(self, version: int) -> str:
+        return f"{self.folder}/{version:020d}.json"
+
+    def read(self, version: int) -> str | None:
+        """One version's entry, or None where it does not exist."""
+        return self._read(self.name(version))
+
+    def last_checkpoint(self) -> int:
+        text = self._read(f"{self.folder}/_last_checkpoint")
+        return -1 if text is None else int(json.loads(text)["version"])
+
+    def _read(self, name: str) -> str | None:
+        if self.lake.local is not None:
+            try:
+                return (self.lake.local / name).read_text()
+            except FileNotFoundError:
+                return None
+        import obstore
+        from obstore.exceptions import NotFoundError
+
+        try:
+            return bytes(obstore.get(self.store(), name).bytes()).decode()
+        except (NotFoundError, FileNotFoundError):
+            return None
+
+    def put_if_absent(self, version: int, text: str) -> bool:
+        """Write one version's entry unless it exists: whether it was ours that landed."""
+        name = self.name(version)
+        if self.lake.local is not None:
+            final = self.lake.local / name
+            temporary = final.with_name(f".{final.name}.{uuid.uuid4().hex}.tmp")
+            temporary.write_text(text)
+            try:
+                os.link(temporary, final)
+            except FileExistsError:
+                return False
+            finally:
+                temporary.unlink()
+            return True
+        import obstore
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        try:
+            obstore.put(self.store(), name, text.encode(), mode="create")
+        except (AlreadyExistsError, PreconditionError, FileExistsError):
+            return False
+        return True
+
+    def store(self) -> S3Store:
+        """obstore's S3 client for the lake, from the options delta-rs and Arrow get
+        (endpoint, region, plain HTTP) and the standard AWS environment (credentials)."""
+        if self._store is None:
+            from obstore.store import S3Store
+
+            bucket, _, prefix = self.lake.uri.removeprefix("s3://").partition("/")
+            opts = self.lake.storage_options  # credentials: obstore reads the environment
+            config: dict[str, str] = {}
+            if opts.get("AWS_ENDPOINT_URL"):
+                config["endpoint"] = opts["AWS_ENDPOINT_URL"]
+            if opts.get("AWS_REGION"):
+                config["region"] = opts["AWS_REGION"]
+            self._store = S3Store(
+                bucket,
+                prefix=prefix.rstrip("/") or None,
+                config=config,  # type: ignore[arg-type]
+                client_options={"allow_http": opts.get("AWS_ALLOW_HTTP") == "true"},
+            )
+        return self._store
