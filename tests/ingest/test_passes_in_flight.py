@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from cdnlake.config import build_config
 from cdnlake.ingest.runner import Chunk, PassContext, Runner
 from cdnlake.lake.progress import WATERMARK, to_ms
-from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
+from cdnlake.lake.schema import INGEST_GAPS, INGEST_RUNS, REQUESTS
 from cdnlake.lake.store import Lake
 from tests.conftest import lake_frame
 from tests.lake.test_commit import rows
@@ -116,3 +116,47 @@ def test_a_pass_alone_waits_for_nobody(tmp_path, monkeypatch):
     monkeypatch.setattr("cdnlake.lake.bookkeeping.GATHER_SECONDS", 600.0, raising=False)
     result = runner(tmp_path).run(1, QuietZone([0, 0], threading.Lock()))
     assert result.outcome == "ok"
+
+
+class ClaimsAGap(QuietZone):
+    """A quiet zone whose pass claims a span lost (before the provider's retention)."""
+
+    def __init__(self) -> None:
+        super().__init__([0, 0], threading.Lock())
+
+    def chunks(self, ctx: PassContext) -> Iterator[Chunk]:
+        old = ctx.oldest() - timedelta(hours=2)
+        ctx.claim_gap(old, old + timedelta(hours=1), "a test's loss")
+        yield from super().chunks(ctx)
+
+
+class WaitsForTheGap(QuietZone):
+    """A pass still in flight until the other zone's loss is recorded (or a minute)."""
+
+    def __init__(self, lake: Lake, seen: threading.Event) -> None:
+        super().__init__([0, 0], threading.Lock())
+        self.lake, self.seen = lake, seen
+
+    def chunks(self, ctx: PassContext) -> Iterator[Chunk]:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if version(self.lake, INGEST_GAPS) >= 1:  # made, then the gap's MERGE
+                self.seen.set()
+                break
+            time.sleep(0.05)
+        yield from super().chunks(ctx)
+
+
+def test_a_run_that_claims_a_loss_is_recorded_at_once(tmp_path, monkeypatch):
+    """A pass's commit moves its watermark past the loss it claims, so no later pass
+    claims it again: its run and gap are recorded at once, never held back in a
+    gathering while other passes are in flight (a SIGKILL then would lose the claim)."""
+    monkeypatch.setattr("cdnlake.lake.bookkeeping.GATHER_SECONDS", 600.0, raising=False)
+    run = runner(tmp_path)
+    seen = threading.Event()
+    results = run.run_many([(1, ClaimsAGap()), (2, WaitsForTheGap(run.lake, seen))])
+    assert seen.is_set(), "the loss was recorded only after the other pass ended"
+    assert [r.outcome for r in results] == ["ok", "ok"]
+    gaps = run.lake.open(INGEST_GAPS)
+    assert gaps is not None
+    assert gaps.to_pyarrow_table(columns=["zone"])["zone"].to_pylist() == [1]
