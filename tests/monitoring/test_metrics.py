@@ -270,3 +270,30 @@ def test_a_pass_ending_while_a_scrape_reads_the_watermarks_does_not_wait_for_it(
         scrape_thread.join(30)
         observed.join(30)
     assert metrics.watermarks() == {("1234", "v2"): new}
+
+
+def test_an_expiry_during_a_read_makes_the_next_scrape_read_again():
+    """An audit that lands while a scrape reads the audited days expires the reading: the
+    read begun before it must not count as fresh (the gauge would show the old ratios)."""
+    import threading
+
+    from cdnlake.monitoring.metrics import _Refreshed
+
+    reads: list[int] = []
+    began, release = threading.Event(), threading.Event()
+
+    def read() -> dict[tuple[str, str], int]:
+        reads.append(len(reads))
+        if len(reads) == 1:
+            began.set()
+            release.wait(60)
+        return {("1", "day"): len(reads)}
+
+    reading = _Refreshed(read, 3600.0, "a test's reading")
+    scrape = threading.Thread(target=reading.get)
+    scrape.start()
+    assert began.wait(60)
+    reading.expire()  # the audit landed while the first read was under way
+    release.set()
+    scrape.join(60)
+    assert reading.get() == {("1", "day"): 2}  # read again, not the stale first read

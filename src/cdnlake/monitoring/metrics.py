@@ -55,6 +55,7 @@ class _Refreshed(Generic[V]):
         self._value: dict[tuple[str, str], V] = {}
         self._set_while_read: dict[tuple[str, str], V] | None = None
         self._at = -math.inf
+        self._expired = 0  # how many times expired: a read begun before an expiry is stale
         self._lock = threading.Lock()  # the value
         self._reading = threading.Lock()  # one read at a time
 
@@ -63,6 +64,7 @@ class _Refreshed(Generic[V]):
             if time.monotonic() - self._at >= self.seconds:
                 with self._lock:
                     self._set_while_read = {}
+                    expired = self._expired
                 try:
                     value = self.read()
                 except Exception as exc:
@@ -71,7 +73,8 @@ class _Refreshed(Generic[V]):
                 with self._lock:
                     if value is not None:
                         self._value = {**value, **(self._set_while_read or {})}
-                        self._at = time.monotonic()
+                        if self._expired == expired:  # else the next get reads again
+                            self._at = time.monotonic()
                     self._set_while_read = None
         with self._lock:
             return dict(self._value)
@@ -87,6 +90,7 @@ class _Refreshed(Generic[V]):
         """The next :meth:`get` reads again."""
         with self._lock:
             self._at = -math.inf
+            self._expired += 1
 
 
 class _LagCollector(Collector):
