@@ -333,3 +333,29 @@ def test_a_commit_waits_for_the_parts_being_prepared():
     for thread in [leader, *late]:
         thread.join(60)
     assert batches[0] == [0] and sorted(batches[1]) == [1, 2, 3], batches
+
+
+def test_a_leader_interrupted_while_it_gathers_leaves_the_group_usable():
+    """Ctrl-C (or any exception) while a leader waits for parts being prepared: its own
+    item leaves the queue and the next caller leads (before, every later submit hung)."""
+    batches: list[list[int]] = []
+    calls = [0]
+
+    def coming() -> bool:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise KeyboardInterrupt
+        return False
+
+    group: Batcher[int, int] = Batcher(lambda items: batches.append(items) or items, 60.0, coming)
+    try:
+        group.submit(0)
+    except KeyboardInterrupt:
+        pass
+    else:
+        raise AssertionError("the interruption was swallowed")
+    result: list[int] = []
+    later = threading.Thread(target=lambda: result.append(group.submit(1)))
+    later.start()
+    later.join(60)
+    assert result == [1] and batches == [[1]]

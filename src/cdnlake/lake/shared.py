@@ -90,10 +90,17 @@ class Batcher(Generic[T, R]):
                     self._ready.wait()
                     continue
                 self._leading = True
-                while (
-                    self._coming() and (wait := self._began + self._spacing - time.monotonic()) > 0
-                ):
-                    self._ready.wait(min(wait, 0.005))
+                try:
+                    while (
+                        self._coming()
+                        and (wait := self._began + self._spacing - time.monotonic()) > 0
+                    ):
+                        self._ready.wait(min(wait, 0.005))
+                except BaseException:  # (Ctrl-C in a main-thread commit) another leads
+                    self._queue.remove(waiting)
+                    self._leading = False
+                    self._ready.notify_all()
+                    raise
                 self._began = time.monotonic()
                 batch, self._queue = self._queue, []
                 self._ready.release()
