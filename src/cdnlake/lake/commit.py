@@ -204,10 +204,6 @@ class ZoneWriter:
         """The version of the zone's app transaction ``part`` as of the newest commit."""
         return self.shared.snapshot(self.zone_id).part(part)
 
-    def refresh(self) -> None:
-        """Bring the process's state of the table up to date."""
-        self.shared.snapshot(self.zone_id)
-
     # -- the commit ----------------------------------------------------------------------
     def rewind(self, plan: Callable[[Versions], dict[str, int]]) -> None:
         """Commit the progress ``plan`` makes of the table's current versions (earlier

@@ -192,14 +192,13 @@ def files_reaching(
     the table (building a dataset of 100,000 files took 5 s)."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    from arro3.core import Table
 
     log = pa.table(add_actions_table(table))
     if since is not None and "max.ts" in log.column_names:
         last = log.column("max.ts")
         reaching = pc.or_kleene(pc.is_null(last), pc.greater_equal(last, pa.scalar(since)))
         log = log.filter(reaching)
-    return Lake.chosen_actions(spec, Table.from_arrow(log))
+    return Lake.chosen_actions(spec, log)
 
 
 def read_checked(

@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_CHECKPOINT_INTERVAL = 100  # the Delta protocol's default
-# A process that learned no new version for this long checks the last checkpoint before
+# A process that learned no new version for this long (wall clock: a process or machine
+# suspended for days counts them) checks the last checkpoint before
 # trusting that the next entry is missing because nobody wrote it (log cleanup removes
 # entries older than a checkpoint and than ``delta.logRetentionDuration``, 30 days).
 STALE_SECONDS = 3600.0
@@ -94,7 +95,7 @@ class TableLog:
         self._apps: dict[str, int | None] = {}
         self._files: dict[Key, dict[str, Kept]] = {}
         self._where: dict[str, Key] = {}  # each file's partition, by path
-        self._learned_at = time.monotonic()
+        self._learned_at = time.time()
         self._load(lake.open_or_create(spec))
 
     def uri(self) -> str:
@@ -179,8 +180,8 @@ class TableLog:
                 return [*learned, *self.reload()]
             if text is None:
                 if learned:
-                    self._learned_at = time.monotonic()
-                elif time.monotonic() - self._learned_at > STALE_SECONDS and self._cleaned_up():
+                    self._learned_at = time.time()
+                elif time.time() - self._learned_at > STALE_SECONDS and self._cleaned_up():
                     return self.reload()
                 return learned
             if apps is None:  # metadata or protocol: delta-rs reads them
@@ -190,7 +191,7 @@ class TableLog:
     def _cleaned_up(self) -> bool:
         """Whether the log was cleaned up past :attr:`version` (its next entry then never
         comes: the last checkpoint is newer)."""
-        self._learned_at = time.monotonic()
+        self._learned_at = time.time()
         try:
             return self._entries.last_checkpoint() > self.version
         except Exception as exc:
@@ -204,7 +205,7 @@ class TableLog:
         if table is None:
             raise StorageError(f"lake table {self.uri()} is gone")
         self._load(table)
-        self._learned_at = time.monotonic()
+        self._learned_at = time.time()
         return [Learned(v, None) for v in range(before + 1, self.version + 1)]
 
     def _apply(self, version: int, text: str) -> dict[str, int] | None:
@@ -243,7 +244,7 @@ class TableLog:
             return None
         apps = self._apply(following, text)
         assert apps is not None
-        self._learned_at = time.monotonic()
+        self._learned_at = time.time()
         if following % self.checkpoint_interval == 0:
             self._checkpoint(following)
         return Learned(following, apps)

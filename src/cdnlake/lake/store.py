@@ -29,6 +29,7 @@ from cdnlake.sqlfiles import internal_sql
 
 if TYPE_CHECKING:
     import duckdb
+    import pyarrow as pa
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
     from arro3.core import Table as ArrowTable
@@ -247,7 +248,7 @@ class Lake:
     @staticmethod
     def chosen_actions(
         spec: TableSpec,
-        log: ArrowTable,
+        log: ArrowTable | pa.Table,
         partitions: list[Any] | None = None,
         *,
         stats: tuple[str, ...] = (),
@@ -355,19 +356,6 @@ def add_actions_table(table: DeltaTable) -> ArrowTable:
     """The table's add actions (flattened), as delta-rs returns them: an arro3 table,
     which needs neither pyarrow nor (for its instants) pandas."""
     return table.get_add_actions(flatten=True)
-
-
-def action_rows(actions: ArrowTable, columns: list[str]) -> list[dict[str, Any]]:
-    """Every add action's ``columns`` as one dict per file (None in a column that the log
-    does not have): a Python value per file of the table, for callers that need them all.
-    To choose files by partition, :meth:`Lake.add_actions`."""
-    present = [c for c in columns if c in actions.column_names]
-    missing = dict.fromkeys(c for c in columns if c not in present)
-    return [
-        {**missing, **row}
-        for batch in actions.select(present).to_batches()
-        for row in batch.to_struct_array().to_pylist()
-    ]
 
 
 def first_line(exc: BaseException) -> str:
