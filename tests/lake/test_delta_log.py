@@ -303,3 +303,30 @@ def test_an_entry_is_written_as_delta_rs_writes_one():
         "size": 9,
     }
     assert lines[3] == {"txn": {"appId": "app", "version": 3, "lastUpdated": 4}}
+
+
+@pytest.mark.parametrize("answer", ["exists", "error"])
+def test_a_commit_whose_answer_was_lost_is_known_as_ours(storage, answer):  # noqa: F811
+    """The entry landed but its writer heard "exists" (the store's retry after a lost
+    answer) or an error: the commit's own txnId, read back, says it landed. Its rows are
+    new, not their own duplicates, and nothing is written twice."""
+    lake = Lake(storage.lake_location, storage.storage_options())
+    writer = ZoneWriter(lake, REQUESTS, 1)
+    table_log = shared_table(lake, REQUESTS)._log
+    assert table_log is not None
+    put = table_log._entries.put_if_absent
+
+    def lost_answer(version: int, text: str) -> bool:
+        assert put(version, text)
+        if answer == "error":
+            raise OSError("connection reset while reading the answer")
+        return False
+
+    table_log._entries.put_if_absent = lost_answer  # type: ignore[method-assign]
+    written = writer.commit(rows(0, 20, BASE), {WATERMARK: 5})
+    assert (written.new, written.duplicates) == (20, 0)
+    table_log._entries.put_if_absent = put  # type: ignore[method-assign]
+    assert delta_rs(lake).version() == table_log.version
+    assert writer.commit(rows(0, 20, BASE), {}).new == 0
+    frame = pl.from_arrow(delta_rs(lake).to_pyarrow_table(columns=["request_id"]))
+    assert isinstance(frame, pl.DataFrame) and frame.height == 20

@@ -233,14 +233,23 @@ class TableLog:
         self, actions: list[AddAction | RemoveAction], transactions: list[Transaction]
     ) -> Learned | None:
         """Write the next version's entry if nobody has: the version, when it landed (the
-        state is then at it), else None: another writer's entry is there (or our own,
-        written by an attempt whose answer was lost: :meth:`advance` reads it like any
-        other)."""
+        state is then at it), else None: another writer's entry is there.
+
+        An attempt whose answer was lost (the entry landed, the store's retry was then
+        refused as "exists", or the call failed) is known by the commit's own ``txnId``
+        read back: it landed, and its rows count as new, not as their own duplicates."""
         if self.refusal is not None:
             raise StorageError(f"lake table {self.uri()} is not written: {self.refusal}")
         following = self.version + 1
-        text = entry(self.spec, actions, transactions)
-        if not self._entries.put_if_absent(following, text):
+        txn_id = uuid.uuid4().hex
+        text = entry(self.spec, actions, transactions, txn_id=txn_id)
+        try:
+            landed = self._entries.put_if_absent(following, text)
+        except Exception:
+            if not self._ours(following, txn_id):
+                raise
+            landed = True
+        if not landed and not self._ours(following, txn_id):
             return None
         apps = self._apply(following, text)
         assert apps is not None
@@ -248,6 +257,18 @@ class TableLog:
         if following % self.checkpoint_interval == 0:
             self._checkpoint(following)
         return Learned(following, apps)
+
+    def _ours(self, version: int, txn_id: str) -> bool:
+        """Whether ``version``'s entry is the commit ``txn_id`` (False where unread)."""
+        try:
+            text = self._entries.read(version)
+        except Exception as exc:
+            log.info("%s: log entry %s unread (%s)", self.spec.name, version, first_line(exc))
+            return False
+        if not text:
+            return False
+        first = json.loads(text.splitlines()[0])
+        return bool((first.get("commitInfo") or {}).get("txnId") == txn_id)
 
     def _checkpoint(self, version: int) -> None:
         """A checkpoint at ``version`` and the expired log entries removed, as delta-rs's
@@ -266,9 +287,14 @@ class TableLog:
 
 
 def entry(
-    spec: TableSpec, actions: list[AddAction | RemoveAction], transactions: list[Transaction]
+    spec: TableSpec,
+    actions: list[AddAction | RemoveAction],
+    transactions: list[Transaction],
+    *,
+    txn_id: str = "",
 ) -> str:
-    """One commit's log entry, line by line as delta-rs writes an append."""
+    """One commit's log entry, line by line as delta-rs writes an append; ``txn_id``
+    (Delta's ``commitInfo.txnId``) names the commit, so its writer knows it again."""
     now = int(time.time() * 1000)
     info = {
         "timestamp": now,
@@ -276,6 +302,7 @@ def entry(
         "operationParameters": {"mode": "Append", "partitionBy": json.dumps(spec.partition_by)},
         "engineInfo": f"cdnlake-{__version__}",
         "clientVersion": f"cdnlake-{__version__}",
+        "txnId": txn_id or uuid.uuid4().hex,
     }
     lines: list[dict[str, Any]] = [{"commitInfo": info}]
     for action in actions:
