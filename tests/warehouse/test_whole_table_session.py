@@ -118,3 +118,9 @@ def test_a_whole_table_session_opens_no_file_a_filter_leaves_out(tmp_path, reque
         assert (one_day, other_zone) == ([(10,)], [(10,)])
         with pytest.raises(DataError, match=f"lake file .*{old_file}.* cannot be read"):
             session.run("SELECT count(*) FROM requests")
+    damaged = f"lake file .*{old_file}.* cannot be read"
+    with (
+        pytest.raises(DataError, match=damaged),
+        Warehouse(config.storage).connect(["requests"]) as con,
+    ):
+        con.execute("SELECT count(*) FROM requests").fetchall()  # as `status` queries

@@ -156,6 +156,7 @@ class Warehouse:
         partitions (chosen on the log, so a day's report on a lake of 100,000 files reads
         the footers of that day's files alone), and ``requests_hourly`` only those days,
         computed once for the session (a report's sections then aggregate no row twice).
+        A query of the session that meets a damaged data file raises :func:`damaged_file`.
         """
         wanted = set(RELATIONS if relations is None else relations)
         hourly = HOURLY in wanted
@@ -181,7 +182,10 @@ class Warehouse:
                 self._requests_hourly(con, requests, days)
                 if days is not None:
                     _materialize_hourly(con, *days)
-            yield con
+            try:
+                yield con
+            except duckdb.Error as exc:  # a query met a file no footer read had opened
+                raise damaged_file(exc) or exc from None
         finally:
             con.close()
 
