@@ -31,8 +31,8 @@ OLD_REQUESTS = dataclasses.replace(
 
 
 def written(spec, zone: int, frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame``'s rows as delta-rs writes them (statistics of every column, as a compacted
-    file has)."""
+    """``frame``'s rows with their partition values, for ``write_deltalake`` (delta-rs names
+    every column in a file's statistics, as in the files ``maintain`` compacts)."""
     with_partitions = frame.with_columns(
         pl.lit(zone, pl.Int64).alias("pull_zone_id"), pl.col("ts").dt.date().alias("date")
     )
