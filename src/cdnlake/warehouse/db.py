@@ -4,7 +4,9 @@ Each connection is an in-memory DuckDB database with one view per Delta table, o
 files of the table's current snapshot as the Delta log lists them, so queries see whole
 commits only, however the daemon writes meanwhile. On local disk DuckDB's own Parquet
 reader reads that file list (hive partition values from the paths: a filter on
-``pull_zone_id`` or ``date`` reads only those partitions); on S3 the snapshot is
+``pull_zone_id`` or ``date`` reads only those partitions), with the table's schema where
+the log's statistics show a file has every column (no footer read to define the view:
+:func:`files_sql`); on S3 the snapshot is
 registered as an Arrow dataset whose files the log's statistics prune. No data lives in
 a DuckDB file and nothing stored holds a path, so the lake can move.
 """
@@ -17,7 +19,6 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from datetime import date, timedelta
 from typing import Any
-from urllib.parse import unquote
 
 import duckdb
 from deltalake import DeltaTable
@@ -26,7 +27,7 @@ from cdnlake.config import StorageConfig
 from cdnlake.errors import DataError, QueryError
 from cdnlake.lake.rollups import ROLLUP, Partitions, fresh, partitions, stale
 from cdnlake.lake.schema import REQUESTS, TABLES, ColumnType, TableSpec
-from cdnlake.lake.store import Lake, first_line
+from cdnlake.lake.store import Lake, add_actions_table, first_line
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.named import NamedQuery
 from cdnlake.warehouse.relations import ALIASES, HOURLY, RELATIONS, Result
@@ -75,22 +76,60 @@ def empty_sql(spec: TableSpec) -> str:
     return f"SELECT {columns} WHERE false"
 
 
-def files_sql(spec: TableSpec, files: list[str]) -> str:
-    """The snapshot's data files read by DuckDB, partition values from their paths.
+def files_sql(spec: TableSpec, source: str, *, complete: bool, partial: bool) -> str:
+    """The snapshot's data files read by DuckDB, partition values from their paths; their
+    paths are in the session's variables ``<source>_complete`` and ``<source>_partial``
+    (:func:`data_files`), so each query binds a list, not a statement holding every path.
 
-    A column that the table gained after its files were written (a lake of an older
-    cdnlake) reads as NULL in them: the files are united by name with the table's empty
-    relation, which has every column (filters and projections still reach the files).
-    DDL takes no bound parameters; the paths come from the Delta log, quoted here.
+    A file whose log statistics name every column is read with the table's own schema
+    (``bound_schema``): binding the view opens none of them. The other files, which may
+    lack a column the table gained after they were written (a lake of an older cdnlake),
+    are united by name with the table's empty relation, which has every column, so the
+    column reads as NULL in them; binding reads their footers. Filters and projections still
+    reach the files (a filter on a partition column reads only its partitions).
     """
-    listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
     types = ", ".join(f"'{c}': {_HIVE_TYPES.get(c, 'BIGINT')}" for c in spec.partition_by)
+    hive = f"hive_partitioning = true, hive_types = {{{types}}}, hive_types_autocast = false"
+    parts = [empty_sql(spec)]
+    if complete:
+        schema = ", ".join(f"'{c}': '{_DUCKDB_TYPES[t]}'" for c, t in spec.schema.items())
+        parts.append(
+            f"SELECT * FROM read_parquet(getvariable('{source}_complete'), {hive}, "
+            f"bound_schema = {{{schema}}})"
+        )
+    if partial:
+        parts.append(
+            f"SELECT * FROM read_parquet(getvariable('{source}_partial'), {hive}, "
+            "union_by_name = true)"
+        )
     columns = ", ".join(f'"{c}"' for c in spec.schema)
-    return (
-        f"SELECT {columns} FROM ({empty_sql(spec)} UNION ALL BY NAME "
-        f"SELECT * FROM read_parquet([{listed}], hive_partitioning = true, "
-        f"hive_types = {{{types}}}, union_by_name = true))"
-    )
+    return f"SELECT {columns} FROM ({' UNION ALL BY NAME '.join(parts)})"
+
+
+def data_files(
+    con: duckdb.DuckDBPyConnection,
+    spec: TableSpec,
+    table: DeltaTable,
+    base: str,
+    paths: list[str] | None = None,
+) -> tuple[list[str], list[str]]:
+    """The snapshot's data files (or only those at ``paths``, as the log names them) under
+    ``base``: those whose log statistics name every column of ``spec`` (delta-rs records
+    them all, so every compacted file), and the others. Chosen on the log in Arrow, not by
+    a Python value per file."""
+    log = add_actions_table(table)
+    if log.num_rows == 0:
+        return [], []
+    counts = [f"null_count.{c}" for c in spec.columns if f"null_count.{c}" in log.column_names]
+    con.register("actions", log.select(["path", "num_records", *counts]))
+    try:
+        ((complete, partial),) = con.execute(
+            internal_sql("data_files"),
+            {"base": base, "columns": len(spec.columns), "paths": paths},
+        ).fetchall()
+    finally:
+        con.unregister("actions")
+    return complete, partial
 
 
 class Warehouse:
@@ -117,6 +156,7 @@ class Warehouse:
         partitions (chosen on the log, so a day's report on a lake of 100,000 files reads
         the footers of that day's files alone), and ``requests_hourly`` only those days,
         computed once for the session (a report's sections then aggregate no row twice).
+        A query of the session that meets a damaged data file raises :func:`damaged_file`.
         """
         wanted = set(RELATIONS if relations is None else relations)
         hourly = HOURLY in wanted
@@ -142,7 +182,10 @@ class Warehouse:
                 self._requests_hourly(con, requests, days)
                 if days is not None:
                     _materialize_hourly(con, *days)
-            yield con
+            try:
+                yield con
+            except duckdb.Error as exc:  # a query met a file no footer read had opened
+                raise damaged_file(exc) or exc from None
         finally:
             con.close()
 
@@ -178,8 +221,10 @@ class Warehouse:
             con.execute(f"CREATE VIEW {source} AS {empty_sql(spec)}")
         elif self.lake.local is not None:
             base = self.lake.table_uri(spec)
-            files = table.file_uris() if paths is None else [f"{base}/{unquote(p)}" for p in paths]
-            rows = files_sql(spec, files) if files else empty_sql(spec)
+            complete, partial = data_files(con, spec, table, base, paths)
+            for part, files in (("complete", complete), ("partial", partial)):
+                con.execute(f"SET VARIABLE {source}_{part} = $files", {"files": files})
+            rows = files_sql(spec, source, complete=bool(complete), partial=bool(partial))
             try:
                 con.execute(f"CREATE VIEW {source} AS {rows}")
             except duckdb.Error as exc:

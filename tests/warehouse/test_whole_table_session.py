@@ -1,0 +1,126 @@
+"""A session over all of ``requests`` (``cdnlake sql``, named queries) defines its view without
+reading each file's footer: files whose log statistics name every column are read with the
+table's schema, the others (older than a column) united by name, that column NULL in them;
+a filter on zone or day still reads only those partitions."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, date, datetime, time, timedelta
+
+import duckdb
+import polars as pl
+import pytest
+from deltalake import write_deltalake
+
+from cdnlake.errors import DataError
+from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS, conform
+from cdnlake.lake.store import Lake
+from cdnlake.warehouse.db import DuckDBSession, Warehouse, data_files
+from tests.conftest import run_cli
+from tests.lake.test_commit import BASE, rows
+from tests.lake.test_rollups import config_for
+
+OLD = BASE - timedelta(days=2)
+# The column an older cdnlake did not have (any of them would do).
+OLD_REQUESTS = dataclasses.replace(
+    REQUESTS, columns={k: v for k, v in REQUEST_SCHEMA.items() if k != "asn_organization"}
+)
+
+
+def written(spec, zone: int, frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame``'s rows with their partition values, for ``write_deltalake`` (delta-rs names
+    every column in a file's statistics, as in the files ``maintain`` compacts)."""
+    with_partitions = frame.with_columns(
+        pl.lit(zone, pl.Int64).alias("pull_zone_id"), pl.col("ts").dt.date().alias("date")
+    )
+    return conform(with_partitions, spec.schema)
+
+
+def full_files_lake(lake: Lake, zone: int, days: list[date]) -> None:
+    """One file per day of ``zone``, with statistics of every column."""
+    for day in days:
+        frame = rows(0, 10, datetime.combine(day, time(), UTC))
+        write_deltalake(
+            lake.open_or_create(REQUESTS),
+            written(REQUESTS, zone, frame.with_columns(pl.lit("AS1").alias("asn_organization"))),
+            mode="append",
+            partition_by=REQUESTS.partition_by,
+        )
+
+
+def test_files_older_than_a_column_read_it_as_null_through_cdnlake_sql(tmp_path, request):
+    path, config = config_for(tmp_path, "local", request)
+    lake = Lake.from_config(config.storage)
+    # A lake of an older cdnlake: its files have no asn_organization.
+    old = lake.open_or_create(OLD_REQUESTS)
+    frame = rows(0, 3, OLD).with_columns(pl.lit("AS1").alias("asn_organization"))
+    write_deltalake(
+        old,
+        written(OLD_REQUESTS, 1234, frame),
+        mode="append",
+        partition_by=["pull_zone_id", "date"],
+    )
+    # Today's cdnlake: the table gains the column; a compacted file (every column named in
+    # its statistics) and a pass's file (a few named).
+    full_files_lake(lake, 1234, [BASE.date() - timedelta(days=1)])
+    ZoneWriter(lake, REQUESTS, 1234).commit(
+        rows(100, 2, BASE).with_columns(pl.lit("AS2").alias("asn_organization")), {}
+    )
+    table = lake.open(REQUESTS)
+    assert table is not None
+    with duckdb.connect() as con:
+        complete, partial = data_files(con, REQUESTS, table, lake.table_uri(REQUESTS))
+    assert len(complete) == 1 and len(partial) == 2  # both ways of reading are used
+
+    result = run_cli(
+        "--config",
+        str(path),
+        "sql",
+        "SELECT date, asn_organization, count(*) AS n FROM requests GROUP BY ALL ORDER BY ALL",
+        "--format",
+        "json",
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == [
+        {"date": str(OLD.date()), "asn_organization": None, "n": 3},
+        {"date": str(BASE.date() - timedelta(days=1)), "asn_organization": "AS1", "n": 10},
+        {"date": str(BASE.date()), "asn_organization": "AS2", "n": 2},
+    ]
+
+
+def test_a_whole_table_session_opens_no_file_a_filter_leaves_out(tmp_path, request):
+    _, config = config_for(tmp_path, "local", request)
+    lake = Lake.from_config(config.storage)
+    days = [BASE.date() - timedelta(days=n) for n in (3, 2, 1, 0)]
+    full_files_lake(lake, 1234, days)
+    full_files_lake(lake, 99, days[:1])
+    table = lake.open(REQUESTS)
+    assert table is not None
+    on_old = Lake.add_actions(
+        REQUESTS, table, [("pull_zone_id", "=", 1234), ("date", "=", days[0])]
+    )
+    (old_file,) = [action["path"] for action in on_old]
+    # The file no longer reads: a session that opened it (its footer, its rows) would fail.
+    lake.write_file(f"requests/{old_file}", b"not parquet at all")
+
+    with Warehouse(config.storage).connect(["requests"]) as con:
+        session = DuckDBSession(con)
+        one_day = session.run(
+            "SELECT count(*) FROM requests WHERE date = $day", {"day": days[2]}
+        ).rows
+        other_zone = session.run(
+            "SELECT count(*) FROM requests WHERE pull_zone_id = 99 AND date = $day",
+            {"day": days[0]},
+        ).rows
+        assert (one_day, other_zone) == ([(10,)], [(10,)])
+        with pytest.raises(DataError, match=f"lake file .*{old_file}.* cannot be read"):
+            session.run("SELECT count(*) FROM requests")
+    damaged = f"lake file .*{old_file}.* cannot be read"
+    with (
+        pytest.raises(DataError, match=damaged),
+        Warehouse(config.storage).connect(["requests"]) as con,
+    ):
+        con.execute("SELECT count(*) FROM requests").fetchall()  # as `status` queries
