@@ -108,10 +108,12 @@ def _partition_text(value: object) -> str:
 
 
 def _stats(frame: pl.DataFrame, columns: list[str]) -> str:
-    """Delta file statistics (numRecords, minValues, maxValues, nullCount) of ``columns``."""
+    """Delta file statistics: numRecords, minValues and maxValues of ``columns``, and the
+    nullCount of every column (so a session knows the file holds them all, and reads it
+    without opening it: :func:`cdnlake.warehouse.db.data_files`)."""
     lows: dict[str, object] = {}
     highs: dict[str, object] = {}
-    nulls: dict[str, int] = {}
+    nulls: dict[str, int] = dict(zip(frame.columns, frame.null_count().row(0), strict=True))
     for name in columns:
         column = frame[name]
         lo, hi = column.min(), column.max()
@@ -119,7 +121,6 @@ def _stats(frame: pl.DataFrame, columns: list[str]) -> str:
             lows[name], highs[name] = _instant(lo), _instant(hi)
         elif lo is not None:
             lows[name], highs[name] = lo, hi
-        nulls[name] = column.null_count()
     return json.dumps(
         {"numRecords": frame.height, "minValues": lows, "maxValues": highs, "nullCount": nulls}
     )
