@@ -119,14 +119,18 @@ def test_a_pass_alone_waits_for_nobody(tmp_path, monkeypatch):
 
 
 class ClaimsAGap(QuietZone):
-    """A quiet zone whose pass claims a span lost (before the provider's retention)."""
+    """A quiet zone whose pass claims a span lost (before the provider's retention), and
+    sees it in ingest_gaps before its commit moves the zone's progress past it."""
 
-    def __init__(self) -> None:
+    def __init__(self, lake: Lake) -> None:
         super().__init__([0, 0], threading.Lock())
+        self.lake = lake
+        self.recorded_before_the_commit = False
 
     def chunks(self, ctx: PassContext) -> Iterator[Chunk]:
         old = ctx.oldest() - timedelta(hours=2)
         ctx.claim_gap(old, old + timedelta(hours=1), "a test's loss")
+        self.recorded_before_the_commit = version(self.lake, INGEST_GAPS) >= 1
         yield from super().chunks(ctx)
 
 
@@ -147,16 +151,20 @@ class WaitsForTheGap(QuietZone):
         yield from super().chunks(ctx)
 
 
-def test_a_run_that_claims_a_loss_is_recorded_at_once(tmp_path, monkeypatch):
+def test_a_loss_is_recorded_before_the_commit_that_moves_past_it(tmp_path, monkeypatch):
     """A pass's commit moves its watermark past the loss it claims, so no later pass
-    claims it again: its run and gap are recorded at once, never held back in a
-    gathering while other passes are in flight (a SIGKILL then would lose the claim)."""
+    claims it again: the gap is recorded when it is claimed, before that commit, never
+    held back with the pass's run in a gathering while other passes are in flight (a
+    SIGKILL between the commit and the run's MERGE would lose the claim for good)."""
     monkeypatch.setattr("cdnlake.lake.bookkeeping.GATHER_SECONDS", 600.0, raising=False)
     run = runner(tmp_path)
     seen = threading.Event()
-    results = run.run_many([(1, ClaimsAGap()), (2, WaitsForTheGap(run.lake, seen))])
+    claims = ClaimsAGap(run.lake)
+    results = run.run_many([(1, claims), (2, WaitsForTheGap(run.lake, seen))])
+    assert claims.recorded_before_the_commit
     assert seen.is_set(), "the loss was recorded only after the other pass ended"
     assert [r.outcome for r in results] == ["ok", "ok"]
+    assert results[0].lost_seconds == 3600.0
     gaps = run.lake.open(INGEST_GAPS)
     assert gaps is not None
     assert gaps.to_pyarrow_table(columns=["zone"])["zone"].to_pylist() == [1]

@@ -18,7 +18,7 @@ from cdnlake.errors import DataError
 from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS, conform
 from cdnlake.lake.store import Lake
-from cdnlake.warehouse.db import DuckDBSession, Warehouse, data_files
+from cdnlake.warehouse.db import DuckDBSession, Warehouse, damaged_file, data_files
 from tests.conftest import run_cli
 from tests.lake.test_commit import BASE, rows
 from tests.lake.test_rollups import config_for
@@ -124,3 +124,69 @@ def test_a_whole_table_session_opens_no_file_a_filter_leaves_out(tmp_path, reque
         Warehouse(config.storage).connect(["requests"]) as con,
     ):
         con.execute("SELECT count(*) FROM requests").fetchall()  # as `status` queries
+
+
+def damage_listed(lake: Lake, index: int) -> str:
+    """Damage the file a whole-table session lists at ``index`` (the first is the one
+    DuckDB opens to bind the view; the others are opened by the queries): its path."""
+    table = lake.open(REQUESTS)
+    assert table is not None
+    with duckdb.connect() as con:
+        complete, _ = data_files(con, REQUESTS, table, lake.table_uri(REQUESTS))
+    assert len(complete) > 1
+    path = complete[index].removeprefix(lake.table_uri(REQUESTS) + "/")
+    lake.write_file(f"requests/{path}", b"not parquet at all")
+    return path
+
+
+@pytest.mark.parametrize("index", [0, -1])
+def test_a_damaged_file_met_while_a_session_is_set_up_is_one_line(tmp_path, request, index):
+    """A damaged file met before any query (the first listed, bound at set-up; any other,
+    read by the report's hourly rollups, computed at set-up): a one-line DataError naming
+    it and what sets it aside, and the same from `cdnlake report`, never a traceback."""
+    path, config = config_for(tmp_path, "local", request)
+    lake = Lake.from_config(config.storage)
+    days = [BASE.date() - timedelta(days=n) for n in (1, 0)]
+    full_files_lake(lake, 1234, days)
+    damaged_path = damage_listed(lake, index)
+    damaged = f"lake file .*{damaged_path}.* cannot be read .*maintain --check-all"
+    with (
+        pytest.raises(DataError, match=damaged),
+        Warehouse(config.storage).connect(["requests_hourly"], days=(days[0], days[1])),
+    ):
+        pass
+    day = next(d for d in days if d.isoformat() in damaged_path)
+    result = run_cli("--config", str(path), "report", "--date", day.isoformat())
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "cannot be read" in result.stderr and damaged_path in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("error", "advice"),
+    [
+        (
+            duckdb.InvalidInputException(
+                "Invalid Input Error: No magic bytes found at end of file '/lake/a.parquet'"
+            ),
+            "maintain --check-all",
+        ),
+        (
+            duckdb.IOException('IO Error: No files found that match the pattern "/lake/a.parquet"'),
+            "removed while the table was read",
+        ),
+        (
+            duckdb.IOException('IO Error: Cannot open file "/lake/a.parquet": Permission denied'),
+            "permissions",
+        ),
+    ],
+)
+def test_only_damaged_bytes_send_the_user_to_maintain(error, advice):
+    """A file gone (a compaction while a long report read) or unreadable for permissions is
+    not damage: `maintain --check-all` would find it sound, so it is not what the user is
+    told to run."""
+    found = damaged_file(error)
+    assert found is not None and "/lake/a.parquet" in str(found)
+    assert advice in str(found)
+    if advice != "maintain --check-all":
+        assert "maintain" not in str(found)

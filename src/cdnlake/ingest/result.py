@@ -48,6 +48,7 @@ class Gap:
     gap_from: datetime
     gap_to: datetime
     reason: str
+    recorded: bool = field(default=False, compare=False)  # in ingest_gaps already
 
 
 @dataclass
@@ -162,7 +163,8 @@ class ZoneResult:
             "rows_read": self.rows_read,
         }
 
-    def gap_rows(self) -> list[dict[str, Any]]:
+    def gap_rows(self, gaps: list[Gap] | None = None) -> list[dict[str, Any]]:
+        """The rows of ``gaps`` (every gap of the pass by default) for ``ingest_gaps``."""
         return [
             {
                 "gap_from": g.gap_from,
@@ -172,7 +174,7 @@ class ZoneResult:
                 "run_id": self.run_id,
                 "source": self.source,
             }
-            for g in self.gaps
+            for g in (self.gaps if gaps is None else gaps)
         ]
 
 

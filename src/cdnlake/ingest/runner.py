@@ -170,6 +170,15 @@ class PassContext:
         gap = Gap(start, end, reason)
         if gap not in self.result.gaps:
             self.result.gaps.append(gap)
+            # Recorded now, before a commit moves the zone's progress past the loss: no
+            # later pass would claim it again, so a pass killed after that commit must not
+            # take the claim with it. Not recorded: the pass fails, its progress unmoved.
+            try:
+                rows = self.result.gap_rows([gap])
+                self.result.lost_seconds += self.bookkeeping.record_gaps(self.zone_id, rows)
+            except CdnlakeError as exc:
+                raise StorageError(f"a loss could not be recorded in ingest_gaps: {exc}") from None
+            gap.recorded = True
         return True
 
     def lake_holds(self, start: datetime, end: datetime) -> bool:
@@ -347,14 +356,15 @@ class Runner:
 
     def _record(self, result: ZoneResult) -> None:
         try:
-            result.lost_seconds = self.bookkeeping.record_run(
-                result.zone_id, result.run_row(), result.gap_rows()
+            unrecorded = [g for g in result.gaps if not g.recorded]
+            result.lost_seconds += self.bookkeeping.record_run(
+                result.zone_id, result.run_row(), result.gap_rows(unrecorded)
             )
         except CdnlakeError as exc:  # bookkeeping must not undo a pass whose rows are durable
             note = f"run not recorded in ingest_runs: {exc}"
             result.notes.append(note)
             log.error("zone %s: %s", result.zone_id, note)
-            if result.gaps:  # a loss nobody would see again: the pass is not ok
+            if unrecorded:  # a loss nobody would see again: the pass is not ok
                 result.outcome = "failed"
                 result.error = f"a loss could not be recorded in ingest_gaps: {exc}"
 

@@ -97,17 +97,7 @@ class RunGathering:
                 self._changed.notify_all()
 
     def record(self, item: RunRecord) -> float:
-        """``item``'s seconds of new loss once its gathering is recorded, or its error.
-
-        A run that claims gaps is recorded at once, alone: its pass's commit has already
-        moved the watermark past the loss, so no later pass would claim it again, and a
-        process killed while it waited would leave the loss unsaid."""
-        if item[2]:
-            with self._merging:
-                (alone,) = self._record([item])
-            if isinstance(alone, BaseException):
-                raise alone
-            return alone
+        """``item``'s seconds of new loss once its gathering is recorded, or its error."""
         with self._changed:
             self._arrived += 1
             self._changed.notify_all()

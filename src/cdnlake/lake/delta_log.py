@@ -267,8 +267,11 @@ class TableLog:
             return False
         if not text:
             return False
-        first = json.loads(text.splitlines()[0])
-        return bool((first.get("commitInfo") or {}).get("txnId") == txn_id)
+        try:
+            first = json.loads(text.splitlines()[0])
+        except ValueError:  # not an entry of ours (advance() judges it)
+            return False
+        return isinstance(first, dict) and (first.get("commitInfo") or {}).get("txnId") == txn_id
 
     def _checkpoint(self, version: int) -> None:
         """A checkpoint at ``version`` and the expired log entries removed, as delta-rs's

@@ -24,7 +24,7 @@ import duckdb
 from deltalake import DeltaTable
 
 from cdnlake.config import StorageConfig
-from cdnlake.errors import DataError, QueryError
+from cdnlake.errors import DataError, QueryError, StorageError
 from cdnlake.lake.rollups import ROLLUP, Partitions, fresh, partitions, stale
 from cdnlake.lake.schema import REQUESTS, TABLES, ColumnType, TableSpec
 from cdnlake.lake.store import Lake, add_actions_table, first_line
@@ -38,18 +38,30 @@ log = logging.getLogger(__name__)
 _DAMAGED_FILE = re.compile(r"""\s*['"](?P<path>[^'"]+\.parquet)['"]""")
 
 
+# What DuckDB says of a file whose bytes are not (or no longer) Parquet.
+_DAMAGE = re.compile(
+    r"magic bytes|too small|footer|thrift|deseriali|decompress|corrupt", re.IGNORECASE
+)
+_GONE = re.compile(r"no files found|no such file", re.IGNORECASE)
+
+
 def damaged_file(exc: duckdb.Error) -> DataError | None:
-    """A query that failed on a lake data file DuckDB could not read (truncated, not
-    Parquet): one line naming the file, and what finds and sets such files aside."""
+    """A query that failed on one lake data file: one line naming the file, and what to
+    do: damaged bytes (truncated, not Parquet) are what ``maintain --check-all`` finds and
+    sets aside; a file gone was removed while the session read the table (a compaction,
+    ``maintain``), so running again reads the table as it is now."""
     text = first_line(exc)
     found = _DAMAGED_FILE.search(text)
     if found is None or not isinstance(exc, duckdb.InvalidInputException | duckdb.IOException):
         return None
     reason = _DAMAGED_FILE.sub("", text.split(" Error: ", 1)[-1]).rstrip(".")
-    return DataError(
-        f"lake file {found['path']} cannot be read ({reason}); "
-        "`cdnlake maintain --check-all` checks every file and sets damaged ones aside"
-    )
+    if _DAMAGE.search(reason):
+        advice = "`cdnlake maintain --check-all` checks every file and sets damaged ones aside"
+    elif _GONE.search(reason):
+        advice = "it was removed while the table was read (a compaction); run it again"
+    else:
+        advice = "check the lake's permissions and storage"
+    return DataError(f"lake file {found['path']} cannot be read ({reason}); {advice}")
 
 
 def relation_sql(spec: TableSpec, source: str) -> str:
@@ -82,7 +94,8 @@ def files_sql(spec: TableSpec, source: str, *, complete: bool, partial: bool) ->
     (:func:`data_files`), so each query binds a list, not a statement holding every path.
 
     A file whose log statistics name every column is read with the table's own schema
-    (``bound_schema``): binding the view opens none of them. The other files, which may
+    (``bound_schema``): binding the view opens only the first of them (DuckDB reads one
+    footer to bind). The other files, which may
     lack a column the table gained after they were written (a lake of an older cdnlake),
     are united by name with the table's empty relation, which has every column, so the
     column reads as NULL in them; binding reads their footers. Filters and projections still
@@ -164,30 +177,45 @@ class Warehouse:
             wanted.add(REQUESTS.name)  # the stale partitions come from it by a join
         con = duckdb.connect(":memory:")
         try:
-            con.execute("SET TimeZone = 'UTC'")
-            opened = {}
-            for spec in TABLES:
-                if spec.name not in wanted:
-                    continue
-                table = opened[spec.name] = self.lake.open(spec)
-                if spec is REQUESTS and table is not None and days is not None:
-                    self.read_only(con, spec, table, Lake.add_actions(spec, table, _on(days)))
-                    continue
-                self._register(con, spec, table, f"_{spec.name}")
-                con.execute(relation_sql(spec, f"_{spec.name}"))
-            if hourly:
-                requests = (
-                    opened[REQUESTS.name] if REQUESTS.name in opened else self.lake.open(REQUESTS)
-                )
-                self._requests_hourly(con, requests, days)
-                if days is not None:
-                    _materialize_hourly(con, *days)
+            try:
+                self._set_up(con, wanted, hourly, days)
+            except duckdb.Error as exc:  # a set-up query (the hourly rollups) met a file
+                raise damaged_file(exc) or StorageError(
+                    f"the lake at {self.lake.uri} cannot be read: {first_line(exc)}"
+                ) from None
             try:
                 yield con
             except duckdb.Error as exc:  # a query met a file no footer read had opened
                 raise damaged_file(exc) or exc from None
         finally:
             con.close()
+
+    def _set_up(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        wanted: set[str],
+        hourly: bool,
+        days: tuple[date, date] | None,
+    ) -> None:
+        """The session's views (see :meth:`connect`)."""
+        con.execute("SET TimeZone = 'UTC'")
+        opened = {}
+        for spec in TABLES:
+            if spec.name not in wanted:
+                continue
+            table = opened[spec.name] = self.lake.open(spec)
+            if spec is REQUESTS and table is not None and days is not None:
+                self.read_only(con, spec, table, Lake.add_actions(spec, table, _on(days)))
+                continue
+            self._register(con, spec, table, f"_{spec.name}")
+            con.execute(relation_sql(spec, f"_{spec.name}"))
+        if hourly:
+            requests = (
+                opened[REQUESTS.name] if REQUESTS.name in opened else self.lake.open(REQUESTS)
+            )
+            self._requests_hourly(con, requests, days)
+            if days is not None:
+                _materialize_hourly(con, *days)
 
     def read_only(
         self,
