@@ -51,10 +51,10 @@ def test_status_figures_equal_a_full_scan_recent_or_not(tmp_path):
     books = Bookkeeping(lake)
     # Pull zone 1's newest run is older than shield zone 1's newest (same partition,
     # another numbering); zone 2 has one failed run, in an older file.
-    books.record_run(2, run(DAY - timedelta(hours=30), "failed"), [])
+    books.record_run(2, run(DAY - timedelta(hours=30), "failed"))
     for minutes in (0, 10, 20):
-        books.record_run(1, run(DAY + timedelta(minutes=minutes)), [])
-    books.record_run(1, run(DAY + timedelta(minutes=30), source="shield"), [])
+        books.record_run(1, run(DAY + timedelta(minutes=minutes)))
+    books.record_run(1, run(DAY + timedelta(minutes=30), source="shield"))
 
     for now in (DAY + timedelta(hours=3), DAY + timedelta(days=3, hours=3)):  # recent, then old
         got = {(s.zone_id, s.source): s for s in zone_statuses(config, now=now)}
@@ -86,7 +86,7 @@ def test_status_loads_neither_polars_nor_pyarrow(tmp_path):
     )
     lake = Lake.from_config(config.storage)
     ZoneWriter(lake, REQUESTS, 1).commit(rows(0, 10, DAY, "a"), {"": to_ms(DAY)})
-    Bookkeeping(lake).record_run(1, run(DAY), [])
+    Bookkeeping(lake).record_run(1, run(DAY))
 
     args = ["--config", str(tmp_path / "config.toml"), "status", "--format", "json"]
     proc, heavy = cli_heavy_modules(*args)

@@ -497,7 +497,7 @@ def delta_versions(table: Path) -> int:
 SCRAPE_SECONDS = 15  # Prometheus's usual scrape interval
 
 
-def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int) -> Figure:
+def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int) -> list[Figure]:
     """The real ``cdnlake daemon`` on ``zones`` quiet zones of the emulator (a few requests
     a minute each), at the provider's real limit, for ``seconds`` of steady state: every
     zone's lag, as /metrics shows it (the lag alone every second, all of /metrics every
@@ -590,19 +590,35 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
     behind = sum(1 for value in worst.values() if value > bound)
     ok = len(worst) == zones and behind == 0
     per_table = ", ".join(f"{name} {n:.0f}" for name, n in commits.items()) or "none"
-    return Figure(
-        f"{zones:,} quiet zones on one daemon for {elapsed / 60:.1f} min: max lag",
-        highest,
-        bound,
-        "s",
-        "every zone's lag <= lag + 2 x poll",
-        ok,
-        f"{behind} of {zones} zones past it"
-        + ("" if elapsed >= seconds else " (stopped early: the verdict was known)")
-        + f"; commits per poll: {per_table}; "
-        + busy_passes(lake_dir, since).note()
-        + f"; daemon CPU {cpu:.0%} of a core",
+    # A group commit waits for the passes in flight up to GROUP_SPACING after the one
+    # before: a table takes at most about a commit a second, whatever the zones.
+    most = max(commits.values(), default=0.0)
+    busiest = max(commits, key=lambda name: commits[name], default="none")
+    commits_figure = Figure(
+        f"{zones:,} quiet zones on one daemon: commits per poll to the busiest table",
+        most,
+        None,
+        "",
+        f"<= {poll} (a commit a second of the poll, whatever the zones)",
+        0 < most <= poll,
+        f"{busiest}; every table: {per_table}",
     )
+    return [
+        commits_figure,
+        Figure(
+            f"{zones:,} quiet zones on one daemon for {elapsed / 60:.1f} min: max lag",
+            highest,
+            bound,
+            "s",
+            "every zone's lag <= lag + 2 x poll",
+            ok,
+            f"{behind} of {zones} zones past it"
+            + ("" if elapsed >= seconds else " (stopped early: the verdict was known)")
+            + f"; commits per poll: {per_table}; "
+            + busy_passes(lake_dir, since).note()
+            + f"; daemon CPU {cpu:.0%} of a core",
+        ),
+    ]
 
 
 def syslog_frame(zone: int, request_id: str, ts_ms: int) -> bytes:

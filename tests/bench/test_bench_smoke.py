@@ -25,7 +25,8 @@ BENCHMARKS = [
     "commit of 60 s of new rows on a table",
     "status on",
     "busy zone",
-    "quiet zones on one daemon",
+    "quiet zones on one daemon: commits per poll",
+    "quiet zones on one daemon for",
     "forwarded request to queryable row",
     "forwarded rows one daemon commits",
 ]

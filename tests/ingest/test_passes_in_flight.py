@@ -14,6 +14,7 @@ from cdnlake.ingest.runner import Chunk, PassContext, Runner
 from cdnlake.lake.progress import WATERMARK, to_ms
 from cdnlake.lake.schema import INGEST_GAPS, INGEST_RUNS, REQUESTS
 from cdnlake.lake.store import Lake
+from cdnlake.scheduler import wait_for
 from tests.conftest import lake_frame
 from tests.lake.test_commit import rows
 
@@ -112,10 +113,80 @@ def test_passes_ending_apart_record_their_runs_in_one_merge(tmp_path, monkeypatc
     assert sorted(runs.to_pyarrow_table(columns=["zone"])["zone"].to_pylist()) == [1, 2, 3, 4, 5, 6]
 
 
+def test_passes_ending_apart_commit_their_rows_together(tmp_path, monkeypatch):
+    """While passes are in flight, a group commit waits for them (up to GROUP_SPACING
+    after the one before began), not only for parts already being prepared: passes that
+    end a little apart land in one commit, and a daemon's commits per poll do not follow
+    its zones. (Waiting only for parts being prepared, each of these went alone.)"""
+    monkeypatch.setattr("cdnlake.lake.shared.GROUP_SPACING", 60.0)  # a busy machine
+    raw = {"storage": {"root": str(tmp_path / "data")}, "ingest": {"concurrency": 6}}
+    run = Runner(build_config(raw, base_dir=tmp_path, env={}), clock=lambda: START)
+    started = threading.Barrier(6)
+    results = run.run_many((zone, EndsApart(started, 0.2 * zone)) for zone in range(1, 7))
+    assert [r.outcome for r in results] == ["ok"] * 6
+    # Made (version 0); the first commit after a quiet time goes at once (1); the five
+    # behind it wait for each other (2).
+    assert version(run.lake, REQUESTS) == 2
+    assert lake_frame(tmp_path / "data").height == 3 * 6
+
+
+class Chunks(QuietZone):
+    """A pass of several commits: each chunk's rows and the watermark it reaches."""
+
+    def chunks(self, ctx: PassContext) -> Iterator[Chunk]:
+        for n in range(3):
+            end = START + timedelta(minutes=n + 1)
+            yield Chunk(rows(0, 3, end, tag=f"z{ctx.zone_id}c{n}-"), {WATERMARK: to_ms(end)})
+
+
 def test_a_pass_alone_waits_for_nobody(tmp_path, monkeypatch):
+    """Neither its run's gathering nor its commits (each chunk's) wait: nobody else is in
+    flight (a command's only zone, an import)."""
     monkeypatch.setattr("cdnlake.lake.bookkeeping.GATHER_SECONDS", 600.0, raising=False)
-    result = runner(tmp_path).run(1, QuietZone([0, 0], threading.Lock()))
-    assert result.outcome == "ok"
+    monkeypatch.setattr("cdnlake.lake.shared.GROUP_SPACING", 600.0)
+    began = time.monotonic()
+    result = runner(tmp_path).run(1, Chunks([0, 0], threading.Lock()))
+    assert result.outcome == "ok" and result.rows == 9
+    assert time.monotonic() - began < 300
+
+
+class Blocked(QuietZone):
+    """A pass in flight until ``release`` is set."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__([0, 0], threading.Lock())
+        self.release = release
+
+    def chunks(self, ctx: PassContext) -> Iterator[Chunk]:
+        self.release.wait(120)
+        yield from super().chunks(ctx)
+
+
+def test_a_commit_outside_a_pass_does_not_wait_for_the_passes_in_flight(tmp_path, monkeypatch):
+    """The forwarding receiver's commits, a rewind's: not a pass's, so they never wait
+    for the passes in flight (a receiver committing its zones one after another would
+    otherwise wait GROUP_SPACING for each)."""
+    from cdnlake.lake.commit import ZoneWriter
+
+    monkeypatch.setattr("cdnlake.lake.shared.GROUP_SPACING", 600.0)
+    run = runner(tmp_path)
+    release = threading.Event()
+    in_flight = threading.Thread(target=run.run, args=(1, Blocked(release)))
+    in_flight.start()
+    try:
+        writer = ZoneWriter(run.lake, REQUESTS, 99)
+        assert wait_for(lambda: writer.shared._passing.count == 1, 60)
+        for n in range(3):  # the first goes at once in any case; the others must too
+            done = threading.Thread(
+                target=writer.commit, args=(rows(0, 2, START, tag=f"out{n}-"), {})
+            )
+            done.start()
+            done.join(120)
+            assert not done.is_alive(), "a commit outside a pass waited for the passes"
+    finally:
+        release.set()
+        in_flight.join(120)
+    assert lake_frame(tmp_path / "data").height == 2 * 3 + 3
 
 
 class ClaimsAGap(QuietZone):

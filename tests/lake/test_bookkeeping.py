@@ -145,7 +145,7 @@ def reject(books: Bookkeeping, n: int) -> None:
 
 
 WRITES: dict[str, tuple[TableSpec, str, Callable[[Bookkeeping, int], object]]] = {
-    "ingest_runs": (INGEST_RUNS, "run_id", lambda b, n: b.record_run(1, run_row(n), [])),
+    "ingest_runs": (INGEST_RUNS, "run_id", lambda b, n: b.record_run(1, run_row(n))),
     "ingest_gaps": (INGEST_GAPS, "gap_from", lambda b, n: b.record_gaps(1, [gap_row(n)])),
     "rejected_lines": (REJECTED_LINES, "record_key", reject),
 }

@@ -21,7 +21,7 @@ from cdnlake.errors import FencedError
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.commit import Written, ZoneWriter
 from cdnlake.lake.progress import WATERMARK, from_ms, rewind, to_ms
-from cdnlake.lake.schema import INGEST_GAPS, INGEST_RUNS, REQUESTS
+from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
 from cdnlake.lake.shared import Batcher, SharedTable, shared_table
 from cdnlake.lake.store import Lake
 from cdnlake.scheduler import wait_for
@@ -207,26 +207,21 @@ def test_a_lost_answer_to_a_group_commit_keeps_each_row_once(lakes):  # noqa: F8
 def test_runs_recorded_at_once_go_in_one_merge(tmp_path):
     lake = Lake(str(tmp_path / "lake"), {})
     books = Bookkeeping(lake)
-    books.record_run(1, run_row(0), [])  # the table exists
+    books.record_run(1, run_row(0))  # the table exists
     before = versions(lake, INGEST_RUNS)
-    hour = timedelta(hours=1)
-    gap = {"gap_from": BASE, "gap_to": BASE + hour, "reason": "lost", "detected_at": BASE}
     zones = list(range(1, 9))
     in_flight = threading.Barrier(len(zones))
-    lost: dict[int, float] = {}
 
     def one(zone: int) -> None:
-        gaps = [{**gap, "run_id": f"run-{zone}", "source": "v2"}] if zone % 2 else []
         with books.runs().passing():  # as a pass of the runner is
             in_flight.wait(60)
-            lost[zone] = books.record_run(zone, run_row(zone), gaps)
+            books.record_run(zone, run_row(zone))
 
     threads = [threading.Thread(target=one, args=(zone,)) for zone in zones]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(120)
-    assert lost == {zone: 3600.0 if zone % 2 else 0.0 for zone in zones}
     assert versions(lake, INGEST_RUNS) - before == 1  # all of them in one MERGE
     table = lake.open(INGEST_RUNS)
     assert table is not None
@@ -234,12 +229,9 @@ def test_runs_recorded_at_once_go_in_one_merge(tmp_path):
     assert sorted((r["zone"], r["run_id"]) for r in runs) == sorted(
         [(1, "run-0")] + [(zone, f"run-{zone}") for zone in zones]
     )
-    # Recorded again (a lost answer re-runs the MERGE): found, not doubled, no new loss.
-    assert books.record_run(3, run_row(3), [{**gap, "run_id": "run-3", "source": "v2"}]) == 0
+    # Recorded again (a lost answer re-runs the MERGE): found, not doubled.
+    books.record_run(3, run_row(3))
     assert len(table.to_pyarrow_table(columns=["run_id"])) == len(runs)
-    gaps = lake.open(INGEST_GAPS)
-    assert gaps is not None
-    assert len(gaps.to_pyarrow_table()) == 4
 
 
 TOTAL = 2000  # requests per zone: 200 chunks of 10
@@ -359,3 +351,22 @@ def test_a_leader_interrupted_while_it_gathers_leaves_the_group_usable():
     later.start()
     later.join(60)
     assert result == [1] and batches == [[1]]
+
+
+def test_an_impatient_item_ends_the_wait_of_the_group():
+    """A commit from outside a pass (the forwarding receiver, a rewind) does not wait for
+    the passes in flight: it takes the parts waiting with it at once."""
+    batches: list[list[int]] = []
+    group: Batcher[int, int] = Batcher(
+        lambda items: batches.append(items) or items, 600.0, lambda: True, lambda n: n >= 0
+    )
+    group.submit(0)  # the first batch: the spacing counts from it
+    patient = threading.Thread(target=group.submit, args=(1,))
+    patient.start()
+    assert wait_for(lambda: group._leading and len(group._queue) == 1, 60)  # it waits
+    impatient = threading.Thread(target=group.submit, args=(-1,))
+    impatient.start()
+    for thread in (patient, impatient):
+        thread.join(60)
+        assert not thread.is_alive(), "the group waited for its spacing"
+    assert batches[0] == [0] and sorted(batches[1]) == [-1, 1], batches

@@ -167,12 +167,12 @@ def test_an_ingest_runs_table_of_an_older_cdnlake_reads_and_gains_the_new_column
             ).fetchall()
 
     assert runs() == [("old", 5, None)]
-    Bookkeeping(lake).record_run(1, run_row("new"), [])
+    Bookkeeping(lake).record_run(1, run_row("new"))
     assert runs() == [("new", 5, 9), ("old", 5, None)]
     table = lake.open(INGEST_RUNS)
     assert table is not None
     assert [f.name for f in table.schema().fields] == list(INGEST_RUNS.schema)
-    Bookkeeping(lake).record_run(1, run_row("newer"), [])  # evolved once: plain appends now
+    Bookkeeping(lake).record_run(1, run_row("newer"))  # evolved once: plain appends now
     assert len(runs()) == 3
 
 

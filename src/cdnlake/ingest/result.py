@@ -48,7 +48,6 @@ class Gap:
     gap_from: datetime
     gap_to: datetime
     reason: str
-    recorded: bool = field(default=False, compare=False)  # in ingest_gaps already
 
 
 @dataclass
@@ -71,7 +70,9 @@ class ZoneResult:
     reasons: Counter[str] = field(default_factory=Counter)  # rejects by kind
     outcome: str = "ok"
     error: str | None = None
-    gaps: list[Gap] = field(default_factory=list)  # spans the pass claims lost
+    # Spans the pass claimed lost, each recorded in ingest_gaps as it was claimed (only
+    # through PassContext.claim_gap: a gap appended elsewhere would be recorded nowhere).
+    gaps: list[Gap] = field(default_factory=list)
     lost_seconds: float = 0.0  # of those, the seconds that no earlier gap claimed
     stats: RequestStats = field(default_factory=RequestStats)
     notes: list[str] = field(default_factory=list)
@@ -163,19 +164,16 @@ class ZoneResult:
             "rows_read": self.rows_read,
         }
 
-    def gap_rows(self, gaps: list[Gap] | None = None) -> list[dict[str, Any]]:
-        """The rows of ``gaps`` (every gap of the pass by default) for ``ingest_gaps``."""
-        return [
-            {
-                "gap_from": g.gap_from,
-                "gap_to": g.gap_to,
-                "reason": g.reason,
-                "detected_at": self.started,
-                "run_id": self.run_id,
-                "source": self.source,
-            }
-            for g in (self.gaps if gaps is None else gaps)
-        ]
+    def gap_row(self, gap: Gap) -> dict[str, Any]:
+        """``gap``'s row for ``ingest_gaps``."""
+        return {
+            "gap_from": gap.gap_from,
+            "gap_to": gap.gap_to,
+            "reason": gap.reason,
+            "detected_at": self.started,
+            "run_id": self.run_id,
+            "source": self.source,
+        }
 
 
 def classify(exc: BaseException | None) -> tuple[str, str | None]:

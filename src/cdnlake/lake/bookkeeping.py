@@ -25,8 +25,8 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -45,7 +45,7 @@ from cdnlake.lake.schema import (
     conform,
     polars_schema,
 )
-from cdnlake.lake.shared import shared_table
+from cdnlake.lake.shared import InFlight, shared_table
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ GATHER_SECONDS = 2.0
 MERGE_ATTEMPTS = 10
 Span = tuple[datetime, datetime]
 ClaimKey = tuple[int, bool]  # a zone, and whether its gaps are a shield zone's
-RunRecord = tuple[int, dict[str, Any], list[dict[str, Any]]]  # zone, run row, gap rows
+RunRecord = tuple[int, dict[str, Any]]  # a zone, its run row
 
 
 def _frame(spec: TableSpec, zone_id: int, rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -76,28 +76,20 @@ class RunGathering:
     instead of one per MERGE's latency. The rows are bookkeeping: a pass's own rows
     and progress were committed before it records its run."""
 
-    def __init__(self, record: Callable[[list[RunRecord]], list[float | BaseException]]) -> None:
+    def __init__(self, record: Callable[[list[RunRecord]], list[BaseException | None]]) -> None:
         self._record = record
         self._changed = threading.Condition()
-        self._passing = 0  # passes in flight
+        self._passing = InFlight(self._changed)  # passes in flight
         self._arrived = 0  # of them, those recording their run
         self._open: _Gathered | None = None
         self._merging = threading.Lock()  # one gathering's MERGE at a time
 
-    @contextmanager
-    def passing(self) -> Iterator[None]:
+    def passing(self) -> AbstractContextManager[None]:
         """A pass in flight: a gathering waits for its run (up to ``GATHER_SECONDS``)."""
-        with self._changed:
-            self._passing += 1
-        try:
-            yield
-        finally:
-            with self._changed:
-                self._passing -= 1
-                self._changed.notify_all()
+        return self._passing.held()
 
-    def record(self, item: RunRecord) -> float:
-        """``item``'s seconds of new loss once its gathering is recorded, or its error."""
+    def record(self, item: RunRecord) -> None:
+        """Once ``item``'s gathering is recorded; its error raised."""
         with self._changed:
             self._arrived += 1
             self._changed.notify_all()
@@ -117,15 +109,17 @@ class RunGathering:
                 self._arrived -= 1
                 self._changed.notify_all()
         outcome = gathered.outcomes[index]
-        if isinstance(outcome, BaseException):
+        if outcome is not None:
             raise outcome
-        return outcome
 
     def _lead(self, gathered: _Gathered) -> None:
         try:
             deadline = time.monotonic() + GATHER_SECONDS
             with self._changed:
-                while self._passing > self._arrived and (left := deadline - time.monotonic()) > 0:
+                while (
+                    self._passing.count > self._arrived
+                    and (left := deadline - time.monotonic()) > 0
+                ):
                     self._changed.wait(left)
                 self._open = None  # closed: what ends from now on gathers anew
             with self._merging:
@@ -145,7 +139,7 @@ class RunGathering:
 @dataclass
 class _Gathered:
     items: list[RunRecord] = field(default_factory=list)
-    outcomes: list[float | BaseException] = field(default_factory=list)
+    outcomes: list[BaseException | None] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -204,37 +198,25 @@ class Bookkeeping:
             "bookkeeping:runs", lambda: RunGathering(Bookkeeping(self.lake)._record_runs)
         )
 
-    def record_run(self, zone_id: int, run: dict[str, Any], gaps: list[dict[str, Any]]) -> float:
-        """The run's row, once by its ``run_id``, and its gaps (see :meth:`record_gaps`):
-        returns the seconds of loss that no earlier gap claimed.
+    def record_run(self, zone_id: int, run: dict[str, Any]) -> None:
+        """The run's row, once by its ``run_id``. The runs of a process's passes that end
+        close together go in one MERGE (:class:`RunGathering`). A run's gaps are not
+        here: a pass records each when it claims it (:meth:`record_gaps`), before any
+        commit moves its zone past the loss."""
+        self.runs().record((zone_id, run))
 
-        The runs of a process's passes that end close together go in one MERGE per table
-        (:class:`RunGathering`)."""
-        return self.runs().record((zone_id, run, gaps))
-
-    def _record_runs(self, batch: list[RunRecord]) -> list[float | BaseException]:
-        """The rows of ``batch``'s runs in one MERGE, then their gaps in one: each run's
-        seconds of new loss, or the error that kept its rows or gaps out."""
-        frame = pl.concat([_frame(INGEST_RUNS, zone, [run]) for zone, run, _ in batch])
+    def _record_runs(self, batch: list[RunRecord]) -> list[BaseException | None]:
+        """The rows of ``batch``'s runs in one MERGE: None for each, or the error."""
+        frame = pl.concat([_frame(INGEST_RUNS, zone, [run]) for zone, run in batch])
         # The ids also as literals: delta-rs skips the files whose statistics rule them
         # out, instead of reading every run file of the zones at every pass.
-        ids = ", ".join(_text(run["run_id"]) for _, run, _ in batch)
+        ids = ", ".join(_text(run["run_id"]) for _, run in batch)
         match = f"t.run_id = s.run_id AND t.run_id IN ({ids})"
         try:
-            self._merge(INGEST_RUNS, lambda: frame, match, zones=[z for z, _, _ in batch])
+            self._merge(INGEST_RUNS, lambda: frame, match, zones=[z for z, _ in batch])
         except StorageError as exc:
             return [StorageError(str(exc)) for _ in batch]
-        with_gaps = [i for i, (_, _, gaps) in enumerate(batch) if gaps]
-        lost: list[float | BaseException] = [0.0] * len(batch)
-        if with_gaps:
-            claimed: list[float | BaseException]
-            try:
-                claimed = [*self._record_gaps([(batch[i][0], batch[i][2]) for i in with_gaps])]
-            except StorageError as exc:
-                claimed = [StorageError(str(exc)) for _ in with_gaps]
-            for i, seconds in zip(with_gaps, claimed, strict=True):
-                lost[i] = seconds
-        return lost
+        return [None] * len(batch)
 
     def record_audit_days(self, zone_id: int, days: list[dict[str, Any]]) -> None:
         """The zone's audited days, one row per day: a day audited again replaces its row."""
@@ -256,59 +238,40 @@ class Bookkeeping:
         that gap's row; any other rest is a row of its own. Pull zones and shield zones
         (``source = 'shield'``) are numbered apart and claim apart. Returns the seconds
         newly claimed (as they stood before the first attempt)."""
-        (seconds,) = self._record_gaps([(zone_id, gaps)])
-        return seconds
+        wanted = [g for g in gaps if g["gap_to"] > g["gap_from"]]
+        if not wanted:
+            return 0.0
+        key = (zone_id, wanted[0].get("source") == "shield")
+        spans = _union([(g["gap_from"], g["gap_to"]) for g in wanted])
 
-    def _record_gaps(self, batch: list[tuple[int, list[dict[str, Any]]]]) -> list[float]:
-        """:meth:`record_gaps` of several zones in one MERGE; an entry of a zone (and
-        kind) already in the batch claims what the ones before it left, as if after."""
-        entries: list[tuple[ClaimKey, list[Span], list[dict[str, Any]]]] = []
-        for zone_id, gaps in batch:
-            wanted = [g for g in gaps if g["gap_to"] > g["gap_from"]]
-            key = (zone_id, bool(wanted) and wanted[0].get("source") == "shield")
-            entries.append((key, _union([(g["gap_from"], g["gap_to"]) for g in wanted]), wanted))
-        keys = {key for key, spans, _ in entries if spans}
-        if not keys:
-            return [0.0] * len(batch)
+        def fresh(held: dict[ClaimKey, list[dict[str, Any]]]) -> list[Span]:
+            """What of ``spans`` no gap of the zone (and kind) claims yet."""
+            return _subtract(spans, _spans(held.get(key, [])))
 
-        def fresh(held: dict[ClaimKey, list[dict[str, Any]]]) -> list[list[Span]]:
-            """Each entry's spans that neither the table nor an earlier entry claims."""
-            taken = {key: _spans(rows) for key, rows in held.items()}
-            out = []
-            for key, spans, _ in entries:
-                out.append(_subtract(spans, taken.get(key, [])))
-                taken[key] = taken.get(key, []) + spans
-            return out
-
-        new = fresh(self._claimed(keys))
+        new = fresh(self._claimed({key}))
 
         def rows() -> pl.DataFrame:
-            held = self._claimed(keys)
-            frames = []
-            for (key, _, wanted), spans in zip(entries, fresh(held), strict=True):
-                ends = {row["gap_to"]: row for row in held.get(key, [])}
-                out: list[dict[str, Any]] = []
-                for start, end in spans:
-                    if start in ends:  # it goes on from a claimed gap: that row grows
-                        out.append({**ends[start], "gap_to": end})
-                    else:
-                        first = next(g for g in wanted if g["gap_from"] <= start < g["gap_to"])
-                        out.append({**first, "gap_from": start, "gap_to": end})
-                frames.append(_frame(INGEST_GAPS, key[0], out))
-            frame = pl.concat(frames)
-            # a gap of one entry may end where a later one of its zone starts: one row
-            return _joined(frame)
+            held = self._claimed({key})
+            ends = {row["gap_to"]: row for row in held.get(key, [])}
+            out: list[dict[str, Any]] = []
+            for start, end in fresh(held):
+                if start in ends:  # it goes on from a claimed gap: that row grows
+                    out.append({**ends[start], "gap_to": end})
+                else:
+                    first = next(g for g in wanted if g["gap_from"] <= start < g["gap_to"])
+                    out.append({**first, "gap_from": start, "gap_to": end})
+            return _frame(INGEST_GAPS, zone_id, out)
 
         kind = "(t.source = 'shield') IS NOT DISTINCT FROM (s.source = 'shield')"
         self._merge(
             INGEST_GAPS,
             rows,
             f"t.gap_from = s.gap_from AND {kind}",
-            zones=[key[0] for key in keys],
+            zones=[zone_id],
             update={"gap_to": "s.gap_to"},
             update_if="s.gap_to > t.gap_to",
         )
-        return [sum((end - start).total_seconds() for start, end in spans) for spans in new]
+        return sum((end - start).total_seconds() for start, end in new)
 
     def _claimed(self, keys: set[ClaimKey]) -> dict[ClaimKey, list[dict[str, Any]]]:
         """The gap rows of each (zone, shield) of ``keys`` (its pull zone's or its shield
@@ -424,23 +387,3 @@ def _subtract(spans: list[Span], taken: list[Span]) -> list[Span]:
         if cursor < end:
             out.append((cursor, end))
     return out
-
-
-def _joined(frame: pl.DataFrame) -> pl.DataFrame:
-    """Gap rows where one of a zone (and kind) starts where another ends, as one row
-    (the earlier's), so that no two rows of the MERGE's source meet one target row."""
-    if frame.height < 2:
-        return frame
-    rows = frame.sort("zone", "gap_from").to_dicts()
-    out: list[dict[str, Any]] = []
-    for row in rows:
-        last = out[-1] if out else None
-        same = last is not None and (last["zone"], last["source"] == "shield") == (
-            row["zone"],
-            row["source"] == "shield",
-        )
-        if last is not None and same and last["gap_to"] == row["gap_from"]:
-            last["gap_to"] = row["gap_to"]
-        else:
-            out.append(dict(row))
-    return pl.DataFrame(out, schema=frame.schema)

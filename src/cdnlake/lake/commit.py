@@ -32,7 +32,8 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -187,6 +188,7 @@ class ZoneWriter:
         # repeats there without reading back what it has just written. Data files are
         # never changed in place, so what is remembered is what the file holds.
         self._last_written: dict[str, pl.DataFrame] = {}
+        self._in_pass = False  # inside passing(): its commits may wait for others
         # The zone's progress as this writer found it: where its pass starts reading.
         self.found = self.shared.snapshot(zone_id)
         self.token = self.found.part(FENCE) or 0
@@ -195,6 +197,17 @@ class ZoneWriter:
                 raise self._fenced()
             self.token = taken_by(holder)
             self.commit(self.empty(), {})  # from now on, the earlier holder's commits fail
+
+    @contextmanager
+    def passing(self) -> Iterator[None]:
+        """While this writer's pass reads and commits: its commits may wait for the other
+        passes of the process in flight, to land with theirs (:mod:`cdnlake.lake.shared`)."""
+        with self.shared.passing():
+            self._in_pass = True
+            try:
+                yield
+            finally:
+                self._in_pass = False
 
     def empty(self) -> pl.DataFrame:
         """No rows: a commit of progress alone."""
@@ -256,27 +269,26 @@ class ZoneWriter:
             else None
         )
         for _attempt in range(CONFLICT_RETRIES + 1):
-            with self.shared.preparing():  # a group commit meanwhile may wait for this part
-                snapshot = self.shared.snapshot(self.zone_id, files=frame.height > 0, days=days)
-                if not rewinding and (snapshot.part(FENCE) or 0) > self.token:
-                    raise self._fenced()
-                new, damaged = self._new_rows(frame, written, snapshot)
-                if damaged:  # set aside, the zone rewound first: this pass stops here
-                    raise DataError(
-                        f"zone {self.zone_id}: lake file(s) "
-                        + ", ".join(f"{d.table}/{d.path} ({d.reason})" for d in damaged)
-                        + " did not decode: set aside in _quarantine, the zone's progress "
-                        "rewound to read the span again; nothing of this commit was written"
-                    )
-                versions = self._versions(progress, rewinding, snapshot)
-                try:
-                    actions, kept = self._write_files(new)
-                except (OSError, DeltaError) as exc:
-                    raise StorageError(
-                        f"cannot write to {self.lake.table_uri(self.spec)}: {first_line(exc)}"
-                    ) from None
-                transactions = self._transactions(versions)
-            part = Part(self.zone_id, snapshot.version, actions, transactions)
+            snapshot = self.shared.snapshot(self.zone_id, files=frame.height > 0, days=days)
+            if not rewinding and (snapshot.part(FENCE) or 0) > self.token:
+                raise self._fenced()
+            new, damaged = self._new_rows(frame, written, snapshot)
+            if damaged:  # set aside, the zone rewound first: this pass stops here
+                raise DataError(
+                    f"zone {self.zone_id}: lake file(s) "
+                    + ", ".join(f"{d.table}/{d.path} ({d.reason})" for d in damaged)
+                    + " did not decode: set aside in _quarantine, the zone's progress "
+                    "rewound to read the span again; nothing of this commit was written"
+                )
+            versions = self._versions(progress, rewinding, snapshot)
+            try:
+                actions, kept = self._write_files(new)
+            except (OSError, DeltaError) as exc:
+                raise StorageError(
+                    f"cannot write to {self.lake.table_uri(self.spec)}: {first_line(exc)}"
+                ) from None
+            transactions = self._transactions(versions)
+            part = Part(self.zone_id, snapshot.version, actions, transactions, self._in_pass)
             if self.shared.commit(part) == AGAIN:  # the zone was committed to meanwhile
                 log.info(
                     "zone %s: another commit to %s came first; re-reading",

@@ -12,6 +12,13 @@ files) is loaded from delta-rs once and then advanced by reading each new versio
 entry; a commit writes the next entry itself, put-if-absent
 (:mod:`cdnlake.lake.delta_log`). Both cost what is new, not the table's size.
 
+While a pass of the process is in flight (reading, preparing or about to commit), a
+group waits for it until ``GROUP_SPACING`` after the group before began: a daemon's
+commits to a table are then about one a second however many zones it polls, while a
+lone pass (``ingest`` of one zone, ``import-v1``) never waits, and neither does a commit
+from outside a pass (the forwarding receiver, a rewind), which takes the waiting parts
+with it.
+
 Each zone's part of a group is prepared by its own writer (fence check, deduplication,
 files written) on a snapshot of the table; it may join a commit made on a later one
 only if no commit in between touched the zone, i.e. carried the zone's app id (every
@@ -28,7 +35,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -51,10 +58,30 @@ R = TypeVar("R")
 
 PARTS = (WATERMARK, DAYS, FRESH, FENCE)  # a zone's app-id parts (cdnlake.lake.progress)
 # A commit costs a few milliseconds: without a pause, zones whose passes end a little
-# apart would each commit alone (a log entry, a version, a checkpoint every 100, each).
-# While other parts are being prepared, a commit waits for them until this long after
-# the one before began (50 ms left a loaded machine's poll of 48 zones at 16-21 commits).
-GROUP_SPACING = 0.2
+# apart would each commit alone (a log entry, a version, a checkpoint every 100, each:
+# 866 commits a poll of 1,000 zones when only parts being prepared were waited for).
+# While other passes are in flight, a group waits for them until this long after the one
+# before began: at most about one commit a second to a table, whatever the zones.
+GROUP_SPACING = 1.0
+
+
+class InFlight:
+    """How many callers are inside :meth:`held`; each change wakes ``changed``'s waiters."""
+
+    def __init__(self, changed: threading.Condition | None = None) -> None:
+        self.changed = changed or threading.Condition()
+        self.count = 0
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self.changed:
+            self.count += 1
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.count -= 1
+                self.changed.notify_all()
 
 
 class Batcher(Generic[T, R]):
@@ -64,17 +91,20 @@ class Batcher(Generic[T, R]):
 
     ``coming`` and ``spacing``: while ``coming()`` says more items are on their way, a
     batch waits for them until ``spacing`` after the one before began, so that batches
-    gather more items when ``run`` is fast (a lone caller never waits)."""
+    gather more items when ``run`` is fast (a lone caller never waits). ``patient``: an
+    item that may wait so; one that may not ends the wait of every item queued with it."""
 
     def __init__(
         self,
         run: Callable[[list[T]], list[R | BaseException]],
         spacing: float = 0.0,
         coming: Callable[[], bool] = lambda: False,
+        patient: Callable[[T], bool] = lambda _: True,
     ) -> None:
         self._run = run
         self._spacing = spacing
         self._coming = coming
+        self._patient = patient
         self._began = -spacing
         self._queue: list[_Waiting[T, R]] = []
         self._leading = False
@@ -94,6 +124,7 @@ class Batcher(Generic[T, R]):
                     while (
                         self._coming()
                         and (wait := self._began + self._spacing - time.monotonic()) > 0
+                        and all(self._patient(each.item) for each in self._queue)
                     ):
                         self._ready.wait(min(wait, 0.005))
                 except BaseException:  # (Ctrl-C in a main-thread commit) another leads
@@ -153,6 +184,7 @@ class Part:
     prepared_at: int
     actions: list[AddAction | RemoveAction]
     transactions: list[Transaction]
+    patient: bool = False  # a pass's: its group may wait for the other passes in flight
 
 
 AGAIN = "again"  # the zone was touched since its snapshot: prepare the part again
@@ -183,10 +215,13 @@ class SharedTable:
         # version), and the last one whose commit is not known (it may carry any).
         self._touched_at: dict[str, int] = {}
         self._unknown_at = -1
-        self._preparing = 0  # parts being prepared, not committed yet
-        self._counting = threading.Lock()
+        self._passing = InFlight()  # the process's passes writing to the table
+        self._waiting = InFlight()  # the commits waiting for their group's outcome
         self._group: Batcher[Part, str] = Batcher(
-            self._commit_group, GROUP_SPACING, lambda: self._preparing > 0
+            self._commit_group,
+            GROUP_SPACING,
+            lambda: self._passing.count > self._waiting.count,
+            lambda part: part.patient,
         )
 
     def uri(self) -> str:
@@ -249,21 +284,16 @@ class SharedTable:
         )
 
     # -- committing ----------------------------------------------------------------------
-    @contextmanager
-    def preparing(self) -> Iterator[None]:
-        """While a writer prepares a part: a commit meanwhile may wait for it."""
-        with self._counting:
-            self._preparing += 1
-        try:
-            yield
-        finally:
-            with self._counting:
-                self._preparing -= 1
+    def passing(self) -> AbstractContextManager[None]:
+        """While a pass reads and commits to the table: a group commit meanwhile may wait
+        for its next part (see ``GROUP_SPACING``)."""
+        return self._passing.held()
 
     def commit(self, part: Part) -> str:
         """Commit ``part`` with whatever other parts wait: ``DONE``, or ``AGAIN`` when its
         zone was touched since its snapshot (nothing of it was committed)."""
-        return self._group.submit(part)
+        with self._waiting.held():
+            return self._group.submit(part)
 
     def _commit_group(self, parts: list[Part]) -> list[str | BaseException]:
         outcome: dict[int, str | BaseException] = {}
