@@ -21,7 +21,7 @@ import pytest
 from deltalake import DeltaTable
 
 from cdnlake.ingest.normalize import REJECT_SCHEMA
-from cdnlake.lake.bookkeeping import Bookkeeping
+from cdnlake.lake.bookkeeping import Bookkeeping, rejects_frame
 from cdnlake.lake.schema import INGEST_GAPS, INGEST_RUNS, REJECTED_LINES, TableSpec
 from cdnlake.lake.store import Lake
 from tests.conftest import S3Server
@@ -141,7 +141,9 @@ def reject(books: Bookkeeping, n: int) -> None:
         },
         schema=REJECT_SCHEMA,
     )
-    books.add_rejects(1, frame, source="v1", file="day.log", rejected_at=BASE, run_id="r")
+    books.record_rejects(
+        [rejects_frame(1, frame, source="v1", file="day.log", rejected_at=BASE, run_id="r")]
+    )
 
 
 WRITES: dict[str, tuple[TableSpec, str, Callable[[Bookkeeping, int], object]]] = {

@@ -26,7 +26,7 @@ from cdnlake.config import Config
 from cdnlake.errors import CdnlakeError
 from cdnlake.ingest.result import utcnow
 from cdnlake.ingest.v1_parser import Block, parse_block
-from cdnlake.lake.bookkeeping import Bookkeeping
+from cdnlake.lake.bookkeeping import Bookkeeping, rejects_frame
 from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
@@ -157,7 +157,7 @@ class Committer:
             seqs = pl.Series("line_number", [line.seq for line in lines], dtype=pl.Int64)
             rejects = rejects.with_columns(seqs.gather(rejects["line_number"] - 1))
             try:
-                self.bookkeeping.add_rejects(
+                frame = rejects_frame(
                     zone_id,
                     rejects,
                     source=SOURCE,
@@ -165,6 +165,7 @@ class Committer:
                     rejected_at=utcnow(),
                     run_id=self.run_id,
                 )
+                self.bookkeeping.record_rejects([frame])
                 self.buffer.counts.rejected += rejects.height
                 self.buffer.counts.rejected_by_zone[zone_id] += rejects.height
             except CdnlakeError as exc:

@@ -31,7 +31,7 @@ from cdnlake.ingest.result import (
     pass_outcome,
     utcnow,
 )
-from cdnlake.lake.bookkeeping import Bookkeeping
+from cdnlake.lake.bookkeeping import Bookkeeping, rejects_frame
 from cdnlake.lake.commit import Written, ZoneWriter
 from cdnlake.lake.lock import zone_lock
 from cdnlake.lake.progress import WATERMARK, from_ms
@@ -96,6 +96,7 @@ class PassContext:
     config: Config
     stop: StopSignal
     bookkeeping: Bookkeeping
+    rejects: list[pl.DataFrame] = field(default_factory=list)  # not yet in rejected_lines
 
     def progress(self, part: str = "") -> int | None:
         """The zone's progress as the pass found it when it began (the snapshot its
@@ -112,17 +113,26 @@ class PassContext:
             raise StopRequested()
 
     def store_rejects(self, frame: pl.DataFrame, source: str, file: str) -> None:
-        """Rejected lines need no exactly-once commit: they are merged on a record key."""
+        """Rejected lines need no exactly-once commit: they are merged on a record key,
+        just before the commit of the chunk that moves the zone's progress past them (or
+        as the pass ends), with the rejects of other passes (see :meth:`take_rejects`)."""
         if frame.height:
             self.result.add_rejects(frame)
-            self.bookkeeping.add_rejects(
-                self.zone_id,
-                frame,
-                source=source,
-                file=file,
-                rejected_at=utcnow(),
-                run_id=self.result.run_id,
+            self.rejects.append(
+                rejects_frame(
+                    self.zone_id,
+                    frame,
+                    source=source,
+                    file=file,
+                    rejected_at=utcnow(),
+                    run_id=self.result.run_id,
+                )
             )
+
+    def take_rejects(self) -> list[pl.DataFrame]:
+        """The rejects stored since the last call: those of the pages read so far."""
+        taken, self.rejects = self.rejects, []
+        return taken
 
     def oldest(self) -> datetime:
         """The first instant the provider still serves (less a margin: our clock and the
@@ -326,6 +336,12 @@ class Runner:
                 result.reached = from_ms(chunk.progress[WATERMARK])
             self.progress.update(result)
 
+        def commit(chunk: Chunk, rejects: list[pl.DataFrame]) -> Written:
+            """The chunk's rejects first: its progress moves past the pages they are from."""
+            if rejects:
+                self.bookkeeping.rejects().record(rejects)
+            return ctx.writer.commit(chunk.rows, chunk.progress)
+
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="commit") as committer:
             pending: tuple[Future[Written], Chunk] | None = None
             self.reading.acquire()
@@ -334,7 +350,7 @@ class Runner:
                 for chunk in source.chunks(ctx):
                     if pending is not None:
                         done(*pending)
-                    pending = committer.submit(ctx.writer.commit, chunk.rows, chunk.progress), chunk
+                    pending = committer.submit(commit, chunk, ctx.take_rejects()), chunk
                 if pending is None or pending[1].rows.height <= QUIET_ROWS:
                     reading = False
                     self.reading.release()
@@ -353,6 +369,23 @@ class Runner:
                         or isinstance(failure, FencedError)
                     ):
                         done(future, chunk)
+                self._record_rejects_left(ctx)
+
+    def _record_rejects_left(self, ctx: PassContext) -> None:
+        """The rejects stored after the pass's last commit (a damaged file's marker, a
+        pass that failed after reading): recorded too, so ``rejected_lines`` shows them.
+        Failing to, when the pass fails already, its own error is said."""
+        left = ctx.take_rejects()
+        if not left:
+            return
+        try:
+            self.bookkeeping.rejects().record(left)
+        except CdnlakeError as exc:
+            if sys.exc_info()[1] is None:
+                raise
+            note = f"{sum(f.height for f in left)} rejected lines not stored: {exc}"
+            ctx.result.notes.append(note)
+            log.error("zone %s: %s", ctx.zone_id, note)
 
     def _record(self, result: ZoneResult) -> None:
         """The pass's row in ``ingest_runs`` (its gaps were recorded as it claimed them)."""
