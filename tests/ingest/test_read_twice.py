@@ -83,6 +83,7 @@ def test_in_steady_state_each_record_is_read_about_twice(tmp_path):
             assert result.ok, result.error
             read += result.parsed
             new += result.rows
+            assert result.late == 0  # all arrive within lag_seconds: the margin finds none
             # each pass begins with its slice of the margin, never the whole of it
             assert result.window_from == watermark - timedelta(seconds=OVERLAP)
             watermark = result.reached
@@ -126,6 +127,47 @@ def test_the_margin_is_read_a_slice_a_pass():
     # never past retention
     edge = margin_slice(START + timedelta(seconds=5), START + timedelta(hours=1), 300, 600, START)
     assert edge is not None and edge[0] == START
+
+
+def test_records_later_than_lag_are_counted_where_the_margin_finds_them(tmp_path):
+    """Records that reach the provider after the stable read passed them (later than
+    ``lag_seconds``) are found by the margin's slice, stored, and counted apart: the pass
+    says so and ``cdnlake_records_later_than_lag_total`` counts them, so the operator
+    raises ``lag_seconds`` (records as late between the slices are not read again)."""
+    from cdnlake.monitoring.metrics import DaemonMetrics
+
+    emu = start_emulator(str(ZONE), rpm=20)
+    try:
+        config = load_test_config(
+            write_config(tmp_path, emu, zones=[(ZONE, "v2")], lag_seconds=LAG)
+        )
+        metrics = DaemonMetrics(config)
+        ingest = ingestor(config, emu)
+        first = ingest.run(config.zones)[0]
+        assert first.ok and first.late == 0, first.error
+        assert first.reached is not None
+        # Made inside the next pass's margin slice (OVERLAP before the watermark, 10 s
+        # wide for a 60 s poll), visible 5 s after this pass: 900 s late.
+        made = first.reached - timedelta(seconds=OVERLAP - 5)
+        made_ms = int(made.timestamp() * 1000)
+        visible_ms = int((emu.clock.now() + timedelta(seconds=5)).timestamp() * 1000)
+        late = emu.traffic.add_late(ZONE, made_ms, visible_ms - made_ms, count=3)
+        emu.clock.advance(60)
+        second = ingest.run(config.zones)[0]
+        metrics.observe(second)
+        assert second.ok, second.error
+        assert second.late == 3
+        assert "3 records later than lag_seconds" in second.summary()
+        assert {r.wire.requestId for r in late} <= set(lake_ids(config, ZONE))
+        counted = metrics.registry.get_sample_value(
+            "cdnlake_records_later_than_lag_total", {"zone": str(ZONE), "source": "v2"}
+        )
+        assert counted == 3
+        emu.clock.advance(60)
+        third = ingest.run(config.zones)[0]
+        assert third.ok and third.late == 0  # read again: duplicates, not late
+    finally:
+        emu.stop()
 
 
 # (seconds until the next pass, seconds late of the requests made just before it)

@@ -74,6 +74,9 @@ class ZoneResult:
     # through PassContext.claim_gap: a gap appended elsewhere would be recorded nowhere).
     gaps: list[Gap] = field(default_factory=list)
     lost_seconds: float = 0.0  # of those, the seconds that no earlier gap claimed
+    # New rows only the safety margin's re-read found: they reached the provider later
+    # than lag_seconds, and those as late between the margin's slices are not read again.
+    late: int = 0
     stats: RequestStats = field(default_factory=RequestStats)
     notes: list[str] = field(default_factory=list)
     traffic: Counter[tuple[str, str]] = field(default_factory=Counter)  # new rows by kind
@@ -122,6 +125,8 @@ class ZoneResult:
         text = f"{kind} {self.zone_id} [{self.source}] {self.outcome}: reached {reached}, {counts}"
         if self.gaps:
             text += f", {len(self.gaps)} gap(s)"
+        if self.late:
+            text += f", {self.late} records later than lag_seconds (raise it)"
         if self.error:
             text += f" - {self.error}"
         return text

@@ -69,6 +69,9 @@ class Chunk:
 
     rows: pl.DataFrame
     progress: dict[str, int] = field(default_factory=dict)
+    # Rows read again behind the watermark (the safety margin): the new ones among them
+    # reached the provider later than ``lag_seconds`` (ZoneResult.late).
+    late: bool = False
 
 
 class StopSignal(Protocol):
@@ -331,7 +334,10 @@ class Runner:
         result = ctx.result
 
         def done(future: Future[Written], chunk: Chunk) -> None:
-            result.absorb(future.result())
+            written = future.result()
+            result.absorb(written)
+            if chunk.late:
+                result.late += written.new
             if WATERMARK in chunk.progress:
                 result.reached = from_ms(chunk.progress[WATERMARK])
             self.progress.update(result)
@@ -437,6 +443,7 @@ class RowBuffer:
     def __init__(self, spec: TableSpec, flush_rows: int) -> None:
         self.spec = spec
         self.flush_rows = flush_rows
+        self.late = False  # rows read behind the watermark: its chunks say so (Chunk.late)
         self.frames: list[pl.DataFrame] = []
         self.rows = 0
         self.progress: dict[str, int] = {}
@@ -454,4 +461,4 @@ class RowBuffer:
             pl.concat(frames) if frames else pl.DataFrame(schema=polars_schema(self.spec.columns))
         )
         self.progress.update(progress or {})
-        return Chunk(rows, dict(self.progress))
+        return Chunk(rows, dict(self.progress), self.late)

@@ -63,8 +63,12 @@ class V2Source:
         buffer = RowBuffer(self.spec, cfg.flush_rows)
         span = timedelta(seconds=cfg.max_window_seconds)
         if margin is not None:  # read again: no progress moves with it
+            buffer.late = True  # its new rows came later than lag_seconds: counted apart
             for window_from, window_to in split_windows(*margin, span):
                 yield from read_window(self.client, ctx, buffer, window_from, window_to)
+            if buffer.rows:
+                yield buffer.take()
+            buffer.late = False
         for window_from, window_to in split_windows(start, stable, span):
             yield from read_window(self.client, ctx, buffer, window_from, window_to)
             if watermark is None or window_to > watermark:

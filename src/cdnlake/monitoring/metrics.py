@@ -205,6 +205,14 @@ class DaemonMetrics:
         self.rejected = Counter(
             "cdnlake_rejected", "Lines or records that could not be parsed.", LABELS, registry=r
         )
+        self.late = Counter(
+            "cdnlake_records_later_than_lag",
+            "New records that only the safety margin's re-read found: they reached the "
+            "provider later than ingest.lag_seconds (raise it: those as late between the "
+            "margin's slices are not read again).",
+            LABELS,
+            registry=r,
+        )
         self.rate_limited = Counter(
             "cdnlake_rate_limited", "429 answers received from the provider.", LABELS, registry=r
         )
@@ -315,6 +323,7 @@ class DaemonMetrics:
             passes.append((result.rows_read, result.rows))
         self.duplicates.labels(*labels).inc(result.duplicates)
         self.rejected.labels(*labels).inc(result.rejected)
+        self.late.labels(*labels).inc(result.late)
         self.rate_limited.labels(*labels).inc(stats.rate_limited)
         self.retries.labels(*labels).inc(stats.retries)
         self.gap_seconds.labels(*labels).inc(max(0.0, result.lost_seconds))
