@@ -174,11 +174,13 @@ def test_a_commit_outside_a_pass_does_not_wait_for_the_passes_in_flight(tmp_path
     monkeypatch.setattr("cdnlake.lake.shared.GROUP_SPACING", 600.0)
     run = runner(tmp_path)
     release = threading.Event()
-    in_flight = threading.Thread(target=run.run, args=(1, Blocked(release)))
-    in_flight.start()
+    in_flight = [threading.Thread(target=run.run, args=(zone, Blocked(release))) for zone in (1, 2)]
+    for thread in in_flight:
+        thread.start()
     try:
         writer = ZoneWriter(run.lake, REQUESTS, 99)
-        assert wait_for(lambda: writer.shared._passing.count == 1, 60)
+        # Two passes in flight, one commit waiting: a patient commit would wait for them.
+        assert wait_for(lambda: writer.shared._passing.count == 2, 60)
         for n in range(3):  # the first goes at once in any case; the others must too
             done = threading.Thread(
                 target=writer.commit, args=(rows(0, 2, START, tag=f"out{n}-"), {})
@@ -188,8 +190,9 @@ def test_a_commit_outside_a_pass_does_not_wait_for_the_passes_in_flight(tmp_path
             assert not done.is_alive(), "a commit outside a pass waited for the passes"
     finally:
         release.set()
-        in_flight.join(120)
-    assert lake_frame(tmp_path / "data").height == 2 * 3 + 3
+        for thread in in_flight:
+            thread.join(120)
+    assert lake_frame(tmp_path / "data").height == 2 * 3 + 3 * 2
 
 
 class ClaimsAGap(QuietZone):
@@ -306,11 +309,11 @@ def test_a_chunks_rejects_are_in_the_lake_before_its_commit_moves_past_them(tmp_
     class TwoPages(QuietZone):
         def chunks(self, ctx: PassContext) -> Iterator[Chunk]:
             for n in range(2):
-                ctx.store_rejects(bad_records(ctx.zone_id, 3).slice(n * 1, 3 - n), "v2", "p")
+                ctx.store_rejects(bad_records(ctx.zone_id, 4).slice(n, 3), "v2", "p")
                 end = START + timedelta(minutes=n + 1)
                 ctx.result.parsed += 2
                 yield Chunk(rows(0, 2, end, tag=f"c{n}-"), {WATERMARK: to_ms(end)})
 
     result = runner(tmp_path).run(1, TwoPages([0, 0], threading.Lock()))
-    assert result.outcome == "ok" and result.rejected == 5
-    assert seen == [3, 3]  # the first chunk's three before it; the second's repeat them
+    assert result.outcome == "ok" and result.rejected == 6
+    assert seen == [3, 4]  # each chunk's rejects (the second page's: one new) before it

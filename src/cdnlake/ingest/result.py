@@ -94,6 +94,7 @@ class ZoneResult:
     def absorb(self, written: Written) -> None:
         self.rows += written.new
         self.duplicates += written.duplicates
+        self.late += written.late
         self.traffic.update(written.traffic)
 
     def add_rejects(self, frame: pl.DataFrame) -> None:

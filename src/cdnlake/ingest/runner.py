@@ -69,9 +69,10 @@ class Chunk:
 
     rows: pl.DataFrame
     progress: dict[str, int] = field(default_factory=dict)
-    # Rows read again behind the watermark (the safety margin): the new ones among them
-    # reached the provider later than ``lag_seconds`` (ZoneResult.late).
-    late: bool = False
+    # The zone's watermark as the pass found it, when the pass read again behind it (the
+    # safety margin): its new rows from before it reached the provider later than
+    # ``lag_seconds`` (``Written.late``, ``ZoneResult.late``).
+    behind: datetime | None = None
 
 
 class StopSignal(Protocol):
@@ -320,7 +321,8 @@ class Runner:
             ctx = PassContext(
                 zone_id, writer, result, self.clock(), self.config, signal, self.bookkeeping
             )
-            with writer.passing():  # the process's group commits may wait for its parts
+            # The process's group commits and rejects' MERGEs may wait for this pass's.
+            with writer.passing(), self.bookkeeping.rejects().passing():
                 self._commit_all(ctx, source)
             result.check_input(source.noun)
 
@@ -334,10 +336,7 @@ class Runner:
         result = ctx.result
 
         def done(future: Future[Written], chunk: Chunk) -> None:
-            written = future.result()
-            result.absorb(written)
-            if chunk.late:
-                result.late += written.new
+            result.absorb(future.result())
             if WATERMARK in chunk.progress:
                 result.reached = from_ms(chunk.progress[WATERMARK])
             self.progress.update(result)
@@ -346,7 +345,7 @@ class Runner:
             """The chunk's rejects first: its progress moves past the pages they are from."""
             if rejects:
                 self.bookkeeping.rejects().record(rejects)
-            return ctx.writer.commit(chunk.rows, chunk.progress)
+            return ctx.writer.commit(chunk.rows, chunk.progress, behind=chunk.behind)
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="commit") as committer:
             pending: tuple[Future[Written], Chunk] | None = None
@@ -384,10 +383,11 @@ class Runner:
         left = ctx.take_rejects()
         if not left:
             return
+        failing = sys.exc_info()[1] is not None  # (called from a finally)
         try:
             self.bookkeeping.rejects().record(left)
-        except CdnlakeError as exc:
-            if sys.exc_info()[1] is None:
+        except Exception as exc:
+            if not failing:
                 raise
             note = f"{sum(f.height for f in left)} rejected lines not stored: {exc}"
             ctx.result.notes.append(note)
@@ -440,10 +440,11 @@ class RowBuffer:
     progress that every row read so far reaches (``progress``: it goes with the next
     commit)."""
 
-    def __init__(self, spec: TableSpec, flush_rows: int) -> None:
+    def __init__(self, spec: TableSpec, flush_rows: int, behind: datetime | None = None) -> None:
+        """``behind``: each chunk's (see ``Chunk.behind``)."""
         self.spec = spec
         self.flush_rows = flush_rows
-        self.late = False  # rows read behind the watermark: its chunks say so (Chunk.late)
+        self.behind = behind
         self.frames: list[pl.DataFrame] = []
         self.rows = 0
         self.progress: dict[str, int] = {}
@@ -461,4 +462,4 @@ class RowBuffer:
             pl.concat(frames) if frames else pl.DataFrame(schema=polars_schema(self.spec.columns))
         )
         self.progress.update(progress or {})
-        return Chunk(rows, dict(self.progress), self.late)
+        return Chunk(rows, dict(self.progress), self.behind)

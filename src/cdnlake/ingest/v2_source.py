@@ -60,15 +60,14 @@ class V2Source:
         fresh = max(stable, from_ms(ctx.progress(FRESH)) or stable)
         result.window_from = margin[0] if margin else start
         result.window_to, result.reached = end, watermark
-        buffer = RowBuffer(self.spec, cfg.flush_rows)
+        # The margin's new rows (before the watermark) came later than lag_seconds; with
+        # lag_seconds = 0 the margin is all the lateness the zone allows, nothing later.
+        behind = watermark if margin is not None and cfg.lag_seconds > 0 else None
+        buffer = RowBuffer(self.spec, cfg.flush_rows, behind)
         span = timedelta(seconds=cfg.max_window_seconds)
         if margin is not None:  # read again: no progress moves with it
-            buffer.late = True  # its new rows came later than lag_seconds: counted apart
             for window_from, window_to in split_windows(*margin, span):
                 yield from read_window(self.client, ctx, buffer, window_from, window_to)
-            if buffer.rows:
-                yield buffer.take()
-            buffer.late = False
         for window_from, window_to in split_windows(start, stable, span):
             yield from read_window(self.client, ctx, buffer, window_from, window_to)
             if watermark is None or window_to > watermark:

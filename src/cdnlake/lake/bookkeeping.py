@@ -80,14 +80,14 @@ class RunGathering:
     def __init__(self, record: Callable[[list[RunRecord]], list[BaseException | None]]) -> None:
         self._record = record
         self._changed = threading.Condition()
-        self.in_flight = InFlight(self._changed)  # the process's passes in flight
+        self._passing = InFlight(self._changed)  # the process's passes in flight
         self._arrived = 0  # of them, those recording their run
         self._open: _Gathered | None = None
         self._merging = threading.Lock()  # one gathering's MERGE at a time
 
     def passing(self) -> AbstractContextManager[None]:
         """A pass in flight: a gathering waits for its run (up to ``GATHER_SECONDS``)."""
-        return self.in_flight.held()
+        return self._passing.held()
 
     def record(self, item: RunRecord) -> None:
         """Once ``item``'s gathering is recorded; its error raised."""
@@ -118,7 +118,7 @@ class RunGathering:
             deadline = time.monotonic() + GATHER_SECONDS
             with self._changed:
                 while (
-                    self.in_flight.count > self._arrived
+                    self._passing.count > self._arrived
                     and (left := deadline - time.monotonic()) > 0
                 ):
                     self._changed.wait(left)
@@ -317,10 +317,8 @@ class Bookkeeping:
 
     def rejects(self) -> RejectGroup:
         """The process's group of rejected lines (see :class:`RejectGroup`)."""
-        in_flight = self.runs().in_flight  # (not inside held(): its lock is not reentrant)
         return self.lake.held(
-            "bookkeeping:rejects",
-            lambda: RejectGroup(Bookkeeping(self.lake).record_rejects, in_flight),
+            "bookkeeping:rejects", lambda: RejectGroup(Bookkeeping(self.lake).record_rejects)
         )
 
     def record_rejects(self, frames: list[pl.DataFrame]) -> None:
@@ -370,17 +368,23 @@ class RejectGroup:
 
     A pass records the rejects of the pages it has read just before the commit that
     moves its progress past them (so none is lost to a SIGKILL in between), through this
-    group: while other passes are in flight, a MERGE waits for theirs up to
-    ``GROUP_SPACING`` after the one before began, as a group commit does
-    (:mod:`cdnlake.lake.shared`). Zones whose every page has a bad line then cost a
-    MERGE a second, not one per page (each about 60 ms of CPU whatever its rows)."""
+    group: while other passes that may still store rejects are in flight (inside
+    :meth:`passing`), a MERGE waits for theirs up to ``GROUP_SPACING`` after the one
+    before began, as a group commit does (:mod:`cdnlake.lake.shared`). Zones whose every
+    page has a bad line then cost a MERGE a second, not one per page (each about 60 ms of
+    CPU whatever its rows)."""
 
-    def __init__(self, record: Callable[[list[pl.DataFrame]], None], in_flight: InFlight) -> None:
+    def __init__(self, record: Callable[[list[pl.DataFrame]], None]) -> None:
         self._record = record
+        self._passing = InFlight()
         self._waiting = InFlight()
         self._group: Batcher[pl.DataFrame, None] = Batcher(
-            self._run, shared.GROUP_SPACING, lambda: in_flight.count > self._waiting.count
+            self._run, shared.GROUP_SPACING, lambda: self._passing.count > self._waiting.count
         )
+
+    def passing(self) -> AbstractContextManager[None]:
+        """While a pass reads and commits: a MERGE meanwhile may wait for its rejects."""
+        return self._passing.held()
 
     def record(self, frames: list[pl.DataFrame]) -> None:
         """Once the rows of ``frames`` (of :func:`rejects_frame`) are in ``rejected_lines``;

@@ -89,6 +89,7 @@ class Written:
     duplicates: int = 0
     files_read: int = 0  # data files read to find repeats (follows the window, not the table)
     keys_read: int = 0  # rows of the row groups whose keys were read, likewise
+    late: int = 0  # new rows from before the commit's ``behind`` instant
     # New requests by (cache status, status class "2xx"...): what the metrics count.
     traffic: dict[tuple[str, str], int] = field(default_factory=dict)
 
@@ -252,14 +253,22 @@ class ZoneWriter:
         rewinds, so this one's token is older than the fence and it commits nothing more."""
         ZoneWriter(self.lake, self.spec, zone_id, clock=self.clock).read_again(start, end, why)
 
-    def commit(self, rows: pl.DataFrame, progress: Plan, *, rewinding: bool = False) -> Written:
+    def commit(
+        self,
+        rows: pl.DataFrame,
+        progress: Plan,
+        *,
+        rewinding: bool = False,
+        behind: datetime | None = None,
+    ) -> Written:
         """Add the rows not yet in the table and set the zone's progress, in one commit.
 
         ``progress`` maps app-id parts ("" for the watermark) to versions. The zone's main
         app id and fence are always part of the commit, so that any two commits of one
         zone conflict and the loser re-reads. FencedError, with nothing written, when the
         table's fence token is newer than this writer's (a rewind or a new holder since).
-        The watermark never moves back but in a rewind (``rewinding``).
+        The watermark never moves back but in a rewind (``rewinding``). ``behind``: the
+        new rows from before it are counted apart (``Written.late``).
         """
         frame = prepare(self.spec, self.zone_id, rows)
         written = Written()
@@ -300,6 +309,8 @@ class ZoneWriter:
             self.token = versions[FENCE]
             written.new = new.height
             written.duplicates = frame.height - new.height
+            if behind is not None and new.height:
+                written.late = new.filter(pl.col("ts") < behind).height
             if self.count_traffic:
                 written.traffic = traffic(new)
             return written

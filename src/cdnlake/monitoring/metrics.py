@@ -261,6 +261,7 @@ class DaemonMetrics:
                 self.records_read,
                 self.duplicates,
                 self.rejected,
+                self.late,
                 self.rate_limited,
                 self.retries,
                 self.gap_seconds,
