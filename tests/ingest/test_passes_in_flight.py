@@ -180,7 +180,7 @@ def test_a_commit_outside_a_pass_does_not_wait_for_the_passes_in_flight(tmp_path
     try:
         writer = ZoneWriter(run.lake, REQUESTS, 99)
         # Two passes in flight, one commit waiting: a patient commit would wait for them.
-        assert wait_for(lambda: writer.shared._passing.count == 2, 60)
+        assert wait_for(lambda: writer.shared._group.passes == 2, 60)
         for n in range(3):  # the first goes at once in any case; the others must too
             done = threading.Thread(
                 target=writer.commit, args=(rows(0, 2, START, tag=f"out{n}-"), {})

@@ -67,7 +67,7 @@ def gathered(
     """The first group's leader waits until ``waiting`` more parts queue behind it, then
     runs ``meanwhile`` (another process's commit, say) before committing: the rest then
     go as one group. Yields the sizes of the groups committed."""
-    group = shared._group
+    group = shared._group._group  # the Batcher inside the table's PassGroup
     run = group._run
     sizes: list[int] = []
     first = threading.Event()

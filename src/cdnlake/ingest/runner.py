@@ -344,7 +344,7 @@ class Runner:
         def commit(chunk: Chunk, rejects: list[pl.DataFrame]) -> Written:
             """The chunk's rejects first: its progress moves past the pages they are from."""
             if rejects:
-                self.bookkeeping.rejects().record(rejects)
+                self.bookkeeping.rejects().submit(pl.concat(rejects))
             return ctx.writer.commit(chunk.rows, chunk.progress, behind=chunk.behind)
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="commit") as committer:
@@ -385,7 +385,7 @@ class Runner:
             return
         failing = sys.exc_info()[1] is not None  # (called from a finally)
         try:
-            self.bookkeeping.rejects().record(left)
+            self.bookkeeping.rejects().submit(pl.concat(left))
         except Exception as exc:
             if not failing:
                 raise

@@ -36,7 +36,6 @@ from deltalake import CommitProperties
 from deltalake.exceptions import CommitFailedError
 
 from cdnlake.errors import StorageError
-from cdnlake.lake import shared
 from cdnlake.lake.schema import (
     AUDIT_DAYS,
     INGEST_GAPS,
@@ -46,7 +45,7 @@ from cdnlake.lake.schema import (
     conform,
     polars_schema,
 )
-from cdnlake.lake.shared import Batcher, InFlight, shared_table
+from cdnlake.lake.shared import InFlight, PassGroup, shared_table
 from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, first_line
 
 log = logging.getLogger(__name__)
@@ -315,11 +314,23 @@ class Bookkeeping:
         except OSError as exc:
             raise StorageError(f"cannot read ingest_runs: {exc}") from None
 
-    def rejects(self) -> RejectGroup:
-        """The process's group of rejected lines (see :class:`RejectGroup`)."""
+    def rejects(self) -> PassGroup[pl.DataFrame, None]:
+        """The process's group of its passes' rejected lines, each submitted as a frame of
+        :func:`rejects_frame` rows, one MERGE for those waiting at once.
+
+        A pass records the rejects of the pages it has read just before the commit that
+        moves its progress past them (so none is lost to a SIGKILL in between); while
+        other passes that may still store rejects are in flight, a MERGE waits for theirs
+        up to ``GROUP_SPACING``, as a group commit does (:mod:`cdnlake.lake.shared`).
+        Zones whose every page has a bad line then cost a MERGE a second, not one per
+        page (each about 60 ms of CPU whatever its rows)."""
         return self.lake.held(
-            "bookkeeping:rejects", lambda: RejectGroup(Bookkeeping(self.lake).record_rejects)
+            "bookkeeping:rejects", lambda: PassGroup(Bookkeeping(self.lake)._merge_rejects)
         )
+
+    def _merge_rejects(self, frames: list[pl.DataFrame]) -> list[BaseException | None]:
+        self.record_rejects(frames)
+        return [None] * len(frames)
 
     def record_rejects(self, frames: list[pl.DataFrame]) -> None:
         """Rows of :func:`rejects_frame`, of one or more zones, in one MERGE: each line or
@@ -361,40 +372,6 @@ def rejects_frame(
         pl.lit(run_id).alias("run_id"),
         key.alias("record_key"),
     ).unique(subset=["record_key"], keep="first", maintain_order=True)
-
-
-class RejectGroup:
-    """The rejected lines of a process's passes, gathered into one MERGE.
-
-    A pass records the rejects of the pages it has read just before the commit that
-    moves its progress past them (so none is lost to a SIGKILL in between), through this
-    group: while other passes that may still store rejects are in flight (inside
-    :meth:`passing`), a MERGE waits for theirs up to ``GROUP_SPACING`` after the one
-    before began, as a group commit does (:mod:`cdnlake.lake.shared`). Zones whose every
-    page has a bad line then cost a MERGE a second, not one per page (each about 60 ms of
-    CPU whatever its rows)."""
-
-    def __init__(self, record: Callable[[list[pl.DataFrame]], None]) -> None:
-        self._record = record
-        self._passing = InFlight()
-        self._waiting = InFlight()
-        self._group: Batcher[pl.DataFrame, None] = Batcher(
-            self._run, shared.GROUP_SPACING, lambda: self._passing.count > self._waiting.count
-        )
-
-    def passing(self) -> AbstractContextManager[None]:
-        """While a pass reads and commits: a MERGE meanwhile may wait for its rejects."""
-        return self._passing.held()
-
-    def record(self, frames: list[pl.DataFrame]) -> None:
-        """Once the rows of ``frames`` (of :func:`rejects_frame`) are in ``rejected_lines``;
-        the error raised."""
-        with self._waiting.held():
-            self._group.submit(pl.concat(frames))
-
-    def _run(self, frames: list[pl.DataFrame]) -> list[BaseException | None]:
-        self._record(frames)
-        return [None] * len(frames)
 
 
 def _md5(text: str | None) -> str:

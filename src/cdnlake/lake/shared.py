@@ -157,6 +157,38 @@ class Batcher(Generic[T, R]):
         return outcomes
 
 
+class PassGroup(Generic[T, R]):
+    """A :class:`Batcher` whose batches wait for the process's passes in flight (those
+    inside :meth:`passing` that have not submitted yet), up to ``GROUP_SPACING`` after
+    the batch before began: what a table's group commits and the rejected lines' MERGEs
+    share. A lone pass waits for nobody; an item that is not ``patient`` for nobody."""
+
+    def __init__(
+        self,
+        run: Callable[[list[T]], list[R | BaseException]],
+        patient: Callable[[T], bool] = lambda _: True,
+    ) -> None:
+        self._passing = InFlight()  # passes that may still submit
+        self._waiting = InFlight()  # submitters waiting for their outcome
+        self._group: Batcher[T, R] = Batcher(
+            run, GROUP_SPACING, lambda: self._passing.count > self._waiting.count, patient
+        )
+
+    @property
+    def passes(self) -> int:
+        """The passes in flight now."""
+        return self._passing.count
+
+    def passing(self) -> AbstractContextManager[None]:
+        """While a pass may still submit: a batch meanwhile may wait for it."""
+        return self._passing.held()
+
+    def submit(self, item: T) -> R:
+        """``item``'s outcome, or its exception raised (see :meth:`Batcher.submit`)."""
+        with self._waiting.held():
+            return self._group.submit(item)
+
+
 @dataclass
 class _Waiting(Generic[T, R]):
     item: T
@@ -215,14 +247,7 @@ class SharedTable:
         # version), and the last one whose commit is not known (it may carry any).
         self._touched_at: dict[str, int] = {}
         self._unknown_at = -1
-        self._passing = InFlight()  # the process's passes writing to the table
-        self._waiting = InFlight()  # the commits waiting for their group's outcome
-        self._group: Batcher[Part, str] = Batcher(
-            self._commit_group,
-            GROUP_SPACING,
-            lambda: self._passing.count > self._waiting.count,
-            lambda part: part.patient,
-        )
+        self._group: PassGroup[Part, str] = PassGroup(self._commit_group, lambda part: part.patient)
 
     def uri(self) -> str:
         return self.lake.table_uri(self.spec)
@@ -287,13 +312,12 @@ class SharedTable:
     def passing(self) -> AbstractContextManager[None]:
         """While a pass reads and commits to the table: a group commit meanwhile may wait
         for its next part (see ``GROUP_SPACING``)."""
-        return self._passing.held()
+        return self._group.passing()
 
     def commit(self, part: Part) -> str:
         """Commit ``part`` with whatever other parts wait: ``DONE``, or ``AGAIN`` when its
         zone was touched since its snapshot (nothing of it was committed)."""
-        with self._waiting.held():
-            return self._group.submit(part)
+        return self._group.submit(part)
 
     def _commit_group(self, parts: list[Part]) -> list[str | BaseException]:
         outcome: dict[int, str | BaseException] = {}
