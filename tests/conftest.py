@@ -378,8 +378,11 @@ def spawn_cli(
 def ingest_all(config: Config, emu: Emulator) -> list[Any]:
     """One ingestion pass over every configured zone, on the emulator's clock."""
     from cdnlake.ingest.passes import Ingestor
+    from tests.sessions import session_for
 
-    return Ingestor(config, logging_client(config), clock=emu.clock.now).run(config.zones)
+    with session_for(config) as session:
+        ingestor = Ingestor(config, logging_client(config), session, clock=emu.clock.now)
+        return ingestor.run(config.zones)
 
 
 def run_cli(

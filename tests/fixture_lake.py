@@ -7,9 +7,10 @@ from pathlib import Path
 import polars as pl
 
 from cdnlake.config import Config, build_config
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
 from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
+from tests.sessions import session_of
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -35,5 +36,7 @@ def build_fixture_lake(root: Path) -> Config:
     config = fixture_config(root)
     lake = Lake.from_config(config.storage)
     for (zone,), part in frame.partition_by(["pull_zone_id"], as_dict=True).items():
-        ZoneWriter(lake, REQUESTS, int(zone)).commit(part.select(list(REQUEST_SCHEMA)), {})
+        ZoneWriter(session_of(lake), REQUESTS, int(zone)).commit(
+            part.select(list(REQUEST_SCHEMA)), {}
+        )
     return config

@@ -12,9 +12,9 @@ from pathlib import Path
 import polars as pl
 from apscheduler.triggers.interval import IntervalTrigger
 
-from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
 from cdnlake.lake.progress import from_ms
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.retention import oldest_served
 from cdnlake.scheduler import Daemon, wait_for
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
@@ -121,7 +121,7 @@ def test_sigterm_mid_pass_then_restart_ends_complete(tmp_path):
                 mine = mine.filter(pl.col("started") >= second_launch)
             first = mine["window_from"].min()  # v1: the day's start, the file read whole
             assert isinstance(first, datetime)
-            start = max(first, first_launch - RETENTION + RETENTION_MARGIN + timedelta(seconds=5))
+            start = max(first, oldest_served(first_launch) + timedelta(seconds=5))
             truth = truth_ids(emu, zone, start, watermark(zone), at=emu.clock.now())
             assert truth <= set(lake_ids(root, zone))
     finally:

@@ -9,14 +9,15 @@ from deltalake import write_deltalake
 
 from cdnlake.config import build_config
 from cdnlake.lake.bookkeeping import Bookkeeping
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.progress import to_ms
 from cdnlake.lake.schema import INGEST_GAPS, REQUESTS, polars_schema
 from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
 from cdnlake.status import zone_statuses
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import cli_heavy_modules
 from tests.lake.test_commit import rows
+from tests.sessions import session_of
 
 DAY = datetime(2026, 11, 20, tzinfo=UTC)
 
@@ -44,11 +45,11 @@ def test_status_figures_equal_a_full_scan_recent_or_not(tmp_path):
         env={},
     )
     lake = Lake.from_config(config.storage)
-    writer = ZoneWriter(lake, REQUESTS, 1)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
     writer.commit(rows(0, 30, DAY + timedelta(hours=1), "a"), {"": to_ms(DAY)})
     writer.commit(rows(0, 12, DAY - timedelta(hours=2), "b"), {})  # the day before
     writer.commit(rows(0, 5, DAY + timedelta(hours=2), "c"), {"": to_ms(DAY) + 1})
-    books = Bookkeeping(lake)
+    books = Bookkeeping(session_of(lake))
     # Pull zone 1's newest run is older than shield zone 1's newest (same partition,
     # another numbering); zone 2 has one failed run, in an older file.
     books.record_run(2, run(DAY - timedelta(hours=30), "failed"))
@@ -85,8 +86,8 @@ def test_status_loads_neither_polars_nor_pyarrow(tmp_path):
         env={},
     )
     lake = Lake.from_config(config.storage)
-    ZoneWriter(lake, REQUESTS, 1).commit(rows(0, 10, DAY, "a"), {"": to_ms(DAY)})
-    Bookkeeping(lake).record_run(1, run(DAY))
+    ZoneWriter(session_of(lake), REQUESTS, 1).commit(rows(0, 10, DAY, "a"), {"": to_ms(DAY)})
+    Bookkeeping(session_of(lake)).record_run(1, run(DAY))
 
     args = ["--config", str(tmp_path / "config.toml"), "status", "--format", "json"]
     proc, heavy = cli_heavy_modules(*args)

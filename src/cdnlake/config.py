@@ -22,8 +22,7 @@ import msgspec
 from msgspec import Meta
 
 from cdnlake.errors import ConfigError
-
-RETENTION_SECONDS = 72 * 3600
+from cdnlake.retention import RETENTION_SECONDS
 
 SECRET_KEY_NAMES = {
     "access_key",

@@ -18,7 +18,7 @@ import msgspec
 from cdnlake.config import Config, Secret
 from cdnlake.emulator.server import DEMO_ZONES, Emulator, EmulatorConfig, parse_zones
 from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
-from cdnlake.ingest.result import Progress, ZoneResult
+from cdnlake.ingest.result import Reporter, ZoneResult
 
 
 @dataclass
@@ -36,8 +36,9 @@ def demo_config(config: Config, url: str, key: str) -> Config:
     return msgspec.structs.replace(config, api=api)
 
 
-def run_demo(config: Config, progress: Progress | None = None, seed: int = 1) -> DemoResult:
+def run_demo(config: Config, reporter: Reporter | None = None, seed: int = 1) -> DemoResult:
     from cdnlake.client import ApiClient, BudgetRegistry, LoggingClient, ShieldApi
+    from cdnlake.lake.session import LakeSession
     from cdnlake.reports.build import collect, write_reports
 
     key = os.environ.get(config.api.access_key_env) or "demo-key"
@@ -48,11 +49,16 @@ def run_demo(config: Config, progress: Progress | None = None, seed: int = 1) ->
     try:
         cfg = demo_config(config, emulator.url, key)
         budgets = BudgetRegistry(cfg.ingest.requests_per_window, cfg.ingest.window_seconds)
-        with ApiClient(cfg.api, budgets=budgets) as api:
-            results = Ingestor(cfg, LoggingClient(api), progress=progress).run(cfg.zones)
+        with (
+            ApiClient(cfg.api, budgets=budgets) as api,
+            LakeSession.from_config(cfg.storage) as session,
+        ):
+            results = Ingestor(cfg, LoggingClient(api), session, reporter=reporter).run(cfg.zones)
             shield = ShieldApi(api)
             for shield_zone in cfg.shield_zones:
-                results.append(ingest_shield_zone(cfg, shield, shield_zone, progress=progress))
+                results.append(
+                    ingest_shield_zone(cfg, shield, shield_zone, session, reporter=reporter)
+                )
     finally:
         emulator.stop()
     day = (datetime.now(UTC) - timedelta(days=1)).date()

@@ -11,7 +11,6 @@ will fail the same way until something is changed by a person.
     │   ├── MalformedResponseError     a 2xx body that does not decode
     │   ├── RateLimitedError           429 rate_limited
     │   ├── ServerError                5xx internal_error
-    │   ├── WarehouseBusyError         the DuckDB file stayed locked by another process
     │   ├── CoordinationError          the daemons' PostgreSQL cannot be reached or failed
     │   ├── EngineError                the query engine (Spark Connect) cannot be reached or failed
     │   ├── StorageUnavailableError    the lake's store kept failing (5xx, throttling, timeout)
@@ -115,10 +114,6 @@ class RateLimitedError(HttpError, TransientError):
 
 
 class ServerError(HttpError, TransientError):
-    pass
-
-
-class WarehouseBusyError(TransientError):
     pass
 
 

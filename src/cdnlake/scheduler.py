@@ -47,6 +47,7 @@ from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
 from cdnlake.ingest.result import ZoneResult, this_daemon, utcnow
 from cdnlake.ingest.runner import PASSES_IN_FLIGHT, AnyStop
 from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS
+from cdnlake.lake.session import LakeSession
 from cdnlake.monitoring.metrics import DaemonMetrics
 
 log = logging.getLogger("cdnlake.daemon")
@@ -74,8 +75,13 @@ class Daemon:
         fleet: Fleet | None = None,
         metrics: DaemonMetrics | None = None,
         catch_up: bool = True,
+        session: LakeSession | None = None,
     ) -> None:
+        """``session``: the process's lake, everything the daemon runs writes through it
+        (its own, closed as it stops, where none is given)."""
         self.config = config
+        self._own_session = session is None
+        self.session = session or LakeSession.from_config(config.storage)
         self.fleet = fleet or fleet_for(config, this_daemon())
         self.metrics = metrics
         self._jobs: dict[str, str] = {}  # lease key -> its poll job
@@ -84,6 +90,7 @@ class Daemon:
         self.ingestor = Ingestor(
             config,
             LoggingClient(api),
+            self.session,
             clock=clock,
             stop=self.stop_event,
             count_traffic=metrics is not None,  # the traffic counters need it
@@ -174,10 +181,10 @@ class Daemon:
                 self.config,
                 ShieldApi(self.api),
                 zone,
+                self.session,
                 clock=self.clock,
                 stop=stop,
                 holder=holder,
-                lake=self.ingestor.runner.lake,
             ),
         )
         if result is not None:
@@ -227,7 +234,6 @@ class Daemon:
         from cdnlake.audit.days import due, unkept
         from cdnlake.audit.run import audit, keep
         from cdnlake.client.statistics import StatisticsApi
-        from cdnlake.lake.store import Lake
 
         zones = [z.id for z in self.config.zones]
         if not zones:
@@ -239,11 +245,9 @@ class Daemon:
                     return
                 now = self.clock()
                 waiting = []
-                for when, todo in sorted(
-                    due(Lake.from_config(self.config.storage), zones, day, now).items()
-                ):
+                for when, todo in sorted(due(self.session.lake, zones, day, now).items()):
                     hours = audit(self.config, StatisticsApi(self.api), todo, when, when, now)
-                    days = keep(self.config, hours, now)
+                    days = keep(self.session, hours, now)
                     if days and self.metrics is not None:
                         self.metrics.audited()
                     for audited in days:
@@ -275,7 +279,6 @@ class Daemon:
         (:meth:`compact_open_days`), as would the next daemon to start."""
         from cdnlake.errors import ZoneBusyError
         from cdnlake.lake.maintain import maintain
-        from cdnlake.lake.store import Lake
 
         day = day or self.clock().date()
         try:
@@ -287,7 +290,7 @@ class Daemon:
                     )
                     return
                 report = maintain(
-                    Lake.from_config(self.config.storage),
+                    self.session,
                     locks=self.config.storage.work / "locks",
                     hold=maintain_hold(self.config, self.fleet.daemon_id, self.stop_event.is_set),
                     stop=self.stop_event.is_set,
@@ -314,7 +317,6 @@ class Daemon:
         files per zone-day stay bounded between nightly maintenance runs. A day's
         maintenance that left a damaged file in place is run again first."""
         from cdnlake.lake.maintain import OpenDays
-        from cdnlake.lake.store import Lake
 
         again, self._maintain_again = self._maintain_again, None
         if again is not None and not self.stop_event.is_set():
@@ -322,7 +324,7 @@ class Daemon:
             self.maintain(again)
 
         if self._open_days is None:
-            self._open_days = OpenDays(Lake.from_config(self.config.storage))
+            self._open_days = OpenDays(self.session)
         day = self.clock().date()
         try:
             for spec, zones in (
@@ -343,7 +345,7 @@ class Daemon:
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
         if self.config.forwarding.enabled:  # first: a port it cannot take stops the start
-            receiver = self.receiver = Receiver(self.config).start()
+            receiver = self.receiver = Receiver(self.config, self.session).start()
             if self.metrics is not None:
                 self.metrics.forwarding(
                     lambda: (
@@ -439,6 +441,8 @@ class Daemon:
         if self.receiver is not None:  # commits what it holds
             finished = self.receiver.stop() and finished
         self.fleet.stop()
+        if self._own_session:
+            self.session.close()
         return finished
 
     def run_forever(self, interrupted: threading.Event) -> None:

@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 from cdnlake.audit.days import from_row
 from cdnlake.config import Config, ForwardingConfig
 from cdnlake.coordination import lease_key, lease_keys
-from cdnlake.lake.progress import from_ms
+from cdnlake.lake.progress import WATERMARK, from_ms
 from cdnlake.lake.schema import (
     AUDIT_DAYS,
     INGEST_GAPS,
@@ -29,6 +29,7 @@ from cdnlake.lake.schema import (
     SHIELD_EVENTS,
     TableSpec,
 )
+from cdnlake.lake.session import LakeSession
 from cdnlake.lake.store import Lake, add_actions_table
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.db import Warehouse
@@ -364,17 +365,20 @@ def health(config: Config) -> tuple[list[dict[str, Any]], bool]:
     return [s.as_dict() for s in statuses], healthy
 
 
-def zone_watermarks(config: Config) -> dict[tuple[str, str], datetime]:
-    """Each configured zone's watermark keyed as the metrics label it: (zone, source)."""
-    lake = Lake.from_config(config.storage)
+def zone_watermarks(session: LakeSession, config: Config) -> dict[tuple[str, str], datetime]:
+    """Each configured zone's watermark keyed as the metrics label it: (zone, source), from
+    the process's own state of the tables (brought up to date, not opened anew)."""
     marks: dict[tuple[str, str], datetime] = {}
-    pull = watermarks(lake, REQUESTS, [z.id for z in config.zones])
-    for zone in config.zones:
-        if zone.id in pull:
-            marks[(str(zone.id), zone.source)] = pull[zone.id]
-    shield = watermarks(lake, SHIELD_EVENTS, [z.id for z in config.shield_zones])
-    for zone_id, mark in shield.items():
-        marks[(str(zone_id), "shield")] = mark
+    labelled = [(REQUESTS, [(z.id, z.source) for z in config.zones])]
+    labelled.append((SHIELD_EVENTS, [(z.id, "shield") for z in config.shield_zones]))
+    for spec, zones in labelled:
+        if not zones:
+            continue
+        found = session.log_table(spec).marks([zone for zone, _ in zones], WATERMARK)
+        for zone, source in zones:
+            mark = from_ms(found[zone])
+            if mark is not None:
+                marks[(str(zone), source)] = mark
     return marks
 
 

@@ -246,7 +246,7 @@ def test_a_failed_or_fenced_re_read_says_so_and_to_run_it_again() -> None:
     """Not a pass's words ("reached", "the next pass reads from"): what the re-read did."""
     from cdnlake.errors import FencedError, TransportError
     from cdnlake.ingest.result import ZoneResult, classify
-    from cdnlake.lake.commit import ZoneWriter
+    from cdnlake.lake.zone import ZoneWriter
 
     start = datetime(2026, 11, 23, 5, tzinfo=UTC)
     span = "2026-11-23 05:00:00Z..2026-11-23 06:00:00Z"

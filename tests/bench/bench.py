@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 import httpx
+from tests.sessions import session_of
 
 if TYPE_CHECKING:
     import polars as pl
@@ -328,12 +329,12 @@ def bench_ingest_v2(work: Path, records: int) -> Figure:
             lag_seconds=300,
         )
         # The first pass reads 72h; give it a watermark so both read the same window.
-        from cdnlake.lake.commit import ZoneWriter
         from cdnlake.lake.progress import to_ms
         from cdnlake.lake.schema import REQUESTS
         from cdnlake.lake.store import Lake
+        from cdnlake.lake.zone import ZoneWriter
 
-        writer = ZoneWriter(Lake(str(work / "data" / "lake"), {}), REQUESTS, 1234)
+        writer = ZoneWriter(session_of(Lake(str(work / "data" / "lake"), {})), REQUESTS, 1234)
         writer.commit(writer.empty(), {"": to_ms(start)})
         ours = timed(
             lambda: subprocess.run(
@@ -590,8 +591,8 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
     behind = sum(1 for value in worst.values() if value > bound)
     ok = len(worst) == zones and behind == 0
     per_table = ", ".join(f"{name} {n:.0f}" for name, n in commits.items()) or "none"
-    # A group commit waits for the passes in flight up to GROUP_SPACING after the one
-    # before: a table takes at most about a commit a second, whatever the zones.
+    # A group commit waits for the passes in flight up to GROUP_WAIT: a table takes at
+    # most about a commit a second, whatever the zones.
     most = max(commits.values(), default=0.0)
     busiest = max(commits, key=lambda name: commits[name], default="none")
     commits_figure = Figure(
@@ -809,10 +810,10 @@ def bench_busy_zone(work: Path, rate: int, seconds: float, poll: int, lag: int) 
     ``ingest_runs`` tells each pass's length. Each pass reads its slice of the safety
     margin (``overlap_seconds / 3600`` of its span), so the run's amplification includes
     it."""
-    from cdnlake.lake.commit import ZoneWriter
     from cdnlake.lake.progress import FRESH, WATERMARK, to_ms
     from cdnlake.lake.schema import REQUESTS
     from cdnlake.lake.store import Lake
+    from cdnlake.lake.zone import ZoneWriter
 
     overlap = 2 * lag
     now = datetime.now(UTC).replace(microsecond=0)
@@ -832,7 +833,7 @@ def bench_busy_zone(work: Path, rate: int, seconds: float, poll: int, lag: int) 
         schedule=[f"poll_seconds = {poll}"],
     )
     lake = Lake(str(root / "data" / "lake"), {})
-    writer = ZoneWriter(lake, REQUESTS, 1234)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1234)
     writer.commit(
         writer.empty(), {WATERMARK: to_ms(now - timedelta(seconds=lag)), FRESH: to_ms(now)}
     )
@@ -1018,7 +1019,7 @@ def make_month_lake(root: Path, zones: int, days: int, per_zone_day: int) -> Pat
     """``zones`` x ``days`` partitions of ``per_zone_day`` requests, as one Delta table,
     laid out as ``maintain`` leaves a day: one file sorted by ``ts`` in row groups of
     ``ROW_GROUP_ROWS``."""
-    from cdnlake.lake.commit import ROW_GROUP_ROWS
+    from cdnlake.lake.files import ROW_GROUP_ROWS
 
     lake = root / "lake" / "requests"
     lake.parent.mkdir(parents=True, exist_ok=True)
@@ -1130,9 +1131,9 @@ def bench_commit_on_history(work: Path, zones: int, days: int, per_zone_day: int
     commit on an empty zone of the same lake: cdnlake's cost must follow the window, not
     the zone's history. The note gives the same commit on an empty lake too: the rest is
     delta-rs's, whose snapshot grows with the table's files."""
-    from cdnlake.lake.commit import ZoneWriter
     from cdnlake.lake.schema import REQUESTS
     from cdnlake.lake.store import Lake
+    from cdnlake.lake.zone import ZoneWriter
 
     root = work / "month"
     if not (root / "lake" / "requests" / "_delta_log").exists():
@@ -1140,7 +1141,7 @@ def bench_commit_on_history(work: Path, zones: int, days: int, per_zone_day: int
     per_minute = max(1, per_zone_day // 1440)
 
     def commit(lake: Lake, zone: int, tag: str) -> float:
-        writer = ZoneWriter(lake, REQUESTS, zone)
+        writer = ZoneWriter(session_of(lake), REQUESTS, zone)
         return timed(lambda: writer.commit(requests_window(per_minute, tag), {}))
 
     full = Lake(str(root / "lake"), {})
@@ -1173,7 +1174,7 @@ def make_files_lake(root: Path, zones: int, days: int, per_file: int = 100) -> P
 
     from deltalake.transaction import AddAction
 
-    from cdnlake.lake.commit import ROW_GROUP_ROWS, _stats
+    from cdnlake.lake.files import ROW_GROUP_ROWS, _stats
     from cdnlake.lake.schema import REQUESTS
     from cdnlake.lake.store import Lake
 
@@ -1215,15 +1216,15 @@ def bench_commit_on_files(work: Path, days: int, few: int, many: int) -> Figure:
     ``requests`` table of ``many`` files against the same commit on one of ``few``, the
     zone's own history (``days`` days) alike: the cost of choosing the zone-day's files
     must not grow with the other zones' files. The note splits out that choice."""
-    from cdnlake.lake.commit import ZoneWriter
     from cdnlake.lake.schema import REQUESTS
     from cdnlake.lake.store import Lake
+    from cdnlake.lake.zone import ZoneWriter
 
     lakes = {}
     for files in (few, many):
         root = make_files_lake(work / f"files-{files}", files // days, days)
         lakes[files] = Lake(str(root / "lake"), {})
-    writers = {files: ZoneWriter(lake, REQUESTS, 1) for files, lake in lakes.items()}
+    writers = {files: ZoneWriter(session_of(lake), REQUESTS, 1) for files, lake in lakes.items()}
     times: dict[int, list[float]] = {few: [], many: []}
     for i in range(6):  # alternated, so that the machine's moods hit both alike
         for files, writer in writers.items():
@@ -1233,7 +1234,7 @@ def bench_commit_on_files(work: Path, days: int, few: int, many: int) -> Figure:
                 times[files].append(took)
     choose, bare = {}, {}
     for files, writer in writers.items():
-        shared, days = writer.shared, [DAY.isoformat()]
+        shared, days = writer.table, [DAY.isoformat()]
         choose[files] = min(
             timed(lambda s=shared, d=days: s.snapshot(1, files=True, days=d)) for _ in range(5)
         )
@@ -1391,9 +1392,9 @@ def add_daemon_history(root: Path, zones: int, days: int) -> None:
     import pyarrow as pa
     from deltalake import Schema, convert_to_deltalake
 
-    from cdnlake.lake.commit import ZoneWriter
     from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
     from cdnlake.lake.store import Lake
+    from cdnlake.lake.zone import ZoneWriter
 
     runs = root / "lake" / "ingest_runs"
     now = datetime.now(UTC).replace(second=0, microsecond=0)
@@ -1409,7 +1410,7 @@ def add_daemon_history(root: Path, zones: int, days: int) -> None:
     lake = Lake(str(root / "lake"), {})
     mark = int(now.timestamp() * 1000) - 360_000
     for zone_id in range(1, zones + 1):
-        writer = ZoneWriter(lake, REQUESTS, zone_id)
+        writer = ZoneWriter(session_of(lake), REQUESTS, zone_id)
         writer.commit(writer.empty(), {"": mark})
     for spec in (REQUESTS, INGEST_RUNS):
         table = lake.open(spec)

@@ -25,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
 from tests.lake.test_commit import rows  # noqa: E402
+from tests.sessions import session_for  # noqa: E402
 
 from cdnlake.config import build_config  # noqa: E402
 from cdnlake.ingest.runner import Chunk, PassContext, Runner  # noqa: E402
@@ -61,8 +62,8 @@ def version(lake: Lake, spec: object) -> int:
 def commits_per_poll(work: Path, zones: int, polls: int, concurrency: int) -> None:
     raw = {"storage": {"root": str(work / "data")}, "ingest": {"concurrency": concurrency}}
     config = build_config(raw, base_dir=work, env={})
-    runner = Runner(config, clock=lambda: START + timedelta(minutes=10))
-    lake = runner.lake
+    runner = Runner(config, session_for(config), clock=lambda: START + timedelta(minutes=10))
+    lake = runner.session.lake
     for poll in range(polls):
         before = version(lake, REQUESTS), version(lake, INGEST_RUNS)
         began = time.perf_counter()

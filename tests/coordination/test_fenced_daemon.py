@@ -24,9 +24,9 @@ import polars as pl
 import pytest
 
 from cdnlake.coordination.postgres import fleet_view
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.progress import day_start, from_ms, rewind
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.zone import ZoneWriter
 from cdnlake.scheduler import wait_for
 from tests.conftest import (
     KEY,
@@ -37,6 +37,7 @@ from tests.conftest import (
     truth_ids,
     write_config,
 )
+from tests.sessions import session_of
 
 ZONE = 4101
 POLL = 2  # lease time
@@ -45,19 +46,19 @@ POLL = 2  # lease time
 # (after re-reading the table and checking its token) and waits there for GO.
 HOOKED_DAEMON = """
 import pathlib, sys, time
-from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake import zone
 
 arm, go = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-write_files = ZoneWriter._write_files
+write_files = zone.write_files
 
-def held(self, frame):
+def held(lake, spec, frame):
     if arm.exists() and not go.exists():
         print("PREPARED", file=sys.stderr, flush=True)
         while not go.exists():
             time.sleep(0.05)
-    return write_files(self, frame)
+    return write_files(lake, spec, frame)
 
-ZoneWriter._write_files = held
+zone.write_files = held
 from cdnlake.cli.main import main
 raise SystemExit(main(sys.argv[3:]))
 """
@@ -145,7 +146,7 @@ def test_a_stale_daemon_woken_after_a_takeover_and_a_rewind_commits_nothing(
         day = (datetime.now(UTC) - timedelta(days=1)).date()
         table = lake.open(REQUESTS)
         table.delete(f"pull_zone_id = {ZONE} AND date = '{day.isoformat()}'")
-        rewind(ZoneWriter(lake, REQUESTS, ZONE), day_start(day))
+        rewind(ZoneWriter(session_of(lake), REQUESTS, ZONE), day_start(day))
         assert watermark() == day_start(day)
         ids = set(lake_frame(config).filter(pl.col("pull_zone_id") == ZONE)["request_id"])
         assert not truth_ids(emu, ZONE, day_start(day), day_start(day) + timedelta(days=1)) & ids

@@ -23,12 +23,13 @@ from cdnlake.cli.main import main
 from cdnlake.config import Config, build_config
 from cdnlake.coordination.postgres import PostgresFleet
 from cdnlake.lake import maintain as maintain_module
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
 from cdnlake.scheduler import Daemon, wait_for
 from tests.conftest import make_client
 from tests.lake.test_fencing import MIDNIGHT, ZONE, provider, seed, watermark
+from tests.sessions import session_of
 
 KEY = f"{REQUESTS.name}/{ZONE}"
 OTHER = ZONE + 1  # a zone the damage does not touch
@@ -58,7 +59,7 @@ def damaged_lake(tmp_path, postgres, monkeypatch):
     config = config_of(tmp_path, postgres.dsn)
     lake = Lake.from_config(config.storage)
     seed(lake)
-    writer = ZoneWriter(lake, REQUESTS, OTHER)
+    writer = ZoneWriter(session_of(lake), REQUESTS, OTHER)
     for i in range(4):
         start = MIDNIGHT + timedelta(minutes=i)
         writer.commit(provider(OTHER, start, start + timedelta(minutes=1)), {})

@@ -27,11 +27,11 @@ from cdnlake.coordination.postgres import MaintainHold, PostgresFleet, fleet_vie
 from cdnlake.errors import FencedError, StopRequested
 from cdnlake.ingest.result import ZoneResult
 from cdnlake.ingest.runner import AnyStop, Runner
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.maintain import _read_again_first, maintain
 from cdnlake.lake.progress import FENCE, WATERMARK, holder_of
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
 from cdnlake.scheduler import wait_for
 from tests.lake.test_fencing import (
     MIDNIGHT,
@@ -46,6 +46,7 @@ from tests.lake.test_fencing import (
     set_aside_first_day,
     watermark,
 )
+from tests.sessions import session_for, session_of
 
 KEY = f"{REQUESTS.name}/{ZONE}"
 TTL = 2.0
@@ -80,7 +81,7 @@ def test_maintain_takes_the_lease_after_the_owners_pass_and_the_rewind_sticks(
             assert resume.wait(60)
 
     clock = Clock(MIDNIGHT + timedelta(minutes=20))
-    runner = Runner(config, clock=clock)
+    runner = Runner(config, session_for(config), clock=clock)
     results: list[ZoneResult] = []
     generations: list[int] = []
 
@@ -96,9 +97,15 @@ def test_maintain_takes_the_lease_after_the_owners_pass_and_the_rewind_sticks(
         passing = threading.Thread(target=owners_pass, args=(ProviderSource(park),))
         passing.start()
         assert parked.wait(60)
-        stale = ZoneWriter(lake, REQUESTS, ZONE, holder=generations[0])  # prepared before
+        stale = ZoneWriter(
+            session_of(lake), REQUESTS, ZONE, holder=generations[0]
+        )  # prepared before
         before_move = _read_again_first(
-            lake, REQUESTS, config.storage.work / "locks", MIDNIGHT + timedelta(hours=1), hold
+            session_of(lake),
+            REQUESTS,
+            config.storage.work / "locks",
+            MIDNIGHT + timedelta(hours=1),
+            hold,
         )
         maintaining = threading.Thread(
             target=lambda: (before_move(ZONE, T0, MIDNIGHT, "a damaged file"), rewound.set())
@@ -161,7 +168,9 @@ def test_a_zone_whose_lease_is_not_had_in_time_keeps_its_damaged_file_in_place(
     try:
         with owner.claim(KEY) as held:  # a pass that outlasts maintain's wait
             assert held is not None
-            report = maintain(lake, [ZONE], check_all=True, now=now, locks=locks, hold=hold)
+            report = maintain(
+                session_of(lake), [ZONE], check_all=True, now=now, locks=locks, hold=hold
+            )
             (item,) = [t for t in report.tables if t.table == REQUESTS.name]
             (file,) = item.damaged
             assert file.left and not file.moved_to
@@ -172,7 +181,7 @@ def test_a_zone_whose_lease_is_not_had_in_time_keeps_its_damaged_file_in_place(
             assert not held.lost.is_set()  # the owner kept its lease
         # The owner's pass ended: the next maintain takes the lease, rewinds, sets aside.
         hold.wait = 30
-        report = maintain(lake, [ZONE], check_all=True, now=now, locks=locks, hold=hold)
+        report = maintain(session_of(lake), [ZONE], check_all=True, now=now, locks=locks, hold=hold)
         (item,) = [t for t in report.tables if t.table == REQUESTS.name]
         (file,) = item.damaged
         assert file.moved_to and not file.left

@@ -12,6 +12,7 @@ from cdnlake.config import Config
 from cdnlake.forwarding.receiver import Receiver
 from cdnlake.scheduler import wait_for
 from tests.conftest import load_test_config, write_config
+from tests.sessions import session_for
 
 HEADER = '<165>1 2026-11-20T12:00:00.003Z edge-7 cdn-logs - - [meta@32473 zone="x"] '
 
@@ -92,4 +93,4 @@ def until(predicate: Any, receiver: Any = None, timeout: float = 60) -> None:
 
 
 def started(config: Config, **kwargs: Any) -> Receiver:
-    return Receiver(config, **kwargs).start()
+    return Receiver(config, session_for(config), **kwargs).start()

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake.zone import ZoneWriter
 from tests.forwarding.helpers import (
     forwarding_config,
     send_tcp,

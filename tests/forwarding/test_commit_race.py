@@ -8,12 +8,13 @@ from pathlib import Path
 import polars as pl
 
 from cdnlake.config import load_config
-from cdnlake.forwarding.batch import Buffer, Committer
+from cdnlake.forwarding.batch import Buffer, Flusher
 from cdnlake.ingest.v1_parser import Block, parse_block
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.progress import from_ms, rewind, to_ms
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
+from tests.sessions import mark_of, session_for, session_of
 
 START_MS = to_ms(datetime(2026, 11, 20, 11, 0, tzinfo=UTC))
 
@@ -41,12 +42,12 @@ def config_at(tmp_path: Path):  # type: ignore[no-untyped-def]
 def test_a_forwarded_commit_racing_a_pass_keeps_the_pass_watermark(tmp_path, monkeypatch):
     config = config_at(tmp_path)
     lake = Lake.from_config(config.storage)
-    passes = ZoneWriter(lake, REQUESTS, 1234)
+    passes = ZoneWriter(session_of(lake), REQUESTS, 1234)
     passes.commit(rows(range(0, 5)), {"": START_MS})
     buffer = Buffer()
     for i in range(5, 15):
         buffer.put(line(i))
-    committer = Committer(config, buffer, lake)
+    committer = Flusher(config, buffer, session_of(lake))
 
     # Between the forwarded commit's read of the table and its write, a pass commits
     # requests 0..9 and moves the watermark: the forwarded commit must lose the race,
@@ -64,7 +65,7 @@ def test_a_forwarded_commit_racing_a_pass_keeps_the_pass_watermark(tmp_path, mon
     monkeypatch.setattr(ZoneWriter, "_write_files", racing)
     assert committer.flush()
     assert raced == [10]
-    assert passes.progress("") == mark
+    assert mark_of(passes, "") == mark
     table = pl.from_arrow(lake.open(REQUESTS).to_pyarrow_table())  # type: ignore[union-attr]
     assert isinstance(table, pl.DataFrame)
     ids = table["request_id"].to_list()
@@ -78,10 +79,10 @@ def test_a_forwarded_commit_on_a_zone_without_watermark_sets_none(tmp_path):
     config = config_at(tmp_path)
     buffer = Buffer()
     buffer.put(line(1))
-    committer = Committer(config, buffer)
+    committer = Flusher(config, buffer, session_for(config))
     assert committer.flush()
-    writer = ZoneWriter(committer.lake, REQUESTS, 1234)
-    assert not writer.progress("")  # 0: rows, but no watermark yet (a pass starts afresh)
+    writer = ZoneWriter(session_of(committer.lake), REQUESTS, 1234)
+    assert not mark_of(writer, "")  # 0: rows, but no watermark yet (a pass starts afresh)
 
 
 def test_rows_of_a_failed_commit_are_kept_and_committed_by_the_next_flush(tmp_path, monkeypatch):
@@ -91,7 +92,7 @@ def test_rows_of_a_failed_commit_are_kept_and_committed_by_the_next_flush(tmp_pa
     buffer = Buffer(max_lines=3)
     for i in range(3):
         buffer.put(line(i))
-    committer = Committer(config, buffer)
+    committer = Flusher(config, buffer, session_for(config))
     original = ZoneWriter.commit
     failures = [StorageError("lake commit failed: the store is away")]
 
@@ -118,12 +119,12 @@ def test_forwarded_rows_keep_landing_after_a_rewind_fences_the_zone(tmp_path):
     the token as it is now, leaving the rewound watermark where the rewind put it."""
     config = config_at(tmp_path)
     lake = Lake.from_config(config.storage)
-    ZoneWriter(lake, REQUESTS, 1234).commit(rows(range(0, 5)), {"": START_MS + 60_000})
+    ZoneWriter(session_of(lake), REQUESTS, 1234).commit(rows(range(0, 5)), {"": START_MS + 60_000})
     buffer = Buffer()
-    committer = Committer(config, buffer, lake)
+    committer = Flusher(config, buffer, session_of(lake))
     buffer.put(line(5))
     assert committer.flush()  # the receiver's writer now holds the token of before
-    rewind(ZoneWriter(lake, REQUESTS, 1234), from_ms(START_MS))  # type: ignore[arg-type]
+    rewind(ZoneWriter(session_of(lake), REQUESTS, 1234), from_ms(START_MS))  # type: ignore[arg-type]
     for i in range(6, 9):
         buffer.put(line(i))
     committer.flush()  # refused or not, nothing may be lost, nothing moved
@@ -131,4 +132,4 @@ def test_forwarded_rows_keep_landing_after_a_rewind_fences_the_zone(tmp_path):
     table = pl.from_arrow(lake.open(REQUESTS).to_pyarrow_table())  # type: ignore[union-attr]
     assert isinstance(table, pl.DataFrame)
     assert sorted(table["request_id"].to_list()) == [f"req{i:08d}" for i in range(9)]
-    assert ZoneWriter(lake, REQUESTS, 1234).progress("") == START_MS
+    assert mark_of(ZoneWriter(session_of(lake), REQUESTS, 1234), "") == START_MS

@@ -15,9 +15,9 @@ import pytest
 from cdnlake.cli.emulator_cmd import add_arguments, build_config
 from cdnlake.emulator.forwarding import UDP, Delay, Target
 from cdnlake.errors import UsageError
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.progress import to_ms
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.zone import ZoneWriter
 from tests.conftest import (
     ingest_all,
     lake_frame,
@@ -29,6 +29,7 @@ from tests.conftest import (
 )
 from tests.forwarding.helpers import forwarding_config, started, until
 from tests.forwarding.test_receiver import self_signed
+from tests.sessions import mark_of, session_of
 
 PUSHED = 40  # requests to see forwarded (the zone serves ten a second)
 
@@ -53,7 +54,7 @@ def test_forwarded_by_the_emulator_then_filled_by_a_pass(tmp_path, protocol):
         cli = ["--config", str(config.path), "api", "pullzone", "set-forwarding", "--zone", "1234"]
         began = emu.clock.now()
         # The lake's last pass ended a minute ago: the next one reads from there.
-        writer = ZoneWriter(lake_of(config), REQUESTS, 1234)
+        writer = ZoneWriter(session_of(lake_of(config)), REQUESTS, 1234)
         writer.commit(writer.empty(), {"": to_ms(began - timedelta(minutes=1))})
         receiver = started(config)
         try:
@@ -78,7 +79,7 @@ def test_forwarded_by_the_emulator_then_filled_by_a_pass(tmp_path, protocol):
             assert pushed.lost == 0
         forwarded = lake_frame(config).filter(pl.col("source") == "forwarded")
         assert set(forwarded["request_id"]) == sent
-        assert writer.progress("") == to_ms(began - timedelta(minutes=1))  # not moved
+        assert mark_of(writer, "") == to_ms(began - timedelta(minutes=1))  # not moved
 
         emu.clock.advance(400)  # every request of the forwarding minutes now in the API
         results = ingest_all(config, emu)

@@ -6,6 +6,7 @@ import pytest
 
 from cdnlake.forwarding.framing import Deframer
 from cdnlake.forwarding.syslog import NotSyslog, message_text
+from tests.sessions import session_for
 
 LINE = (
     "HIT|200|1507167062421|412|390|163.172.53.229|-|https://bunnycdn.b-cdn.net/a.m4v|WA|"
@@ -86,7 +87,7 @@ def test_allow_takes_ipv4_mapped_addresses_and_defaults_to_loopback(tmp_path):
             f'[forwarding]\nlisten = "127.0.0.1:0"\nallow = {allow}\n'
             '[storage]\nroot = "data"\n[[zones]]\nid = 1\n'
         )
-        return Receiver(load_config(path, env={}))
+        return Receiver(load_config(path, env={}), session_for(load_config(path, env={})))
 
     loopback = receiver("[]")
     assert loopback.allowed("127.0.0.1") and loopback.allowed("::1")

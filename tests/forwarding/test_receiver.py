@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 
 from cdnlake.forwarding import receiver as receiver_module
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.progress import from_ms
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.zone import ZoneWriter
 from tests.conftest import NOW, ingest_all, lake_frame, lake_ids, lake_of
 from tests.forwarding.helpers import (
     forwarding_config,
@@ -28,6 +28,7 @@ from tests.forwarding.helpers import (
     until,
     v1_lines,
 )
+from tests.sessions import session_of
 
 
 def forwarded(config, zone: int) -> pl.DataFrame:
@@ -36,7 +37,7 @@ def forwarded(config, zone: int) -> pl.DataFrame:
 
 
 def watermark(config, zone: int) -> dt.datetime | None:
-    return from_ms(ZoneWriter(lake_of(config), REQUESTS, zone).progress(""))
+    return from_ms(ZoneWriter(session_of(lake_of(config)), REQUESTS, zone).progress(""))
 
 
 def test_tcp_frames_land_once_and_the_next_pass_does_not_double_them(tmp_path, emulator):

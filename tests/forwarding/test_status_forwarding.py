@@ -11,14 +11,15 @@ import polars as pl
 
 from cdnlake.cli.status_cmd import _forwarding
 from cdnlake.config import build_config
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
 from cdnlake.scheduler import wait_for
 from cdnlake.status import FORWARDING_DELAY_SECONDS, LIVE_SECONDS, live_seconds, zone_statuses
 from tests.conftest import free_port, lake_frame, load_test_config, run_cli, start_emulator
 from tests.forwarding.test_daemon import daemon_config
 from tests.lake.test_commit import rows
+from tests.sessions import session_of
 from tests.test_scheduler import spawn_daemon, stop, wait_for_line
 
 
@@ -38,7 +39,7 @@ def test_freshest_row_and_forwarding_come_from_the_log(tmp_path):
     config = lake_config(tmp_path, "127.0.0.1:6514")
     lake = Lake.from_config(config.storage)  # type: ignore[attr-defined]
     now = datetime.now(UTC).replace(microsecond=0)
-    one, two, three = (ZoneWriter(lake, REQUESTS, z) for z in (1, 2, 3))
+    one, two, three = (ZoneWriter(session_of(lake), REQUESTS, z) for z in (1, 2, 3))
     one.commit(rows(0, 10, now - timedelta(minutes=10), "a"), {"": 1})  # a pass
     forwarded = rows(0, 5, now - timedelta(seconds=20), "f")
     one.commit(forwarded.with_columns(pl.lit("forwarded").alias("source")), {})
@@ -136,7 +137,7 @@ def test_a_compaction_does_not_make_a_silent_forwarding_look_live(tmp_path, monk
     config = lake_config(tmp_path, "127.0.0.1:6514")
     lake = Lake.from_config(config.storage)  # type: ignore[attr-defined]
     now = datetime.now(UTC).replace(microsecond=0)
-    writer = ZoneWriter(lake, REQUESTS, 1)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
     for i in range(8):  # forwarding stored everything: files of forwarded rows alone
         batch = rows(0, 5, now - timedelta(minutes=2) + timedelta(seconds=i), f"f{i}")
         writer.commit(batch.with_columns(pl.lit("forwarded").alias("source")), {})
@@ -147,7 +148,7 @@ def test_a_compaction_does_not_make_a_silent_forwarding_look_live(tmp_path, monk
     fake = SimpleNamespace(time=lambda: real_time.time() + 290, sleep=real_time.sleep)
     monkeypatch.setattr(commit_module, "time", fake)
     monkeypatch.setattr(maintain_module, "time", fake)
-    assert OpenDays(lake).compact(REQUESTS, [1], now.date()) == 8
+    assert OpenDays(session_of(lake)).compact(REQUESTS, [1], now.date()) == 8
     (after,) = [s for s in zone_statuses(config, now=later) if s.zone_id == 1]  # type: ignore[arg-type]
     assert after.forwarding == "silent"  # no line came since it stopped
     assert after.forwarded_at == before.forwarded_at

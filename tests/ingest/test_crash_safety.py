@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
 from cdnlake.lake.progress import from_ms
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.retention import RETENTION, oldest_served
 from cdnlake.scheduler import wait_for
 from tests.conftest import (
     lake_ids,
@@ -88,7 +88,7 @@ def crash_rounds(rounds: int, seed: int, tmp_path: Path, s3=None) -> None:
             # still read: a round killed before its first commit read nothing, and the
             # provider's retention moved on meanwhile.
             first = max(first_launch, first_progress(root, REQUESTS.app_id(zone)))
-            start = first - RETENTION + RETENTION_MARGIN + timedelta(seconds=5)
+            start = oldest_served(first) + timedelta(seconds=5)
             truth = truth_ids(emu, zone, start, watermark, at=emu.clock.now())
             lake = set(lake_ids(root, zone))
             missing = truth - lake

@@ -13,8 +13,8 @@ from deltalake import DeltaTable
 from cdnlake.emulator import Faults
 from cdnlake.ingest.local_import import import_v1_files
 from cdnlake.ingest.passes import Ingestor
-from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.retention import RETENTION, oldest_served
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
     FAST_RETRY,
@@ -29,10 +29,13 @@ from tests.conftest import (
     truth_ids,
     write_config,
 )
+from tests.sessions import session_for
 
 
 def ingestor(config, emu, retry=FAST_RETRY, **kwargs):
-    return Ingestor(config, logging_client(config, retry), clock=emu.clock.now, **kwargs)
+    return Ingestor(
+        config, logging_client(config, retry), session_for(config), clock=emu.clock.now, **kwargs
+    )
 
 
 def config_for(tmp_path, emu, lake_kind, request=None, **kwargs):
@@ -52,7 +55,7 @@ def test_first_run_reads_all_of_retention_then_reruns_add_nothing(
     config = config_for(tmp_path, emulator, lake_kind, request, max_window_seconds=4 * 3600)
     results = ingestor(config, emulator).run(config.zones)
     assert [r.outcome for r in results] == ["ok", "ok", "ok"]
-    start = NOW - RETENTION + RETENTION_MARGIN
+    start = oldest_served(NOW)
     for zone in (1234, 1236):
         ids = lake_ids(config, zone)
         assert len(ids) == len(set(ids))
@@ -91,7 +94,7 @@ def test_late_arrivals_are_picked_up_by_the_unstable_tail(tmp_path):
         assert second.ok and second.duplicates > 0
         ids = lake_ids(config, 1234)
         assert len(ids) == len(set(ids)) and late <= set(ids)
-        start = NOW - RETENTION + RETENTION_MARGIN
+        start = oldest_served(NOW)
         assert set(ids) == truth_ids(emu, 1234, start, emu.clock.now())
     finally:
         emu.stop()
@@ -122,7 +125,7 @@ def test_pages_repeated_by_retries_and_small_pages_stay_unique(tmp_path, lake_ki
         assert result.stats.retries > 0 and result.stats.rate_limited > 0
         ids = lake_ids(config, 1234)
         assert len(ids) == len(set(ids))
-        start = NOW - RETENTION + RETENTION_MARGIN
+        start = oldest_served(NOW)
         assert set(ids) == truth_ids(emu, 1234, start, NOW)
         with Warehouse(config.storage).connect() as con:
             row = con.execute(
@@ -167,7 +170,7 @@ def test_two_processes_on_one_zone_never_duplicate(tmp_path, lake_kind, request)
         # Whoever lost a commit re-read; a last pass completes whatever a busy one left.
         ingestor(config, emu).run(config.zones)
         ids = lake_ids(config, 1234)
-        start = NOW - RETENTION + RETENTION_MARGIN
+        start = oldest_served(NOW)
         assert len(ids) == len(set(ids)) and set(ids) == truth_ids(emu, 1234, start, NOW)
     finally:
         emu.stop()
@@ -192,9 +195,9 @@ def test_same_file_imported_twice_changes_nothing(tmp_path, emulator):
 
     config = load_test_config(write_config(tmp_path, emulator, zones=[(1234, "v2")]))
     src = write_day_file(emulator, tmp_path / "day.log", 1234)
-    first = import_v1_files(config, [src], 1234)
+    first = import_v1_files(config, session_for(config), [src], 1234)
     before = lake_frame(config).sort("request_id")
-    second = import_v1_files(config, [src], 1234)
+    second = import_v1_files(config, session_for(config), [src], 1234)
     assert first.rows > 1000 and second.rows == 0 and second.duplicates == first.rows
     assert lake_frame(config).sort("request_id").equals(before)
     assert Counter(lake_ids(config, 1234)).most_common(1)[0][1] == 1

@@ -6,11 +6,11 @@ from datetime import timedelta
 
 from cdnlake.emulator import Faults
 from cdnlake.ingest.passes import Ingestor
-from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.progress import to_ms
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.zone import ZoneWriter
 from cdnlake.monitoring.metrics import DaemonMetrics
+from cdnlake.retention import RETENTION, oldest_served
 from cdnlake.status import zone_statuses
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
@@ -24,6 +24,7 @@ from tests.conftest import (
     truth_ids,
     write_config,
 )
+from tests.sessions import session_for, session_of
 
 
 def test_disabled_and_forbidden_zones_beside_healthy_ones(tmp_path):
@@ -33,7 +34,9 @@ def test_disabled_and_forbidden_zones_beside_healthy_ones(tmp_path):
         config = load_test_config(path)
         results = {
             r.zone_id: r
-            for r in Ingestor(config, logging_client(config), clock=emu.clock.now).run(config.zones)
+            for r in Ingestor(
+                config, logging_client(config), session_for(config), clock=emu.clock.now
+            ).run(config.zones)
         }
         assert results[1234].ok
         assert results[1240].outcome == "failed" and "logging_disabled" in results[1240].error
@@ -66,7 +69,7 @@ def test_watermark_older_than_retention_records_a_gap(tmp_path):
         config = load_test_config(path)
         old = NOW - timedelta(days=5)
         for zid in (1234, 1235):  # the daemon was down for days
-            writer = ZoneWriter(lake_of(config), REQUESTS, zid)
+            writer = ZoneWriter(session_of(lake_of(config)), REQUESTS, zid)
             writer.commit(writer.empty(), {"": to_ms(old)})
         requested = []
         original = emu.dispatch
@@ -76,7 +79,9 @@ def test_watermark_older_than_retention_records_a_gap(tmp_path):
             return original(req)
 
         emu.dispatch = spy
-        results = Ingestor(config, logging_client(config), clock=emu.clock.now).run(config.zones)
+        results = Ingestor(
+            config, logging_client(config), session_for(config), clock=emu.clock.now
+        ).run(config.zones)
         assert all(r.ok for r in results)
         for r in results:
             assert len(r.gaps) == 1 and r.gaps[0].gap_from == old
@@ -88,7 +93,7 @@ def test_watermark_older_than_retention_records_a_gap(tmp_path):
         assert not any(
             r for r in requested if r[0].startswith(f"/{(NOW - timedelta(days=4)):%m-%d-%y}")
         )
-        start = NOW - RETENTION + RETENTION_MARGIN
+        start = oldest_served(NOW)
         assert set(lake_ids(config.storage.root, 1234)) == truth_ids(emu, 1234, start, NOW)
         with Warehouse(config.storage).connect() as con:
             gaps = con.execute(
@@ -107,14 +112,14 @@ def test_an_outage_over_several_passes_extends_its_one_gap(tmp_path):
     try:
         config = load_test_config(write_config(tmp_path, emu, zones=[(1234, "v2")]))
         old = NOW - timedelta(days=5)
-        writer = ZoneWriter(lake_of(config), REQUESTS, 1234)
+        writer = ZoneWriter(session_of(lake_of(config)), REQUESTS, 1234)
         writer.commit(writer.empty(), {"": to_ms(old)})
         metrics = DaemonMetrics(config)
         ends = []
         for _ in range(3):
-            (result,) = Ingestor(config, logging_client(config), clock=emu.clock.now).run(
-                config.zones
-            )
+            (result,) = Ingestor(
+                config, logging_client(config), session_for(config), clock=emu.clock.now
+            ).run(config.zones)
             assert result.outcome == "failed"
             metrics.observe(result)
             ends.append(result.gaps[0].gap_to)

@@ -21,6 +21,7 @@ from tests.conftest import (
     run_cli,
     write_config,
 )
+from tests.sessions import session_for
 
 GOOD = (
     "HIT|200|{ts}|412|1234|163.172.53.229|-|https://cdn.example.net/a.m4v|WA|"
@@ -59,7 +60,7 @@ def test_a_file_full_of_bad_cases(tmp_path, emulator):
     ]
     src = tmp_path / "bad.log"
     src.write_bytes(b"\n".join(lines))
-    result = import_v1_files(config, [src], 1234)
+    result = import_v1_files(config, session_for(config), [src], 1234)
     assert result.rows == 5 and result.rejected == 6 and result.blank == 2
     assert result.lines == len(lines)
     with Warehouse(config.storage).connect() as con:
@@ -95,7 +96,7 @@ def test_gzip_and_event_date_partitioning(tmp_path, emulator):
     plain = write_day_file(emulator, tmp_path / "day.log", 1234)
     gz = tmp_path / "renamed-2020-01-01.log.gz"  # the name says nothing about the date
     gz.write_bytes(gzip.compress(plain.read_bytes()))
-    result = import_v1_files(config, [gz], 1234)
+    result = import_v1_files(config, session_for(config), [gz], 1234)
     assert result.rows > 1000 and result.rejected == 0
     day = (NOW - timedelta(days=1)).date().isoformat()
     dates = lake_frame(config)["date"].unique().to_list()

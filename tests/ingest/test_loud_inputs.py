@@ -29,6 +29,7 @@ from tests.conftest import (
     truth_ids,
     write_config,
 )
+from tests.sessions import session_for
 
 DAY = (NOW - timedelta(days=1)).date()
 
@@ -205,7 +206,9 @@ def test_every_v2_reject_is_kept_once_with_what_finds_it_again(tmp_path):
         config = load_test_config(write_config(tmp_path, emu, zones=[(1234, "v2")]))
         start = NOW - timedelta(days=3) + timedelta(minutes=2)
         for _ in range(2):  # the second pass re-reads its overlap: nothing twice
-            Ingestor(config, logging_client(config), clock=emu.clock.now).run(config.zones)
+            Ingestor(config, logging_client(config), session_for(config), clock=emu.clock.now).run(
+                config.zones
+            )
             emu.clock.advance(900)
         end = emu.clock.now() - timedelta(seconds=900 + 300)
         truth = truth_ids(emu, 1234, start, end)
@@ -236,7 +239,9 @@ def test_a_v1_body_that_ends_early_is_fetched_again(tmp_path):
     try:
         config = load_test_config(write_config(tmp_path, emu, zones=[(1235, "v1")]))
         client = logging_client(config, retry=FAULT_RETRY)
-        (result,) = Ingestor(config, client, clock=emu.clock.now).run(config.zones)
+        (result,) = Ingestor(config, client, session_for(config), clock=emu.clock.now).run(
+            config.zones
+        )
         assert result.ok, result.error
         assert result.stats.retries > 0 and result.stats.transport_errors > 0
         end = NOW - timedelta(seconds=300)

@@ -20,6 +20,7 @@ from cdnlake.lake.store import Lake
 from cdnlake.scheduler import wait_for
 from tests.conftest import lake_frame
 from tests.lake.test_commit import rows
+from tests.sessions import session_for
 
 START = datetime(2026, 11, 20, 12, tzinfo=UTC)
 ZONES = 48
@@ -60,7 +61,7 @@ def version(lake: Lake, spec: object) -> int:
 def runner(tmp_path) -> Runner:
     raw = {"storage": {"root": str(tmp_path / "data")}, "ingest": {"concurrency": CONCURRENCY}}
     config = build_config(raw, base_dir=tmp_path, env={})
-    return Runner(config, clock=lambda: START + timedelta(minutes=10))
+    return Runner(config, session_for(config), clock=lambda: START + timedelta(minutes=10))
 
 
 def test_a_polls_commits_do_not_follow_its_zones(tmp_path):
@@ -72,13 +73,13 @@ def test_a_polls_commits_do_not_follow_its_zones(tmp_path):
     # Passes that had read waited for their commit outside the readers' slots: many
     # zones per commit. (Had each waited in its slot, groups would hold at most
     # CONCURRENCY zones: ZONES / CONCURRENCY = 24 commits or more.)
-    commits = version(run.lake, REQUESTS) + 1
+    commits = version(run.session.lake, REQUESTS) + 1
     assert commits <= ZONES // CONCURRENCY // 2, commits
-    assert version(run.lake, INGEST_RUNS) + 1 <= ZONES // CONCURRENCY // 2
+    assert version(run.session.lake, INGEST_RUNS) + 1 <= ZONES // CONCURRENCY // 2
     stored = lake_frame(tmp_path / "data")
     assert stored.height == 3 * ZONES
     assert stored["request_id"].n_unique() == stored.height
-    marks = run.lake.open(REQUESTS)
+    marks = run.session.lake.open(REQUESTS)
     assert marks is not None
     for zone in range(1, ZONES + 1):
         assert marks.transaction_version(REQUESTS.app_id(zone)) == to_ms(
@@ -102,34 +103,39 @@ class EndsApart(QuietZone):
 def test_passes_ending_apart_record_their_runs_in_one_merge(tmp_path, monkeypatch):
     """The first pass to end waits for the others in flight beside it: one MERGE into
     ingest_runs for the six, not one per pass ending after the last MERGE began."""
-    monkeypatch.setattr(
-        "cdnlake.lake.bookkeeping.GATHER_SECONDS", 60.0, raising=False
-    )  # busy machine
+    monkeypatch.setattr("cdnlake.lake.committer.GROUP_WAIT", 60.0)  # a busy machine
     raw = {"storage": {"root": str(tmp_path / "data")}, "ingest": {"concurrency": 6}}
-    run = Runner(build_config(raw, base_dir=tmp_path, env={}), clock=lambda: START)
+    run = Runner(
+        build_config(raw, base_dir=tmp_path, env={}),
+        session_for(build_config(raw, base_dir=tmp_path, env={})),
+        clock=lambda: START,
+    )
     started = threading.Barrier(6)
     results = run.run_many((zone, EndsApart(started, 0.1 * zone)) for zone in range(1, 7))
     assert [r.outcome for r in results] == ["ok"] * 6
-    assert version(run.lake, INGEST_RUNS) == 1  # made (version 0), then the one MERGE
-    runs = run.lake.open(INGEST_RUNS)
+    assert version(run.session.lake, INGEST_RUNS) == 1  # made (version 0), then the one MERGE
+    runs = run.session.lake.open(INGEST_RUNS)
     assert runs is not None
     assert sorted(runs.to_pyarrow_table(columns=["zone"])["zone"].to_pylist()) == [1, 2, 3, 4, 5, 6]
 
 
 def test_passes_ending_apart_commit_their_rows_together(tmp_path, monkeypatch):
-    """While passes are in flight, a group commit waits for them (up to GROUP_SPACING
-    after the one before began), not only for parts already being prepared: passes that
-    end a little apart land in one commit, and a daemon's commits per poll do not follow
-    its zones. (Waiting only for parts being prepared, each of these went alone.)"""
-    monkeypatch.setattr("cdnlake.lake.shared.GROUP_SPACING", 60.0)  # a busy machine
+    """While passes are in flight, a group commit waits for them (up to GROUP_WAIT), not
+    only for shares already being prepared: passes that end a little apart land in one
+    commit, and a daemon's commits per poll do not follow its zones. (Waiting only for
+    shares being prepared, each of these went alone.)"""
+    monkeypatch.setattr("cdnlake.lake.committer.GROUP_WAIT", 60.0)  # a busy machine
     raw = {"storage": {"root": str(tmp_path / "data")}, "ingest": {"concurrency": 6}}
-    run = Runner(build_config(raw, base_dir=tmp_path, env={}), clock=lambda: START)
+    run = Runner(
+        build_config(raw, base_dir=tmp_path, env={}),
+        session_for(build_config(raw, base_dir=tmp_path, env={})),
+        clock=lambda: START,
+    )
     started = threading.Barrier(6)
     results = run.run_many((zone, EndsApart(started, 0.2 * zone)) for zone in range(1, 7))
     assert [r.outcome for r in results] == ["ok"] * 6
-    # Made (version 0); the first commit after a quiet time goes at once (1); the five
-    # behind it wait for each other (2).
-    assert version(run.lake, REQUESTS) == 2
+    # Made (version 0), then the one group commit of the six.
+    assert version(run.session.lake, REQUESTS) == 1
     assert lake_frame(tmp_path / "data").height == 3 * 6
 
 
@@ -145,8 +151,7 @@ class Chunks(QuietZone):
 def test_a_pass_alone_waits_for_nobody(tmp_path, monkeypatch):
     """Neither its run's gathering nor its commits (each chunk's) wait: nobody else is in
     flight (a command's only zone, an import)."""
-    monkeypatch.setattr("cdnlake.lake.bookkeeping.GATHER_SECONDS", 600.0, raising=False)
-    monkeypatch.setattr("cdnlake.lake.shared.GROUP_SPACING", 600.0)
+    monkeypatch.setattr("cdnlake.lake.committer.GROUP_WAIT", 600.0)
     began = time.monotonic()
     result = runner(tmp_path).run(1, Chunks([0, 0], threading.Lock()))
     assert result.outcome == "ok" and result.rows == 9
@@ -168,19 +173,19 @@ class Blocked(QuietZone):
 def test_a_commit_outside_a_pass_does_not_wait_for_the_passes_in_flight(tmp_path, monkeypatch):
     """The forwarding receiver's commits, a rewind's: not a pass's, so they never wait
     for the passes in flight (a receiver committing its zones one after another would
-    otherwise wait GROUP_SPACING for each)."""
-    from cdnlake.lake.commit import ZoneWriter
+    otherwise wait GROUP_WAIT for each)."""
+    from cdnlake.lake.zone import ZoneWriter
 
-    monkeypatch.setattr("cdnlake.lake.shared.GROUP_SPACING", 600.0)
+    monkeypatch.setattr("cdnlake.lake.committer.GROUP_WAIT", 600.0)
     run = runner(tmp_path)
     release = threading.Event()
     in_flight = [threading.Thread(target=run.run, args=(zone, Blocked(release))) for zone in (1, 2)]
     for thread in in_flight:
         thread.start()
     try:
-        writer = ZoneWriter(run.lake, REQUESTS, 99)
+        writer = ZoneWriter(run.session, REQUESTS, 99)
         # Two passes in flight, one commit waiting: a patient commit would wait for them.
-        assert wait_for(lambda: writer.shared._group.passes == 2, 60)
+        assert wait_for(lambda: writer.table.committer._passes == 2, 60)
         for n in range(3):  # the first goes at once in any case; the others must too
             done = threading.Thread(
                 target=writer.commit, args=(rows(0, 2, START, tag=f"out{n}-"), {})
@@ -233,16 +238,16 @@ def test_a_loss_is_recorded_before_the_commit_that_moves_past_it(tmp_path, monke
     claims it again: the gap is recorded when it is claimed, before that commit, never
     held back with the pass's run in a gathering while other passes are in flight (a
     SIGKILL between the commit and the run's MERGE would lose the claim for good)."""
-    monkeypatch.setattr("cdnlake.lake.bookkeeping.GATHER_SECONDS", 600.0, raising=False)
+    monkeypatch.setattr("cdnlake.lake.committer.GROUP_WAIT", 600.0)
     run = runner(tmp_path)
     seen = threading.Event()
-    claims = ClaimsAGap(run.lake)
-    results = run.run_many([(1, claims), (2, WaitsForTheGap(run.lake, seen))])
+    claims = ClaimsAGap(run.session.lake)
+    results = run.run_many([(1, claims), (2, WaitsForTheGap(run.session.lake, seen))])
     assert claims.recorded_before_the_commit
     assert seen.is_set(), "the loss was recorded only after the other pass ended"
     assert [r.outcome for r in results] == ["ok", "ok"]
     assert results[0].lost_seconds == 3600.0
-    gaps = run.lake.open(INGEST_GAPS)
+    gaps = run.session.lake.open(INGEST_GAPS)
     assert gaps is not None
     assert gaps.to_pyarrow_table(columns=["zone"])["zone"].to_pylist() == [1]
 
@@ -274,16 +279,19 @@ def test_passes_ending_apart_record_their_rejects_in_one_merge(tmp_path, monkeyp
     """A pass's rejected lines wait for the other passes in flight as its commit does:
     zones whose every poll has a bad record cost a MERGE a second, not one each (about
     60 ms of CPU each). Before, each page's rejects were a MERGE of their own."""
-    monkeypatch.setattr("cdnlake.lake.shared.GROUP_SPACING", 60.0)  # a busy machine
+    monkeypatch.setattr("cdnlake.lake.committer.GROUP_WAIT", 60.0)  # a busy machine
     raw = {"storage": {"root": str(tmp_path / "data")}, "ingest": {"concurrency": 6}}
-    run = Runner(build_config(raw, base_dir=tmp_path, env={}), clock=lambda: START)
+    run = Runner(
+        build_config(raw, base_dir=tmp_path, env={}),
+        session_for(build_config(raw, base_dir=tmp_path, env={})),
+        clock=lambda: START,
+    )
     started = threading.Barrier(6)
     results = run.run_many((zone, RejectsApart(started, 0.2 * zone)) for zone in range(1, 7))
     assert [(r.outcome, r.rejected) for r in results] == [("ok", 2)] * 6
-    # Made (version 0); the first MERGE after a quiet time goes at once (1); the five
-    # behind it wait for each other (2).
-    assert version(run.lake, REJECTED_LINES) == 2
-    table = run.lake.open(REJECTED_LINES)
+    # Made (version 0), then the one MERGE of the six passes' rejects.
+    assert version(run.session.lake, REJECTED_LINES) == 1
+    table = run.session.lake.open(REJECTED_LINES)
     assert table is not None
     keys = table.to_pyarrow_table(columns=["zone", "record_key"]).to_pylist()
     assert sorted((k["zone"], k["record_key"]) for k in keys) == sorted(
@@ -294,13 +302,13 @@ def test_passes_ending_apart_record_their_rejects_in_one_merge(tmp_path, monkeyp
 def test_a_chunks_rejects_are_in_the_lake_before_its_commit_moves_past_them(tmp_path, monkeypatch):
     """Recorded with the commit of the chunk whose progress covers their page, first:
     a SIGKILL between the two leaves them in the lake or the page unread, never lost."""
-    from cdnlake.lake.commit import ZoneWriter
+    from cdnlake.lake.zone import ZoneWriter
 
     seen: list[int] = []
     commit = ZoneWriter.commit
 
     def watching(self, rows, progress, **kw):  # type: ignore[no-untyped-def]
-        table = self.lake.open(REJECTED_LINES)
+        table = self.session.lake.open(REJECTED_LINES)
         seen.append(0 if table is None else len(table.to_pyarrow_table(columns=["record_key"])))
         return commit(self, rows, progress, **kw)
 

@@ -13,9 +13,10 @@ from msgspec.structs import replace
 
 from cdnlake.client import LoggingClient
 from cdnlake.ingest.passes import Ingestor
-from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN, margin_slice
+from cdnlake.ingest.runner import margin_slice
 from cdnlake.lake.progress import FRESH, from_ms
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.retention import oldest_served
 from tests.conftest import (
     FAST_RETRY,
     NOW,
@@ -27,16 +28,17 @@ from tests.conftest import (
     truth_ids,
     write_config,
 )
+from tests.sessions import session_for
 
 ZONE = 1234
 LAG = 300
 OVERLAP = 600
-START = NOW - RETENTION + RETENTION_MARGIN  # where the first pass starts reading
+START = oldest_served(NOW)  # where the first pass starts reading
 
 
 def ingestor(config, emu, client=None, clock=None):
     client = client or LoggingClient(make_client(config, retry=FAST_RETRY))
-    return Ingestor(config, client, clock=clock or emu.clock.now)
+    return Ingestor(config, client, session_for(config), clock=clock or emu.clock.now)
 
 
 def progress(config, part: str = "") -> datetime | None:

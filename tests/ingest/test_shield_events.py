@@ -14,6 +14,7 @@ from cdnlake.ingest.shield import DAYS_BACK
 from cdnlake.status import zone_statuses
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import KEY, lake_frame, make_client, start_emulator
+from tests.sessions import session_for
 
 
 def shield_config(tmp_path, emu):
@@ -35,16 +36,16 @@ def test_event_logs_exactly_once_across_runs(tmp_path):
         config = shield_config(tmp_path, emu)
         shield = ShieldApi(make_client(config))
         zone = config.shield_zones[0]
-        first = ingest_shield_zone(config, shield, zone, clock=emu.clock.now)
+        first = ingest_shield_zone(config, shield, zone, session_for(config), clock=emu.clock.now)
         assert first.ok and first.rows > 0 and first.pages >= 3
         ids = lake_events(config)
         assert len(ids) == len(set(ids)) == first.rows
-        again = ingest_shield_zone(config, shield, zone, clock=emu.clock.now)
+        again = ingest_shield_zone(config, shield, zone, session_for(config), clock=emu.clock.now)
         assert again.ok and again.rows == 0
         assert sorted(lake_events(config)) == sorted(ids)
         # Later in the day more events have happened: only those are added.
         emu.clock.advance(6 * 3600)
-        later = ingest_shield_zone(config, shield, zone, clock=emu.clock.now)
+        later = ingest_shield_zone(config, shield, zone, session_for(config), clock=emu.clock.now)
         assert later.ok and later.rows > 0 and later.duplicates > 0
         now_ids = lake_events(config)
         assert len(now_ids) == len(set(now_ids))
@@ -76,7 +77,11 @@ def test_unknown_shield_zone_fails_alone(tmp_path):
         from cdnlake.config import ShieldZoneConfig
 
         result = ingest_shield_zone(
-            config, ShieldApi(make_client(config)), ShieldZoneConfig(4040), clock=emu.clock.now
+            config,
+            ShieldApi(make_client(config)),
+            ShieldZoneConfig(4040),
+            session_for(config),
+            clock=emu.clock.now,
         )
         assert result.outcome == "failed" and "NotFound" in result.error
     finally:
@@ -92,7 +97,9 @@ def test_an_event_that_does_not_decode_is_rejected_once_and_its_day_goes_on(tmp_
         shield = ShieldApi(make_client(config))
         zone = config.shield_zones[0]
         for _ in range(2):
-            result = ingest_shield_zone(config, shield, zone, clock=emu.clock.now)
+            result = ingest_shield_zone(
+                config, shield, zone, session_for(config), clock=emu.clock.now
+            )
             assert result.ok, result.error
         expected = set()
         for back in range(3):
@@ -136,7 +143,7 @@ def test_a_pass_failing_on_its_second_day_keeps_the_watermark_at_that_days_start
 
         emu.dispatch = refuse_second_day
         shield = ShieldApi(make_client(config))
-        failed = ingest_shield_zone(config, shield, zone, clock=emu.clock.now)
+        failed = ingest_shield_zone(config, shield, zone, session_for(config), clock=emu.clock.now)
         assert failed.outcome == "failed" and failed.rows > 0  # the first day is stored
         second_start = datetime.combine(second, time(), UTC)
         assert failed.reached == second_start
@@ -145,7 +152,7 @@ def test_a_pass_failing_on_its_second_day_keeps_the_watermark_at_that_days_start
         assert status.lag_seconds == (now - second_start).total_seconds()
 
         emu.dispatch = original
-        again = ingest_shield_zone(config, shield, zone, clock=emu.clock.now)
+        again = ingest_shield_zone(config, shield, zone, session_for(config), clock=emu.clock.now)
         assert again.ok and again.reached == now
     finally:
         emu.stop()

@@ -14,9 +14,9 @@ import httpx
 import polars as pl
 
 from cdnlake.ingest.passes import Ingestor
-from cdnlake.ingest.runner import RETENTION
 from cdnlake.lake.progress import DAYS, DayCursor, day_start
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.retention import RETENTION
 from tests.conftest import (
     KEY,
     NOW,
@@ -30,13 +30,16 @@ from tests.conftest import (
     truth_ids,
     write_config,
 )
+from tests.sessions import session_for
 
 ZONE = 1235
 LAG = 300
 
 
 def one_pass(config, emu):
-    result = Ingestor(config, logging_client(config), clock=emu.clock.now).run(config.zones)[0]
+    result = Ingestor(config, logging_client(config), session_for(config), clock=emu.clock.now).run(
+        config.zones
+    )[0]
     assert result.ok, result.error
     return result
 

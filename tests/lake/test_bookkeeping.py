@@ -25,6 +25,7 @@ from cdnlake.lake.bookkeeping import Bookkeeping, rejects_frame
 from cdnlake.lake.schema import INGEST_GAPS, INGEST_RUNS, REJECTED_LINES, TableSpec
 from cdnlake.lake.store import Lake
 from tests.conftest import S3Server
+from tests.sessions import session_of
 
 BASE = datetime(2026, 11, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -163,7 +164,7 @@ def keys(lake: Lake, spec: TableSpec, column: str) -> list[Any]:
 def test_a_write_whose_answer_was_lost_is_kept_once(lakes, name):
     through, direct, proxy = lakes
     spec, key, write = WRITES[name]
-    books = Bookkeeping(through)
+    books = Bookkeeping(session_of(through))
     for n in (1, 2):
         write(books, n)
 
@@ -180,14 +181,14 @@ def test_a_write_whose_answer_was_lost_is_kept_once(lakes, name):
 
 
 def test_gaps_claim_each_instant_once_and_an_ongoing_one_grows(tmp_path):
-    books = Bookkeeping(Lake(str(tmp_path / "lake"), {}))
+    books = Bookkeeping(session_of(Lake(str(tmp_path / "lake"), {})))
 
     def gap(start: int, end: int, source: str = "v2") -> dict[str, Any]:
         row = gap_row(0, source)
         return {**row, "gap_from": BASE + start * HOUR, "gap_to": BASE + end * HOUR}
 
     def rows() -> list[tuple[Any, ...]]:
-        table = books.lake.open(INGEST_GAPS)
+        table = books.session.lake.open(INGEST_GAPS)
         assert table is not None
         found = table.to_pyarrow_table(columns=["zone", "source", "gap_from", "gap_to"])
         return sorted(tuple(r.values()) for r in found.to_pylist())

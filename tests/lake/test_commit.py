@@ -12,12 +12,14 @@ from deltalake import DeltaTable
 
 from cdnlake.config import build_config
 from cdnlake.lake.bookkeeping import Bookkeeping
-from cdnlake.lake.commit import ROW_GROUP_ROWS, ZoneWriter
+from cdnlake.lake.files import ROW_GROUP_ROWS
 from cdnlake.lake.maintain import maintain
 from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, from_ms, to_ms
 from cdnlake.lake.schema import INGEST_GAPS, REQUEST_SCHEMA, REQUESTS, polars_schema
 from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
 from cdnlake.warehouse.db import Warehouse
+from tests.sessions import mark_of, session_of
 
 BASE = datetime(2026, 11, 20, tzinfo=UTC)
 
@@ -47,13 +49,13 @@ def storage(tmp_path, lake_kind, request):
 
 def test_repeats_are_dropped_and_progress_rides_with_the_rows(storage):
     lake = Lake.from_config(storage)
-    writer = ZoneWriter(lake, REQUESTS, 1)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
     first = writer.commit(rows(0, 1000, BASE), {WATERMARK: to_ms(BASE), DAYS: 5 << 32})
     again = writer.commit(rows(500, 1000, BASE + timedelta(milliseconds=500)), {})
     assert (first.new, first.duplicates) == (1000, 0)
     assert (again.new, again.duplicates) == (500, 500)
-    assert from_ms(writer.progress(WATERMARK)) == BASE  # unchanged when not given
-    assert DayCursor.decode(writer.progress(DAYS)) == DayCursor(DayCursor.decode(5 << 32).day)
+    assert from_ms(mark_of(writer, WATERMARK)) == BASE  # unchanged when not given
+    assert DayCursor.decode(mark_of(writer, DAYS)) == DayCursor(DayCursor.decode(5 << 32).day)
     # A repeat whose time is in seconds (some v1 exports) is still a repeat.
     seconds = rows(0, 1, BASE.replace(microsecond=0))
     assert writer.commit(seconds, {}).duplicates == 1
@@ -64,7 +66,7 @@ def test_repeats_are_dropped_and_progress_rides_with_the_rows(storage):
 
 def test_a_commit_across_midnight_writes_one_file_per_day(storage):
     lake = Lake.from_config(storage)
-    writer = ZoneWriter(lake, REQUESTS, 1)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
     midnight = BASE + timedelta(days=1)
     writer.commit(rows(0, 300, midnight - timedelta(milliseconds=100)), {})  # 100 + 200
     writer.commit(rows(300, 50, midnight + timedelta(hours=1)), {})  # one day: one file
@@ -79,10 +81,12 @@ def test_a_commit_across_midnight_writes_one_file_per_day(storage):
 
 
 def test_deduplication_reads_what_the_window_touches_not_the_table(storage):
-    writer = ZoneWriter(Lake.from_config(storage), REQUESTS, 1)
+    writer = ZoneWriter(session_of(Lake.from_config(storage)), REQUESTS, 1)
     for hour in range(30):
         writer.commit(rows(hour * 100, 100, BASE + timedelta(hours=hour)), {})
-    later = ZoneWriter(Lake.from_config(storage), REQUESTS, 1)  # the next process's pass
+    later = ZoneWriter(
+        session_of(Lake.from_config(storage)), REQUESTS, 1
+    )  # the next process's pass
     late = later.commit(rows(2900, 150, BASE + timedelta(hours=29)), {})
     assert late.duplicates == 100 and late.new == 50
     assert late.files_read == 1  # of 30 files in the table
@@ -93,12 +97,12 @@ def test_a_writer_finds_repeats_of_its_last_commit_without_reading_it_back(stora
     same writer has just committed: it knows their keys, and reads no file; a file it
     did not write itself it reads."""
     lake = Lake.from_config(storage)
-    writer = ZoneWriter(lake, REQUESTS, 1)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
     writer.commit(rows(0, 100, BASE), {})
     again = writer.commit(rows(50, 100, BASE + timedelta(milliseconds=50)), {})
     assert (again.new, again.duplicates, again.files_read) == (50, 50, 0)
     assert again.keys_read == 100  # the remembered keys within the rows' time range
-    other = ZoneWriter(lake, REQUESTS, 1)  # another process, in between
+    other = ZoneWriter(session_of(lake), REQUESTS, 1)  # another process, in between
     other.commit(rows(150, 10, BASE + timedelta(milliseconds=150)), {})
     third = writer.commit(rows(140, 30, BASE + timedelta(milliseconds=140)), {})
     assert (third.new, third.duplicates) == (10, 20)
@@ -114,7 +118,7 @@ def test_a_writer_finds_repeats_of_its_last_commit_without_reading_it_back(stora
 def test_readers_only_ever_see_whole_commits(storage):
     """polars and DuckDB read while 30 commits of 100 rows land: always a multiple of 100."""
     lake = Lake.from_config(storage)
-    writer = ZoneWriter(lake, REQUESTS, 1)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
     writer.commit(rows(0, 100, BASE), {})
     done = threading.Event()
     seen: list[int] = []
@@ -154,12 +158,12 @@ def test_readers_only_ever_see_whole_commits(storage):
 
 def test_maintain_compacts_checkpoints_vacuums_and_keeps_progress(storage):
     lake = Lake.from_config(storage)
-    writer = ZoneWriter(lake, REQUESTS, 1)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
     for i in range(40):  # a daemon's small commits
         writer.commit(rows(i * 10, 10, BASE + timedelta(minutes=i)), {WATERMARK: to_ms(BASE) + i})
     table = DeltaTable(lake.table_uri(REQUESTS), storage_options=lake.storage_options)
     assert len(table.file_uris()) == 40
-    report = maintain(lake, retention_hours=0, now=BASE)
+    report = maintain(session_of(lake), retention_hours=0, now=BASE)
     (requests,) = [t for t in report.tables if t.table == "requests"]
     assert requests.files_before == 40 and requests.files_after == 1
     assert requests.compacted == 40 and requests.vacuumed == 40
@@ -179,10 +183,10 @@ def test_maintain_sorts_a_day_so_a_window_reads_only_its_minutes(storage):
     """After maintain a day is sorted by ``ts`` in small row groups: a commit of repeats
     reads the keys of the row group holding its minutes, not of the whole day."""
     lake = Lake.from_config(storage)
-    writer = ZoneWriter(lake, REQUESTS, 1)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
     for hour in (3, 0, 4, 1, 2):  # late windows: commits out of time order
         writer.commit(rows(hour * 10_000, 10_000, BASE + timedelta(hours=hour)), {})
-    maintain(lake, retention_hours=0, now=BASE)
+    maintain(session_of(lake), retention_hours=0, now=BASE)
 
     table = lake.open(REQUESTS)
     (fragment,) = lake.dataset(REQUESTS, table).get_fragments()
@@ -193,7 +197,9 @@ def test_maintain_sorts_a_day_so_a_window_reads_only_its_minutes(storage):
     spans = [(g.column(ts).statistics.min, g.column(ts).statistics.max) for g in groups]
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), spans
 
-    after = ZoneWriter(lake, REQUESTS, 1).commit(rows(20_000, 100, BASE + timedelta(hours=2)), {})
+    after = ZoneWriter(session_of(lake), REQUESTS, 1).commit(
+        rows(20_000, 100, BASE + timedelta(hours=2)), {}
+    )
     assert after.duplicates == 100 and after.new == 0
     assert after.keys_read <= ROW_GROUP_ROWS  # of the day's 50,000
 
@@ -211,7 +217,7 @@ def test_writers_racing_to_create_a_table_all_land(storage):
     def record(fresh: Lake, start: threading.Barrier, zone: int) -> None:
         start.wait()
         try:
-            Bookkeeping(fresh).record_gaps(zone, [{**gap, "run_id": f"run-{zone}"}])
+            Bookkeeping(session_of(fresh)).record_gaps(zone, [{**gap, "run_id": f"run-{zone}"}])
         except BaseException as exc:
             failures.append(exc)
 

@@ -13,11 +13,12 @@ import pytest
 
 from cdnlake.errors import StorageError, StorageUnavailableError
 from cdnlake.lake import damage
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.damage import Undecodable, read_checked
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
 from tests.lake.test_commit import BASE, rows
+from tests.sessions import mark_of, session_of
 
 
 @pytest.fixture(autouse=True)
@@ -114,20 +115,20 @@ def test_too_many_open_files_while_deduplicating_fails_the_commit_and_sets_nothi
     tmp_path, monkeypatch
 ):
     lake = Lake(str(tmp_path / "lake"), {})
-    ZoneWriter(lake, REQUESTS, 7).commit(rows(0, 100, BASE), {"": 1})
+    ZoneWriter(session_of(lake), REQUESTS, 7).commit(rows(0, 100, BASE), {"": 1})
     real = Lake.filesystem
     error = OSError(errno.EMFILE, "Too many open files")
     monkeypatch.setattr(Lake, "filesystem", lambda self: Flaky(real(self), None, error))
-    writer = ZoneWriter(lake, REQUESTS, 7)  # a new process: nothing remembered
+    writer = ZoneWriter(session_of(lake), REQUESTS, 7)  # a new process: nothing remembered
     with pytest.raises(StorageUnavailableError, match="Too many open files"):
         writer.commit(rows(50, 100, BASE + timedelta(milliseconds=50)), {"": 2})
     monkeypatch.undo()
     assert not (tmp_path / "lake" / "_quarantine").exists()
     table = lake.open(REQUESTS)
     assert table is not None and table.to_pyarrow_table().num_rows == 100  # nothing dropped
-    assert ZoneWriter(lake, REQUESTS, 7).progress() == 1  # nor moved
+    assert mark_of(ZoneWriter(session_of(lake), REQUESTS, 7)) == 1  # nor moved
     # The store answers again: the same commit lands, each row once.
-    written = ZoneWriter(lake, REQUESTS, 7).commit(rows(50, 100, BASE), {"": 2})
+    written = ZoneWriter(session_of(lake), REQUESTS, 7).commit(rows(50, 100, BASE), {"": 2})
     assert (written.new, written.duplicates) == (50, 50)
 
 
@@ -143,7 +144,7 @@ def test_the_zone_is_rewound_before_a_damaged_file_is_moved(tmp_path, monkeypatc
     monkeypatch.setattr(damage, "FIRST_WAIT", 0.01)
     lake = Lake(str(tmp_path / "lake"), {})
     far = BASE + timedelta(minutes=10)
-    ZoneWriter(lake, REQUESTS, 7).commit(rows(0, 100, BASE), {"": to_ms(far)})
+    ZoneWriter(session_of(lake), REQUESTS, 7).commit(rows(0, 100, BASE), {"": to_ms(far)})
     table = lake.open(REQUESTS)
     assert table is not None
     (path,) = [uri for uri in table.file_uris() if "pull_zone_id=7" in uri]
@@ -151,14 +152,16 @@ def test_the_zone_is_rewound_before_a_damaged_file_is_moved(tmp_path, monkeypatc
         spoiled.write(b"not parquet at all")
 
     clock = lambda: BASE + timedelta(hours=1)  # noqa: E731 (the span is still served)
-    writer = ZoneWriter(lake, REQUESTS, 7, clock=clock)  # a new process: nothing remembered
+    writer = ZoneWriter(
+        session_of(lake), REQUESTS, 7, clock=clock
+    )  # a new process: nothing remembered
     with pytest.raises(DataError, match="did not decode"):
         writer.commit(rows(50, 100, BASE), {"": to_ms(far + timedelta(minutes=1))})
-    assert ZoneWriter(lake, REQUESTS, 7).progress() <= to_ms(BASE)  # type: ignore[operator]
+    assert mark_of(ZoneWriter(session_of(lake), REQUESTS, 7)) <= to_ms(BASE)  # type: ignore[operator]
     assert list((tmp_path / "lake" / "_quarantine").rglob("*.parquet.*"))
 
     # Killed between the move and the log's repair: the rewind stands all the same.
-    ZoneWriter(lake, REQUESTS, 8).commit(rows(0, 100, BASE, tag="s"), {"": to_ms(far)})
+    ZoneWriter(session_of(lake), REQUESTS, 8).commit(rows(0, 100, BASE, tag="s"), {"": to_ms(far)})
     table = lake.open(REQUESTS)
     assert table is not None
     (path,) = [uri for uri in table.file_uris() if "pull_zone_id=8" in uri]
@@ -170,8 +173,10 @@ def test_the_zone_is_rewound_before_a_damaged_file_is_moved(tmp_path, monkeypatc
 
     monkeypatch.setattr(DeltaTable, "repair", killed)
     with pytest.raises(RuntimeError, match="killed"):
-        ZoneWriter(lake, REQUESTS, 8, clock=clock).commit(rows(50, 100, BASE, tag="s"), {})
-    assert ZoneWriter(lake, REQUESTS, 8).progress() <= to_ms(BASE)  # type: ignore[operator]
+        ZoneWriter(session_of(lake), REQUESTS, 8, clock=clock).commit(
+            rows(50, 100, BASE, tag="s"), {}
+        )
+    assert mark_of(ZoneWriter(session_of(lake), REQUESTS, 8)) <= to_ms(BASE)  # type: ignore[operator]
 
 
 def test_a_file_set_aside_by_a_process_killed_before_the_repair_is_dropped_not_stuck(tmp_path):
@@ -183,21 +188,23 @@ def test_a_file_set_aside_by_a_process_killed_before_the_repair_is_dropped_not_s
     from cdnlake.lake.maintain import maintain
 
     lake = Lake(str(tmp_path / "lake"), {})
-    ZoneWriter(lake, REQUESTS, 9).commit(rows(0, 100, BASE), {"": 1})
+    ZoneWriter(session_of(lake), REQUESTS, 9).commit(rows(0, 100, BASE), {"": 1})
     table = lake.open(REQUESTS)
     assert table is not None
     (first,) = table.file_uris()  # the file of BASE's rows
-    ZoneWriter(lake, REQUESTS, 9).commit(rows(100, 100, BASE + timedelta(minutes=1)), {})
+    ZoneWriter(session_of(lake), REQUESTS, 9).commit(
+        rows(100, 100, BASE + timedelta(minutes=1)), {}
+    )
     inside = first.split("/lake/requests/", 1)[1]
     target = tmp_path / "lake" / QUARANTINE / "requests" / f"{inside}.20261120T000000"
     target.parent.mkdir(parents=True)
     shutil.move(first, target)  # moved; the log's repair never came
 
-    written = ZoneWriter(lake, REQUESTS, 9).commit(rows(50, 100, BASE), {})
+    written = ZoneWriter(session_of(lake), REQUESTS, 9).commit(rows(50, 100, BASE), {})
     assert written.new == 100  # the moved file's keys are no longer the table's
     table = lake.open(REQUESTS)
     assert table is not None and first not in table.file_uris()
-    assert not any(t.damaged for t in maintain(lake, check_all=True).tables)
+    assert not any(t.damaged for t in maintain(session_of(lake), check_all=True).tables)
 
 
 def test_the_check_reads_only_files_reaching_since_and_spans_come_from_the_log(tmp_path):
@@ -206,9 +213,11 @@ def test_the_check_reads_only_files_reaching_since_and_spans_come_from_the_log(t
     than that is not read, one within is found, with its span as the log records it."""
     lake = Lake(str(tmp_path / "lake"), {})
     old = BASE - timedelta(days=5)
-    ZoneWriter(lake, REQUESTS, 7).commit(rows(0, 100, old), {})
-    ZoneWriter(lake, REQUESTS, 7).commit(rows(100, 100, BASE), {})
-    ZoneWriter(lake, REQUESTS, 8).commit(rows(0, 30, BASE + timedelta(hours=1), tag="e"), {})
+    ZoneWriter(session_of(lake), REQUESTS, 7).commit(rows(0, 100, old), {})
+    ZoneWriter(session_of(lake), REQUESTS, 7).commit(rows(100, 100, BASE), {})
+    ZoneWriter(session_of(lake), REQUESTS, 8).commit(
+        rows(0, 30, BASE + timedelta(hours=1), tag="e"), {}
+    )
     table = lake.open(REQUESTS)
     assert table is not None
     since = BASE - timedelta(days=1)

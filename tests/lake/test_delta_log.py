@@ -23,14 +23,15 @@ from deltalake import DeltaTable, TableFeatures, Transaction
 from cdnlake.errors import StorageError
 from cdnlake.lake import delta_log
 from cdnlake.lake import maintain as maintain_module
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.delta_log import TableLog, entry
 from cdnlake.lake.maintain import OpenDays
 from cdnlake.lake.progress import WATERMARK
 from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.shared import shared_table
 from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
+from cdnlake.scheduler import wait_for
 from tests.lake.test_commit import BASE, rows, storage  # noqa: F401
+from tests.sessions import mark_of, session_of
 
 DAY = BASE.date().isoformat()
 NEXT_DAY = (BASE + timedelta(days=1)).date().isoformat()
@@ -52,19 +53,19 @@ def as_delta_rs_has_it(lake: Lake, zone: int, day: str) -> dict[str, Any]:
 
 
 def as_we_have_it(lake: Lake, zone: int, day: str) -> dict[str, Any]:
-    files = shared_table(lake, REQUESTS).snapshot(zone, files=True, days=[day]).files
+    files = session_of(lake).log_table(REQUESTS).snapshot(zone, files=True, days=[day]).files
     assert files is not None
     return {f["path"]: (f["min.ts"], f["max.ts"], f["null_count.ts"]) for f in files}
 
 
 def agrees(lake: Lake, zones: list[int], days: list[str]) -> None:
     """Our state of the table is delta-rs's: version, files of each zone-day, progress."""
-    shared = shared_table(lake, REQUESTS)
+    shared = session_of(lake).log_table(REQUESTS)
     table = delta_rs(lake)
     for zone in zones:
         snapshot = shared.snapshot(zone)
         assert snapshot.version == table.version()
-        assert snapshot.part(WATERMARK) == table.transaction_version(REQUESTS.app_id(zone))
+        assert snapshot.mark(WATERMARK) == table.transaction_version(REQUESTS.app_id(zone))
         for day in days:
             assert as_we_have_it(lake, zone, day) == as_delta_rs_has_it(lake, zone, day)
 
@@ -72,17 +73,17 @@ def agrees(lake: Lake, zones: list[int], days: list[str]) -> None:
 def test_the_state_follows_entries_written_by_another_process(storage):  # noqa: F811
     lake = Lake.from_config(storage)
     other = Lake(lake.uri, lake.storage_options)  # another process: its own state
-    ZoneWriter(lake, REQUESTS, 1).commit(rows(0, 20, BASE), {WATERMARK: 5})
+    ZoneWriter(session_of(lake), REQUESTS, 1).commit(rows(0, 20, BASE), {WATERMARK: 5})
     loaded = TableLog(Lake(lake.uri, lake.storage_options), REQUESTS).version
     for zone in (1, 2):
-        writer = ZoneWriter(other, REQUESTS, zone)
+        writer = ZoneWriter(session_of(other), REQUESTS, zone)
         writer.commit(rows(100, 30, BASE + timedelta(hours=1), tag=f"z{zone}"), {WATERMARK: 7})
         writer.commit(rows(200, 30, BASE + timedelta(days=1)), {WATERMARK: 9})
     agrees(lake, [1, 2], [DAY, NEXT_DAY])
-    assert shared_table(lake, REQUESTS).snapshot(1).version == loaded + 4  # entry by entry
+    assert session_of(lake).log_table(REQUESTS).snapshot(1).version == loaded + 4  # entry by entry
     # And a state loaded afresh is the same, statistics included.
     fresh = TableLog(Lake(lake.uri, lake.storage_options), REQUESTS)
-    ours = shared_table(lake, REQUESTS)._follow()
+    ours = session_of(lake).log_table(REQUESTS)._log
     for zone in (1, 2):
         key = lambda f: f["path"]  # noqa: E731
         assert sorted(fresh.files(zone, [DAY]), key=key) == sorted(ours.files(zone, [DAY]), key=key)
@@ -92,13 +93,13 @@ def test_removes_from_delta_rs_compaction_delete_and_merge_are_followed(tmp_path
     monkeypatch.setattr(maintain_module, "OPEN_DAY_FILES", 3)
     lake = Lake(str(tmp_path / "lake"), {})
     other = Lake(lake.uri, {})
-    writer = ZoneWriter(lake, REQUESTS, 1)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
     for chunk in range(6):  # six small files of one zone-day
         writer.commit(rows(10 * chunk, 10, BASE + timedelta(minutes=chunk)), {})
-    ZoneWriter(lake, REQUESTS, 2).commit(rows(0, 10, BASE, tag="two"), {})
+    ZoneWriter(session_of(lake), REQUESTS, 2).commit(rows(0, 10, BASE, tag="two"), {})
     assert len(as_we_have_it(lake, 1, DAY)) == 6
     # maintain's compaction elsewhere: removes and one add, no app transaction
-    assert OpenDays(other).compact(REQUESTS, [1], BASE.date()) > 0
+    assert OpenDays(session_of(other)).compact(REQUESTS, [1], BASE.date()) > 0
     agrees(lake, [1, 2], [DAY])
     assert len(as_we_have_it(lake, 1, DAY)) == 1
     # delta-rs's DELETE (as a damaged file set aside) and a MERGE
@@ -122,9 +123,9 @@ def test_removes_from_delta_rs_compaction_delete_and_merge_are_followed(tmp_path
 
 def test_a_metadata_change_is_reloaded_and_sends_waiting_parts_back(tmp_path):
     lake = Lake(str(tmp_path / "lake"), {})
-    writer = ZoneWriter(lake, REQUESTS, 1)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
     writer.commit(rows(0, 10, BASE), {})
-    table = shared_table(lake, REQUESTS)._follow()
+    table = session_of(lake).log_table(REQUESTS)._log
     before = table.version
     delta_rs(Lake(lake.uri, {})).alter.set_table_properties({"delta.checkpointInterval": "7"})
     learned = table.advance()
@@ -136,7 +137,7 @@ def test_a_metadata_change_is_reloaded_and_sends_waiting_parts_back(tmp_path):
 def test_two_writers_racing_for_one_version_one_has_it(tmp_path):
     """Put-if-absent: the loser learns the winner's entry, nothing of its own written."""
     lake = Lake(str(tmp_path / "lake"), {})
-    ZoneWriter(lake, REQUESTS, 1).commit(rows(0, 1, BASE), {})
+    ZoneWriter(session_of(lake), REQUESTS, 1).commit(rows(0, 1, BASE), {})
     first = TableLog(Lake(lake.uri, {}), REQUESTS)
     second = TableLog(Lake(lake.uri, {}), REQUESTS)
     app = REQUESTS.app_id(9)
@@ -159,7 +160,7 @@ def test_threads_of_two_processes_keep_each_row_once(storage):  # noqa: F811
 
     def zone(which: Lake, z: int) -> None:
         try:
-            writer = ZoneWriter(which, REQUESTS, z)
+            writer = ZoneWriter(session_of(which), REQUESTS, z)
             for chunk in range(6):
                 at = BASE + timedelta(seconds=chunk)
                 writer.commit(rows(10 * chunk, 10, at, tag=f"z{z}-"), {WATERMARK: chunk})
@@ -189,12 +190,13 @@ import sys
 from datetime import timedelta
 sys.path.insert(0, {root!r})
 from cdnlake.errors import ZoneBusyError
-from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake.zone import ZoneWriter
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
 from tests.lake.test_commit import BASE, rows
+from tests.sessions import mark_of, session_of
 lake = Lake({uri!r}, {{}})
-writers = [ZoneWriter(lake, REQUESTS, z) for z in (1, 2)]
+writers = [ZoneWriter(session_of(lake), REQUESTS, z) for z in (1, 2)]
 for chunk in range(15):
     for z, writer in enumerate(writers, 1):
         new = rows(10 * chunk, 10, BASE + timedelta(seconds=chunk), tag=f"z{{z}}-")
@@ -212,7 +214,7 @@ for chunk in range(15):
 def test_two_processes_writing_the_same_rows_keep_each_once(tmp_path):
     uri = str(tmp_path / "lake")
     root = str(Path(__file__).resolve().parents[2])
-    ZoneWriter(Lake(uri, {}), REQUESTS, 1)  # the table exists before both start
+    ZoneWriter(session_of(Lake(uri, {})), REQUESTS, 1)  # the table exists before both start
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([f"{root}/src", root])}
     code = TWICE.format(root=root, uri=uri)
     procs = [subprocess.Popen([sys.executable, "-c", code], env=env) for _ in range(2)]
@@ -227,7 +229,7 @@ def test_two_processes_writing_the_same_rows_keep_each_once(tmp_path):
 
 def test_an_unknown_writer_feature_refuses_every_commit(tmp_path):
     lake = Lake(str(tmp_path / "lake"), {})
-    writer = ZoneWriter(lake, REQUESTS, 1)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
     writer.commit(rows(0, 10, BASE), {})
     delta_rs(Lake(lake.uri, {})).alter.add_feature(
         TableFeatures.ChangeDataFeed, allow_protocol_versions_increase=True
@@ -243,11 +245,12 @@ def test_an_unknown_writer_feature_refuses_every_commit(tmp_path):
 
 def test_a_checkpoint_at_the_interval_is_what_readers_open(tmp_path):
     lake = Lake(str(tmp_path / "lake"), {})
-    writer = ZoneWriter(lake, REQUESTS, 1)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
     delta_rs(Lake(lake.uri, {})).alter.set_table_properties({"delta.checkpointInterval": "5"})
     for chunk in range(6):
         writer.commit(rows(10 * chunk, 10, BASE + timedelta(seconds=chunk)), {WATERMARK: chunk})
     folder = tmp_path / "lake" / "requests" / "_delta_log"
+    assert wait_for(lambda: (folder / "_last_checkpoint").exists(), 60)  # off the commit path
     mark = json.loads((folder / "_last_checkpoint").read_text())
     assert mark["version"] % 5 == 0 and mark["version"] > 1
     checkpoint = folder / f"{mark['version']:020d}.checkpoint.parquet"
@@ -265,11 +268,11 @@ def test_a_log_cleaned_up_past_a_stale_state_is_reloaded(tmp_path, monkeypatch):
     """A process whose state is older than the log's cleanup never waits for an entry
     that is gone: the last checkpoint says so, and the state is loaded again."""
     lake = Lake(str(tmp_path / "lake"), {})
-    writer = ZoneWriter(lake, REQUESTS, 1)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
     writer.commit(rows(0, 10, BASE), {WATERMARK: 1})
     other = Lake(lake.uri, {})
     delta_rs(other).alter.set_table_properties({"delta.checkpointInterval": "3"})
-    elsewhere = ZoneWriter(other, REQUESTS, 1)
+    elsewhere = ZoneWriter(session_of(other), REQUESTS, 1)
     for chunk in range(1, 5):
         elsewhere.commit(rows(10 * chunk, 10, BASE), {WATERMARK: 1 + chunk})
     folder = tmp_path / "lake" / "requests" / "_delta_log"
@@ -277,19 +280,19 @@ def test_a_log_cleaned_up_past_a_stale_state_is_reloaded(tmp_path, monkeypatch):
     for version in range(mark + 1):
         (folder / f"{version:020d}.json").unlink()
     monkeypatch.setattr(delta_log, "STALE_SECONDS", 0.0)
-    assert writer.progress(WATERMARK) == 5
+    assert mark_of(writer, WATERMARK) == 5
     written = writer.commit(rows(0, 60, BASE), {})
     assert (written.new, written.duplicates) == (10, 50)
 
 
 def test_an_entry_is_written_as_delta_rs_writes_one():
-    from deltalake.transaction import AddAction, RemoveAction
+    """Adds only: an ``appendOnly`` table's writer removes nothing (the comment on the
+    writer's protocol says so, and the entry has no way to)."""
+    from deltalake.transaction import AddAction
 
     add = AddAction("pull_zone_id=1/date=2026-11-20/a b.parquet", 10, {"date": "x"}, 5, True, "{}")
-    remove = RemoveAction("pull_zone_id=1/old.parquet", True, 7, 9, {"date": "x"})
     lines = [
-        json.loads(line)
-        for line in entry(REQUESTS, [add, remove], [Transaction("app", 3, 4)]).splitlines()
+        json.loads(line) for line in entry(REQUESTS, [add], [Transaction("app", 3, 4)]).splitlines()
     ]
     info = lines[0]["commitInfo"]
     assert info["operation"] == "WRITE" and info["operationParameters"]["mode"] == "Append"
@@ -303,15 +306,37 @@ def test_an_entry_is_written_as_delta_rs_writes_one():
         "dataChange",
         "stats",
     }
-    assert lines[2]["remove"] == {
-        "path": "pull_zone_id=1/old.parquet",
-        "deletionTimestamp": 7,
-        "dataChange": True,
-        "extendedFileMetadata": True,
-        "partitionValues": {"date": "x"},
-        "size": 9,
-    }
-    assert lines[3] == {"txn": {"appId": "app", "version": 3, "lastUpdated": 4}}
+    assert lines[2] == {"txn": {"appId": "app", "version": 3, "lastUpdated": 4}}
+    assert len(lines) == 3
+
+
+def test_a_slow_checkpoint_holds_up_no_commit(tmp_path, monkeypatch):
+    """The commit landing on a checkpoint version leaves the checkpoint to a thread of its
+    own: commits after it land while it is being written (on a slow store it took 38 s,
+    every zone of the daemon unpolled meanwhile)."""
+    lake = Lake(str(tmp_path / "lake"), {})
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
+    delta_rs(Lake(lake.uri, {})).alter.set_table_properties({"delta.checkpointInterval": "3"})
+    started, release = threading.Event(), threading.Event()
+    checkpoint = DeltaTable.create_checkpoint
+
+    def slow(table: DeltaTable) -> None:
+        started.set()
+        assert release.wait(120)
+        checkpoint(table)
+
+    monkeypatch.setattr(DeltaTable, "create_checkpoint", slow)
+    chunk = 0
+    while not started.is_set():  # up to the commit that lands on the interval
+        chunk += 1
+        writer.commit(rows(10 * chunk, 10, BASE + timedelta(seconds=chunk)), {WATERMARK: chunk})
+    for more in range(chunk + 1, chunk + 6):  # the checkpoint still being written
+        written = writer.commit(rows(10 * more, 10, BASE + timedelta(seconds=more)), {})
+        assert written.new == 10
+    assert not (tmp_path / "lake" / "requests" / "_delta_log" / "_last_checkpoint").exists()
+    release.set()
+    session_of(lake).close()  # a checkpoint under way is finished before the process ends
+    assert (tmp_path / "lake" / "requests" / "_delta_log" / "_last_checkpoint").exists()
 
 
 @pytest.mark.parametrize("answer", ["exists", "error"])
@@ -320,8 +345,8 @@ def test_a_commit_whose_answer_was_lost_is_known_as_ours(storage, answer):  # no
     answer) or an error: the commit's own txnId, read back, says it landed. Its rows are
     new, not their own duplicates, and nothing is written twice."""
     lake = Lake(storage.lake_location, storage.storage_options())
-    writer = ZoneWriter(lake, REQUESTS, 1)
-    table_log = shared_table(lake, REQUESTS)._log
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
+    table_log = session_of(lake).log_table(REQUESTS)._log
     assert table_log is not None
     put = table_log._entries.put_if_absent
 

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -22,12 +23,14 @@ from cdnlake.config import Config, build_config
 from cdnlake.errors import FencedError
 from cdnlake.ingest.result import ZoneResult
 from cdnlake.ingest.runner import Chunk, PassContext, Runner, split_windows
-from cdnlake.lake.commit import ZoneWriter
+from cdnlake.lake import zone as zone_module
 from cdnlake.lake.lock import zone_lock
 from cdnlake.lake.maintain import _read_again_first
 from cdnlake.lake.progress import FENCE, WATERMARK, from_ms, rewind, taken_by, to_ms
-from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS, polars_schema
+from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS, TableSpec, polars_schema
 from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
+from tests.sessions import session_for, session_of
 
 ZONE = 77
 T0 = datetime(2026, 11, 19, 23, 55, tzinfo=UTC)  # the span set aside: T0 to midnight
@@ -84,7 +87,7 @@ def config_at(root: Path) -> Config:
 
 def seed(lake: Lake, zone: int = ZONE) -> None:
     """T0 to 00:10 in the lake, in two commits: the first day's span is its own file."""
-    writer = ZoneWriter(lake, REQUESTS, zone)
+    writer = ZoneWriter(session_of(lake), REQUESTS, zone)
     writer.commit(provider(zone, T0, MIDNIGHT), {WATERMARK: to_ms(MIDNIGHT)})
     end = MIDNIGHT + timedelta(minutes=10)
     writer.commit(provider(zone, MIDNIGHT, end), {WATERMARK: to_ms(end)})
@@ -131,7 +134,7 @@ def test_a_rewind_racing_a_pass_is_not_undone(tmp_path):
             assert resume.wait(60)
 
     clock = Clock(MIDNIGHT + timedelta(minutes=20))
-    runner = Runner(config, clock=clock)
+    runner = Runner(config, session_for(config), clock=clock)
     source = ProviderSource(park)
     results: list[ZoneResult] = []
     passing = threading.Thread(target=lambda: results.append(runner.run(ZONE, source)))
@@ -140,7 +143,7 @@ def test_a_rewind_racing_a_pass_is_not_undone(tmp_path):
         assert parked.wait(60)
         # maintain, meanwhile: a damaged file of the zone set aside, the zone rewound.
         set_aside_first_day(lake)
-        rewind(ZoneWriter(lake, REQUESTS, ZONE), T0)
+        rewind(ZoneWriter(session_of(lake), REQUESTS, ZONE), T0)
         assert watermark(lake) == T0
     finally:
         resume.set()
@@ -158,22 +161,25 @@ def test_a_rewind_racing_a_pass_is_not_undone(tmp_path):
     assert_complete(lake, T0, clock.now)
 
 
-def test_a_rewind_between_a_commits_read_and_its_write_refuses_it(tmp_path):
+def test_a_rewind_between_a_commits_read_and_its_write_refuses_it(tmp_path, monkeypatch):
     """The rewind lands after the commit re-read the table and checked its token: Delta
     refuses the commit as concurrent (both carry the zone's app ids), and the retry
     sees the new token instead of resending its watermark."""
     lake = Lake.from_config(config_at(tmp_path).storage)
     seed(lake)
-    writer = ZoneWriter(lake, REQUESTS, ZONE)
-    write_files = writer._write_files
+    writer = ZoneWriter(session_of(lake), REQUESTS, ZONE)
+    write_files = zone_module.write_files
 
-    def rewound_meanwhile(frame: pl.DataFrame):  # type: ignore[no-untyped-def]
-        if watermark(lake) != T0:
+    rewound: list[bool] = []
+
+    def rewound_meanwhile(at: Lake, spec: TableSpec, frame: pl.DataFrame) -> Any:
+        if not rewound:  # once: the rewind's own commit writes through here too
+            rewound.append(True)
             set_aside_first_day(lake)
-            rewind(ZoneWriter(lake, REQUESTS, ZONE), T0)
-        return write_files(frame)
+            rewind(ZoneWriter(session_of(lake), REQUESTS, ZONE), T0)
+        return write_files(at, spec, frame)
 
-    writer._write_files = rewound_meanwhile  # type: ignore[method-assign]
+    monkeypatch.setattr(zone_module, "write_files", rewound_meanwhile)
     end = MIDNIGHT + timedelta(minutes=11)
     later = provider(ZONE, MIDNIGHT + timedelta(minutes=10), end)
     with pytest.raises(FencedError, match="rewound or the zone taken"):
@@ -184,7 +190,10 @@ def test_a_rewind_between_a_commits_read_and_its_write_refuses_it(tmp_path):
 
 def test_outside_a_rewind_the_watermark_never_moves_back(tmp_path):
     lake = Lake.from_config(config_at(tmp_path).storage)
-    ahead, behind = ZoneWriter(lake, REQUESTS, ZONE), ZoneWriter(lake, REQUESTS, ZONE)
+    ahead, behind = (
+        ZoneWriter(session_of(lake), REQUESTS, ZONE),
+        ZoneWriter(session_of(lake), REQUESTS, ZONE),
+    )
     ahead.commit(provider(ZONE, T0, MIDNIGHT), {WATERMARK: to_ms(MIDNIGHT)})
     early = T0 + timedelta(minutes=1)
     written = behind.commit(provider(ZONE, T0 - timedelta(minutes=1), early), {WATERMARK: 1})
@@ -197,8 +206,8 @@ def test_a_new_holder_fences_the_old_one_even_in_a_new_pass(tmp_path):
     lake = Lake.from_config(config.storage)
     seed(lake)
     clock = Clock(MIDNIGHT + timedelta(minutes=12))
-    runner = Runner(config, clock=clock)
-    stale = ZoneWriter(lake, REQUESTS, ZONE, holder=1_000)  # the old lease's pass
+    runner = Runner(config, session_for(config), clock=clock)
+    stale = ZoneWriter(session_of(lake), REQUESTS, ZONE, holder=1_000)  # the old lease's pass
     assert stale.token == taken_by(1_000)
     assert runner.run(ZONE, ProviderSource(), holder=1_001).outcome == "ok"  # new owner
     table = lake.open(REQUESTS)
@@ -213,10 +222,41 @@ def test_a_new_holder_fences_the_old_one_even_in_a_new_pass(tmp_path):
     assert old.outcome == "failed" and "FencedError" in (old.error or "")
     assert watermark(lake) == MIDNIGHT + timedelta(minutes=12)
     # The holder's next pass goes on; a rewind does not fence the holder's next pass.
-    rewind(ZoneWriter(lake, REQUESTS, ZONE), MIDNIGHT)
+    rewind(ZoneWriter(session_of(lake), REQUESTS, ZONE), MIDNIGHT)
     assert runner.run(ZONE, ProviderSource(), holder=1_001).outcome == "ok"
     assert watermark(lake) == late
     assert_complete(lake, T0, late)
+
+
+def test_a_rewind_before_a_new_holders_take_over_is_read_again(tmp_path, monkeypatch):
+    """A rewind lands between a new holder's first look at the zone and its take-over
+    commit (a stale process that met a damaged file, or maintain whose lease lapsed): the
+    take-over passes the fence (a newer holder's token is larger), and its pass starts
+    from the rewound progress, so the span set aside is read again, not skipped."""
+    config = config_at(tmp_path)
+    lake = Lake.from_config(config.storage)
+    seed(lake)  # the watermark at 00:10
+    session = session_for(config)
+    table = session.log_table(REQUESTS)
+    snapshot = table.snapshot
+    first_look: list[Any] = []
+
+    def rewound_after_the_first_look(zone_id: int, **asked: Any) -> Any:
+        found = snapshot(zone_id, **asked)
+        if not first_look:
+            first_look.append(found)
+            set_aside_first_day(lake)  # another process, meanwhile
+            rewind(ZoneWriter(session_of(lake), REQUESTS, ZONE), T0)
+        return found
+
+    monkeypatch.setattr(table, "snapshot", rewound_after_the_first_look)
+    clock = Clock(MIDNIGHT + timedelta(minutes=12))
+    result = Runner(config, session, clock=clock).run(ZONE, ProviderSource(), holder=5)
+    assert result.outcome == "ok", result.error
+    assert from_ms(first_look[0].mark(WATERMARK)) == MIDNIGHT + timedelta(minutes=10)
+    assert result.rows == 5 * 60 + 2 * 60  # 23:55 to 00:00 again, and 00:10 to 00:12
+    assert watermark(lake) == clock.now
+    assert_complete(lake, T0, clock.now)
 
 
 def test_maintain_waits_for_the_local_pass_before_it_rewinds(tmp_path):
@@ -226,7 +266,9 @@ def test_maintain_waits_for_the_local_pass_before_it_rewinds(tmp_path):
     lake = Lake.from_config(config.storage)
     seed(lake)
     locks = config.storage.work / "locks"
-    before_move = _read_again_first(lake, REQUESTS, locks, MIDNIGHT + timedelta(hours=1))
+    before_move = _read_again_first(
+        session_of(lake), REQUESTS, locks, MIDNIGHT + timedelta(hours=1)
+    )
     done = threading.Event()
     with zone_lock(locks, REQUESTS.name, ZONE):  # a pass in flight
         maintaining = threading.Thread(

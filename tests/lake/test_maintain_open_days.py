@@ -17,13 +17,13 @@ import polars as pl
 import pytest
 from apscheduler.triggers.interval import IntervalTrigger
 
-from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
 from cdnlake.lake import maintain as maintain_module
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.maintain import OpenDays
 from cdnlake.lake.progress import WATERMARK, from_ms, to_ms
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
+from cdnlake.retention import oldest_served
 from cdnlake.scheduler import Daemon, wait_for
 from tests.conftest import (
     lake_ids,
@@ -35,6 +35,7 @@ from tests.conftest import (
     write_config,
 )
 from tests.lake.test_fencing import provider, stored_ids, watermark
+from tests.sessions import session_of
 
 ZONE = 77
 DAY = datetime(2026, 11, 20, tzinfo=UTC)
@@ -81,21 +82,21 @@ def assert_progress_only_from_passes(table_dir: Path, zone: int) -> None:
 
 def test_a_days_small_files_are_compacted_while_a_pass_commits(tmp_path):
     lake = Lake(str(tmp_path / "lake"), {})
-    writer = ZoneWriter(lake, REQUESTS, ZONE)
+    writer = ZoneWriter(session_of(lake), REQUESTS, ZONE)
     minute = timedelta(minutes=1)
     for i in range(12):  # twelve small commits, a minute of records each
         start = DAY + i * minute
         writer.commit(provider(ZONE, start, start + minute), {WATERMARK: to_ms(start + minute)})
     assert files_of(lake, ZONE, "2026-11-20") == 12
 
-    days = OpenDays(lake)
+    days = OpenDays(session_of(lake))
     committing = threading.Event()
     done = threading.Event()
     errors: list[BaseException] = []
 
     def a_pass() -> None:  # another writer, committing a minute at a time meanwhile
         try:
-            other = ZoneWriter(lake, REQUESTS, ZONE)
+            other = ZoneWriter(session_of(lake), REQUESTS, ZONE)
             for i in range(12, 40):
                 start = DAY + i * minute
                 # each minute again with the one before: deduplication reads the day's
@@ -137,7 +138,7 @@ def test_a_days_small_files_are_compacted_while_a_pass_commits(tmp_path):
 
 def test_other_days_and_large_files_are_left_alone(tmp_path, monkeypatch):
     lake = Lake(str(tmp_path / "lake"), {})
-    writer = ZoneWriter(lake, REQUESTS, ZONE)
+    writer = ZoneWriter(session_of(lake), REQUESTS, ZONE)
     minute = timedelta(minutes=1)
     yesterday = DAY - timedelta(days=1)
     for i in range(8):
@@ -145,10 +146,10 @@ def test_other_days_and_large_files_are_left_alone(tmp_path, monkeypatch):
             start = day + i * minute
             writer.commit(provider(ZONE, start, start + minute), {})
     monkeypatch.setattr(maintain_module, "SMALL_FILE_BYTES", 1)  # every file is "large"
-    assert OpenDays(lake).compact(REQUESTS, [ZONE], DAY.date()) == 0
+    assert OpenDays(session_of(lake)).compact(REQUESTS, [ZONE], DAY.date()) == 0
     monkeypatch.undo()
     monkeypatch.setattr(maintain_module, "OPEN_DAY_FILES", LIMIT)
-    assert OpenDays(lake).compact(REQUESTS, [ZONE], DAY.date()) == 8
+    assert OpenDays(session_of(lake)).compact(REQUESTS, [ZONE], DAY.date()) == 8
     assert files_of(lake, ZONE, "2026-11-20") == 1
     assert files_of(lake, ZONE, "2026-11-19") == 8  # the nightly maintain's business
 
@@ -168,7 +169,7 @@ def test_the_daemon_compacts_a_busy_open_day_while_its_passes_run(tmp_path):
         # Many small commits today already (rows of their own, no progress), as a day of
         # minute-by-minute passes leaves them.
         today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-        seeder = ZoneWriter(lake, REQUESTS, 1234)
+        seeder = ZoneWriter(session_of(lake), REQUESTS, 1234)
         for i in range(30):
             rows = provider(1234, today + timedelta(seconds=i), today + timedelta(seconds=i + 1))
             seeder.commit(rows.with_columns(pl.lit(f"seed-{i}").alias("request_id")), {})
@@ -204,7 +205,7 @@ def test_the_daemon_compacts_a_busy_open_day_while_its_passes_run(tmp_path):
         assert table is not None
         mark = from_ms(table.transaction_version(REQUESTS.app_id(1234)))
         assert mark is not None
-        start = first_launch - RETENTION + RETENTION_MARGIN + timedelta(minutes=1)
+        start = oldest_served(first_launch) + timedelta(minutes=1)
         missing = truth_ids(emu, 1234, start, mark) - set(ids)
         assert not missing, f"{len(missing)} requests lost"
         assert_progress_only_from_passes(Path(config.storage.lake_location) / "requests", 1234)
@@ -217,14 +218,14 @@ def test_the_nightly_sort_planned_before_a_daytime_compaction_is_planned_again(t
     delta-rs refuses its commit (files it read were removed), and it is planned again
     instead of failing the night's maintenance; each row stays once."""
     lake = Lake(str(tmp_path / "lake"), {})
-    writer = ZoneWriter(lake, REQUESTS, ZONE)
+    writer = ZoneWriter(session_of(lake), REQUESTS, ZONE)
     minute = timedelta(minutes=1)
     for i in range(10):
         start = DAY + i * minute
         writer.commit(provider(ZONE, start, start + minute), {})
     nightly = lake.open(REQUESTS)  # maintain's snapshot
     assert nightly is not None
-    assert OpenDays(lake).compact(REQUESTS, [ZONE], DAY.date()) == 10
+    assert OpenDays(session_of(lake)).compact(REQUESTS, [ZONE], DAY.date()) == 10
     partition = [("pull_zone_id", "=", str(ZONE)), ("date", "=", "2026-11-20")]
     assert maintain_module._z_order(nightly, partition) == 1
     ids = stored_ids(lake)
@@ -244,13 +245,13 @@ def test_a_zone_whose_files_do_not_read_stops_no_other_zones_compaction(
     lake = Lake(str(tmp_path / "lake"), {})
     minute = timedelta(minutes=1)
     for zone in (1, 2):
-        writer = ZoneWriter(lake, REQUESTS, zone)
+        writer = ZoneWriter(session_of(lake), REQUESTS, zone)
         for i in range(LIMIT + 1):
             writer.commit(provider(zone, DAY + i * minute, DAY + (i + 1) * minute), {})
     table = lake.open(REQUESTS)
     assert table is not None
     first = sorted(u for u in table.file_uris() if "pull_zone_id=1/" in u)[0]
-    days = OpenDays(lake)
+    days = OpenDays(session_of(lake))
     if trouble == "undecodable":
         Path(first.removeprefix("file://")).write_bytes(b"not parquet")
         expected: type = DataError

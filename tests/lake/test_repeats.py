@@ -7,13 +7,14 @@ from datetime import timedelta
 
 import polars as pl
 
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.maintain import maintain
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
 from tests.conftest import run_cli
 from tests.lake.test_commit import BASE, rows
 from tests.lake.test_commit import storage as lake_storage
+from tests.sessions import mark_of, session_of
 
 storage = lake_storage  # the fixture: a config's storage, on local disk and on S3
 
@@ -28,17 +29,19 @@ def table_rows(lake: Lake) -> pl.DataFrame:
 
 def test_a_repeat_with_another_timestamp_is_found_reported_and_removed(storage, caplog):
     lake = Lake.from_config(storage)
-    writer = ZoneWriter(lake, REQUESTS, 7)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 7)
     writer.commit(rows(0, 100, BASE), {"": 1})
     writer.commit(rows(100, 100, BASE + timedelta(minutes=1)), {"": 2})
-    ZoneWriter(lake, REQUESTS, 8).commit(rows(0, 50, BASE), {})  # the same keys, another zone
+    ZoneWriter(session_of(lake), REQUESTS, 8).commit(
+        rows(0, 50, BASE), {}
+    )  # the same keys, another zone
     # The provider gave ten requests a second timestamp, an hour later: deduplication,
     # which looks for a repeat within a second of its ts, lets them in.
     again = rows(5, 10, BASE + timedelta(hours=1))
     assert writer.commit(again, {}).new == 10
     assert table_rows(lake).height == 260
     with caplog.at_level(logging.ERROR):
-        report = maintain(lake, retention_hours=0)
+        report = maintain(session_of(lake), retention_hours=0)
     requests = next(t for t in report.tables if t.table == "requests")
     assert requests.repeats == 10
     assert "10 repeated row(s) removed" in requests.line()
@@ -49,8 +52,8 @@ def test_a_repeat_with_another_timestamp_is_found_reported_and_removed(storage, 
     assert zone7.height == 200 and zone7["request_id"].n_unique() == 200  # one of each kept
     assert stored.filter(pl.col("pull_zone_id") == 8).height == 50  # another zone's: its own
     assert zone7["ts"].max() < BASE + timedelta(hours=1)  # the first one kept
-    assert ZoneWriter(lake, REQUESTS, 7).progress() == 2  # the zone's progress kept
-    assert next(t for t in maintain(lake).tables if t.table == "requests").repeats == 0
+    assert mark_of(ZoneWriter(session_of(lake), REQUESTS, 7)) == 2  # the zone's progress kept
+    assert next(t for t in maintain(session_of(lake)).tables if t.table == "requests").repeats == 0
 
 
 def test_the_cli_says_so(tmp_path):
@@ -58,7 +61,7 @@ def test_the_cli_says_so(tmp_path):
     config = tmp_path / "config.toml"
     config.write_text(f'[storage]\nroot = "{root}"\n[[zones]]\nid = 7\n')
     lake = Lake(str(root / "lake"), {})
-    writer = ZoneWriter(lake, REQUESTS, 7)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 7)
     writer.commit(rows(0, 20, BASE), {})
     writer.commit(rows(0, 3, BASE + timedelta(hours=2)), {})
     done = run_cli("--config", str(config), "maintain")
@@ -73,7 +76,7 @@ def test_repeats_removed_from_a_stale_snapshot_never_double_a_rewritten_partitio
     from cdnlake.lake.maintain import _drop_repeats
 
     lake = Lake.from_config(storage)
-    writer = ZoneWriter(lake, REQUESTS, 7)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 7)
     writer.commit(rows(0, 100, BASE), {})
     writer.commit(rows(100, 100, BASE + timedelta(minutes=1)), {})
     writer.commit(rows(5, 10, BASE + timedelta(hours=1)), {})
@@ -97,10 +100,10 @@ def test_the_daemons_metrics_count_the_repeats_maintain_removed(tmp_path):
     config = tmp_path / "config.toml"
     config.write_text(f'[storage]\nroot = "{tmp_path / "data"}"\n[[zones]]\nid = 7\n')
     lake = Lake(str(tmp_path / "data" / "lake"), {})
-    writer = ZoneWriter(lake, REQUESTS, 7)
+    writer = ZoneWriter(session_of(lake), REQUESTS, 7)
     writer.commit(rows(0, 20, BASE), {})
     writer.commit(rows(0, 3, BASE + timedelta(hours=2)), {})
     metrics = DaemonMetrics(load_config(config, env={}), watermarks=dict)
-    metrics.observe_maintain(maintain(lake))
+    metrics.observe_maintain(maintain(session_of(lake)))
     text = generate_latest(metrics.registry).decode()
     assert 'cdnlake_repeats_removed_total{table="requests"} 3.0' in text

@@ -6,10 +6,10 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.damage import set_aside
 from cdnlake.lake.progress import rewind
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.zone import ZoneWriter
 from tests.conftest import (
     ingest_all,
     lake_ids,
@@ -19,6 +19,7 @@ from tests.conftest import (
     start_emulator,
     write_config,
 )
+from tests.sessions import session_of
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_restore_puts_back_what_decodes_without_doubling_a_row(tmp_path, emu):
         set_aside(lake, REQUESTS, table, victim, "AWS Error UNKNOWN (HTTP status 503)", no_rewind)
     table.repair(dry_run=False)
     # The span of the second was read again since (the zone was rewound): its rows are back.
-    rewind(ZoneWriter(lake, REQUESTS, 1234), reread_from)
+    rewind(ZoneWriter(session_of(lake), REQUESTS, 1234), reread_from)
     assert ingest_all(config, emu)[0].ok
     missing = len(stored - set(lake_ids(config, 1234)))  # of the first (the rewind overlaps)
     assert 0 < missing <= lost_rows

@@ -10,11 +10,11 @@ import polars as pl
 
 from cdnlake.ingest.local_import import import_v1_files
 from cdnlake.lake import rollups
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.maintain import maintain
 from cdnlake.lake.rollups import ROLLUP
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
 from cdnlake.scheduler import wait_for
 from cdnlake.warehouse.db import Warehouse
 from cdnlake.warehouse.named import get_named
@@ -27,6 +27,7 @@ from tests.conftest import (
     s3_lake_lines,
     spawn_cli,
 )
+from tests.sessions import session_for, session_of
 
 FULL_SCAN = """
 SELECT pull_zone_id, date, CAST(hour(ts) AS INTEGER) AS hour, cache_status, status_code,
@@ -78,7 +79,7 @@ def late_rows(config, day: date, n: int) -> pl.DataFrame:
 def test_rollups_equal_a_full_scan_through_everything(tmp_path, lake_kind, request):
     path, config = config_for(tmp_path, lake_kind, request)
     day_file = make_v1_file(tmp_path / "day.log", 20_000, seed=5)
-    result = import_v1_files(config, [day_file], 1234)
+    result = import_v1_files(config, session_for(config), [day_file], 1234)
     assert result.rows == 20_000
     lake = Lake.from_config(config.storage)
     rows, rolled = same_as_full_scan(config)
@@ -91,12 +92,12 @@ def test_rollups_equal_a_full_scan_through_everything(tmp_path, lake_kind, reque
 
     # Late records land in an old partition: its rollup is stale, the rows count.
     day = lake_frame(config)["date"].min()
-    ZoneWriter(lake, REQUESTS, 1234).commit(late_rows(config, day, 50), {})
+    ZoneWriter(session_of(lake), REQUESTS, 1234).commit(late_rows(config, day, 50), {})
     _, rolled_after = same_as_full_scan(config)
     assert rolled_after == rolled - 1
     # A re-import changes nothing; maintain compacts and rolls up again.
-    assert import_v1_files(config, [day_file], 1234).rows == 0
-    report = maintain(lake, retention_hours=0)
+    assert import_v1_files(config, session_for(config), [day_file], 1234).rows == 0
+    report = maintain(session_of(lake), retention_hours=0)
     assert any(t.table == ROLLUP.name and t.rolled_up >= 1 for t in report.tables)
     same_as_full_scan(config)
 
@@ -117,7 +118,9 @@ def test_sql_on_requests_hourly_loads_neither_pandas_nor_pyarrow(tmp_path, reque
     table would load pyarrow, and DuckDB would load pandas to look at it (together
     more than a third of a second of every ``sql`` and ``report`` process)."""
     path, config = config_for(tmp_path, "local", request)
-    import_v1_files(config, [make_v1_file(tmp_path / "day.log", 2_000, seed=9)], 1234)
+    import_v1_files(
+        config, session_for(config), [make_v1_file(tmp_path / "day.log", 2_000, seed=9)], 1234
+    )
     assert rollups.refresh(Lake.from_config(config.storage)) >= 1
     _, rolled = same_as_full_scan(config)
     assert rolled >= 1
@@ -137,8 +140,10 @@ def test_the_partitions_asked_for_are_those_of_all_partitions(tmp_path):
     for zone in (1, 2, 3):
         for back in (0, 1, 2):
             at = BASE - timedelta(days=back) + timedelta(hours=zone)
-            ZoneWriter(lake, REQUESTS, zone).commit(rows(0, 10 * zone, at, tag=f"z{zone}"), {})
-    ZoneWriter(lake, REQUESTS, 2).commit(rows(0, 5, BASE, tag="late"), {})  # two files
+            ZoneWriter(session_of(lake), REQUESTS, zone).commit(
+                rows(0, 10 * zone, at, tag=f"z{zone}"), {}
+            )
+    ZoneWriter(session_of(lake), REQUESTS, 2).commit(rows(0, 5, BASE, tag="late"), {})  # two files
     table = lake.open(REQUESTS)
     assert table is not None
     every = rollups.partitions(table)

@@ -18,6 +18,7 @@ from cdnlake.lake.schema import INGEST_RUNS, REQUESTS, RUN_SCHEMA, polars_schema
 from cdnlake.lake.store import Lake
 from cdnlake.warehouse.db import Warehouse
 from tests.lake.test_commit import storage as lake_storage
+from tests.sessions import session_of
 
 FIRST = date(2026, 9, 1)
 
@@ -167,12 +168,12 @@ def test_an_ingest_runs_table_of_an_older_cdnlake_reads_and_gains_the_new_column
             ).fetchall()
 
     assert runs() == [("old", 5, None)]
-    Bookkeeping(lake).record_run(1, run_row("new"))
+    Bookkeeping(session_of(lake)).record_run(1, run_row("new"))
     assert runs() == [("new", 5, 9), ("old", 5, None)]
     table = lake.open(INGEST_RUNS)
     assert table is not None
     assert [f.name for f in table.schema().fields] == list(INGEST_RUNS.schema)
-    Bookkeeping(lake).record_run(1, run_row("newer"))  # evolved once: plain appends now
+    Bookkeeping(session_of(lake)).record_run(1, run_row("newer"))  # evolved once: plain appends now
     assert len(runs()) == 3
 
 

@@ -29,6 +29,7 @@ from tests.conftest import (
     start_emulator,
     write_config,
 )
+from tests.sessions import session_for
 
 
 def scrape(url: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
@@ -57,7 +58,9 @@ def test_counters_match_ingest_runs_and_lag_is_right_from_the_first_scrape(tmp_p
     try:
         config = load_test_config(write_config(tmp_path, emu, zones=[(1234, "v2"), (1235, "v2")]))
         # Some history first: a new daemon's lag gauge must know it before its first pass.
-        Ingestor(config, logging_client(config), clock=emu.clock.now).run(config.zones[:1])
+        Ingestor(config, logging_client(config), session_for(config), clock=emu.clock.now).run(
+            config.zones[:1]
+        )
         metrics = DaemonMetrics(config, watermarks=lambda: zone_watermarks(config))
         server = MetricsServer("127.0.0.1", 0, metrics, lambda: health(config))
         server.start()

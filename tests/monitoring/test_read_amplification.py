@@ -12,6 +12,7 @@ from cdnlake.ingest.result import ZoneResult
 from cdnlake.monitoring.metrics import AMPLIFICATION_PASSES, DaemonMetrics
 from tests.conftest import lake_frame, load_test_config, logging_client, start_emulator
 from tests.conftest import write_config as write_emulator_config
+from tests.sessions import session_for
 
 
 def result(read: int, new: int, rejected: int = 0, zone: int = 1) -> ZoneResult:
@@ -56,7 +57,9 @@ def test_ingest_runs_records_the_records_read_and_the_new_ones(tmp_path):
     emu = start_emulator("1234", rpm=20)
     try:
         config = load_test_config(write_emulator_config(tmp_path, emu, zones=[(1234, "v2")]))
-        ingestor = Ingestor(config, logging_client(config), clock=emu.clock.now)
+        ingestor = Ingestor(
+            config, logging_client(config), session_for(config), clock=emu.clock.now
+        )
         metrics = DaemonMetrics(config)
         first = ingestor.run(config.zones)[0]
         emu.clock.advance(60)

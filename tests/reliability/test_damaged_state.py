@@ -6,9 +6,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
 from cdnlake.lake.maintain import maintain
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.retention import oldest_served
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
     NOW,
@@ -21,6 +21,7 @@ from tests.conftest import (
     truth_ids,
     write_config,
 )
+from tests.sessions import session_of
 
 ingest = ingest_all
 
@@ -48,7 +49,7 @@ def test_a_truncated_file_is_set_aside_and_its_span_read_again(tmp_path, emu):
     victim, start, _end = files[len(files) // 2]
     file = config.storage.root / "lake" / "requests" / victim
     file.write_bytes(file.read_bytes()[:100])  # a disk that lost the tail
-    report = maintain(lake_of(config), now=emu.clock.now())  # the daemon's daily check
+    report = maintain(session_of(lake_of(config)), now=emu.clock.now())  # the daemon's daily check
     assert [d.path for t in report.tables for d in t.damaged] == [victim]
     kept = list((config.storage.root / "lake" / "_quarantine").rglob("*.parquet.*"))
     assert len(kept) == 1 and kept[0].stat().st_size == 100  # kept, not deleted
@@ -59,7 +60,7 @@ def test_a_truncated_file_is_set_aside_and_its_span_read_again(tmp_path, emu):
     assert result.ok, result.error
     ids = lake_ids(config, 1234)
     assert len(ids) == len(set(ids))
-    assert set(ids) == truth_ids(emu, 1234, NOW - RETENTION + RETENTION_MARGIN, NOW)
+    assert set(ids) == truth_ids(emu, 1234, oldest_served(NOW), NOW)
     assert result.window_from <= start
 
 
@@ -78,7 +79,7 @@ def test_a_damaged_file_in_the_window_being_written_is_met_by_ingest(tmp_path, e
     assert ingest(config, emu)[0].ok
     ids = lake_ids(config, 1234)
     assert len(ids) == len(set(ids))
-    assert set(ids) == truth_ids(emu, 1234, NOW - RETENTION + RETENTION_MARGIN, emu.clock.now())
+    assert set(ids) == truth_ids(emu, 1234, oldest_served(NOW), emu.clock.now())
 
 
 def test_a_damaged_file_past_retention_is_a_recorded_gap(tmp_path, emu):

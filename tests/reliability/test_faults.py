@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from cdnlake.emulator import Faults
 from cdnlake.ingest.passes import Ingestor
-from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
+from cdnlake.retention import RETENTION, oldest_served
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
     FAULT_RETRY,
@@ -20,6 +20,7 @@ from tests.conftest import (
     truth_ids,
     write_config,
 )
+from tests.sessions import session_for
 
 
 def test_everything_at_once(tmp_path, lake_kind, request):
@@ -44,10 +45,12 @@ def test_everything_at_once(tmp_path, lake_kind, request):
         config = load_test_config(path)
         started = time.monotonic()
         client = logging_client(config, retry=FAULT_RETRY)
-        results = Ingestor(config, client, clock=emu.clock.now).run(config.zones)
+        results = Ingestor(config, client, session_for(config), clock=emu.clock.now).run(
+            config.zones
+        )
         assert time.monotonic() - started < 120
         assert all(r.ok for r in results), [r.error for r in results]
-        start = NOW - RETENTION + RETENTION_MARGIN
+        start = oldest_served(NOW)
         for zone in (1234, 1236):
             ids = lake_ids(config, zone)
             assert len(ids) == len(set(ids))

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
+from cdnlake.retention import oldest_served
 from cdnlake.scheduler import Daemon, wait_for
 from tests.conftest import (
     NOW,
@@ -61,7 +61,7 @@ def test_fifty_zones_one_daemon(tmp_path):
         fds_after = len(os.listdir("/proc/self/fd"))
         assert fds_after <= fds_before + 40, (fds_before, fds_after, passes)
         assert sum(c.rate_limited for c in emu.counters.values()) == 0
-        start = NOW - RETENTION + RETENTION_MARGIN
+        start = oldest_served(NOW)
         for zone in ids:
             got = lake_ids(tmp_path / "data", zone)
             assert len(got) == len(set(got))

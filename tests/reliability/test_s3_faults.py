@@ -16,10 +16,10 @@ import boto3
 import polars as pl
 import pytest
 
-from cdnlake.ingest.runner import RETENTION, RETENTION_MARGIN
 from cdnlake.lake import damage
 from cdnlake.lake.progress import from_ms
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.retention import oldest_served
 from cdnlake.scheduler import wait_for
 from tests.conftest import (
     NOW,
@@ -99,7 +99,7 @@ def test_passes_and_a_check_through_a_faulty_road_set_nothing_aside(
     assert sum(faults.values()) > 20 and faults["write_lost"] and faults["burst"], faults
     ids = lake_ids(config, 1234)
     assert len(ids) == len(set(ids))
-    start = NOW - RETENTION + RETENTION_MARGIN
+    start = oldest_served(NOW)
     table = lake_of(config).open(REQUESTS)
     watermark = from_ms(table.transaction_version(REQUESTS.app_id(1234)))
     assert watermark is not None
@@ -183,7 +183,7 @@ def test_an_ingest_sigkilled_mid_pass_on_a_faulty_road_leaves_rows_once_and_noth
             assert len(ids) == len(set(ids)), f"zone {zone}: a request stored twice"
             watermark = from_ms(table.transaction_version(REQUESTS.app_id(zone)))
             assert watermark is not None
-            start = first_launch - RETENTION + RETENTION_MARGIN + timedelta(minutes=1)
+            start = oldest_served(first_launch) + timedelta(minutes=1)
             missing = truth_ids(emu, zone, start, watermark) - set(ids)
             assert not missing, f"zone {zone}: {len(missing)} requests lost"
         for name, key in (

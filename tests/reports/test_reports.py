@@ -12,6 +12,7 @@ import pytest
 from cdnlake.reports.build import AGENT_SECTIONS, SECTIONS, write_reports
 from tests.conftest import run_cli
 from tests.fixture_lake import build_fixture_lake
+from tests.sessions import session_of
 
 DAY = date(2026, 11, 20)
 
@@ -135,9 +136,9 @@ def test_every_text_field_hostile_at_once(tmp_path):
     """One day whose every text field is an attack: all exports stay inert and well-formed."""
     import polars as pl
 
-    from cdnlake.lake.commit import ZoneWriter
     from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
     from cdnlake.lake.store import Lake
+    from cdnlake.lake.zone import ZoneWriter
     from tests.fixture_lake import fixture_config
 
     evil = '<script>alert(1)</script>=HYPERLINK("x")|`|\n\r'
@@ -147,7 +148,7 @@ def test_every_text_field_hostile_at_once(tmp_path):
     frame = pl.DataFrame([row]).with_columns(
         pl.lit("2026-11-20T01:00:00").str.to_datetime(time_unit="ms", time_zone="UTC").alias("ts")
     )
-    writer = ZoneWriter(Lake.from_config(config.storage), REQUESTS, 7)
+    writer = ZoneWriter(session_of(Lake.from_config(config.storage)), REQUESTS, 7)
     writer.commit(frame.select(list(REQUEST_SCHEMA)), {})
     paths = write_reports(config, DAY)
     html = next(p for p in paths if p.suffix == ".html").read_text()

@@ -10,21 +10,22 @@ import duckdb
 import pytest
 
 from cdnlake.errors import DataError
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
 from cdnlake.warehouse.db import Warehouse
 from tests.lake.test_commit import BASE, rows
 from tests.lake.test_rollups import config_for
+from tests.sessions import session_of
 
 
 def test_a_session_of_some_days_opens_no_file_of_another_day(tmp_path, lake_kind, request):
     _, config = config_for(tmp_path, lake_kind, request)
     lake = Lake.from_config(config.storage)
     old, day = BASE - timedelta(days=3), BASE
-    ZoneWriter(lake, REQUESTS, 1234).commit(rows(0, 100, old), {})
-    ZoneWriter(lake, REQUESTS, 1234).commit(rows(100, 60, day), {})
-    ZoneWriter(lake, REQUESTS, 1234).commit(rows(200, 40, day - timedelta(hours=2)), {})
+    ZoneWriter(session_of(lake), REQUESTS, 1234).commit(rows(0, 100, old), {})
+    ZoneWriter(session_of(lake), REQUESTS, 1234).commit(rows(100, 60, day), {})
+    ZoneWriter(session_of(lake), REQUESTS, 1234).commit(rows(200, 40, day - timedelta(hours=2)), {})
     table = lake.open(REQUESTS)
     assert table is not None
     on_old = Lake.add_actions(REQUESTS, table, [("date", "=", old.date().isoformat())])

@@ -15,13 +15,14 @@ import pytest
 from deltalake import write_deltalake
 
 from cdnlake.errors import DataError
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS, conform
 from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
 from cdnlake.warehouse.db import DuckDBSession, Warehouse, damaged_file, data_files
 from tests.conftest import run_cli
 from tests.lake.test_commit import BASE, rows
 from tests.lake.test_rollups import config_for
+from tests.sessions import session_of
 
 OLD = BASE - timedelta(days=2)
 # The column an older cdnlake did not have (any of them would do).
@@ -66,7 +67,7 @@ def test_files_older_than_a_column_read_it_as_null_through_cdnlake_sql(tmp_path,
     # Today's cdnlake: the table gains the column; a compacted file and a pass's file,
     # each with every column named in its statistics.
     full_files_lake(lake, 1234, [BASE.date() - timedelta(days=1)])
-    ZoneWriter(lake, REQUESTS, 1234).commit(
+    ZoneWriter(session_of(lake), REQUESTS, 1234).commit(
         rows(100, 2, BASE).with_columns(pl.lit("AS2").alias("asn_organization")), {}
     )
     table = lake.open(REQUESTS)

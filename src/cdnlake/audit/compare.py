@@ -16,12 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from cdnlake.config import RETENTION_SECONDS
+from cdnlake.retention import RETENTION
 
 Verdict = Literal["ok", "short", "missing", "pending"]
-VERDICTS: tuple[Verdict, ...] = ("ok", "short", "missing", "pending")
 HOUR = timedelta(hours=1)
-RETENTION = timedelta(seconds=RETENTION_SECONDS)
 MEASURES = ("requests", "errors_4xx", "errors_5xx", "bytes")
 
 

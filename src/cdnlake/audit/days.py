@@ -15,12 +15,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cdnlake.audit.compare import RETENTION, HourAudit
+from cdnlake.audit.compare import HourAudit
 from cdnlake.errors import StorageError
 from cdnlake.lake.schema import AUDIT_DAYS
 from cdnlake.lake.store import Lake
+from cdnlake.retention import RETENTION
+
+if TYPE_CHECKING:
+    from cdnlake.lake.session import LakeSession
 
 
 @dataclass(frozen=True)
@@ -123,11 +127,11 @@ def due(
     return out
 
 
-def record(lake: Lake, days: Sequence[DayAudit], audited_at: datetime) -> None:
+def record(session: LakeSession, days: Sequence[DayAudit], audited_at: datetime) -> None:
     """Keep each day's audit in ``audit_days`` (a day audited before is replaced)."""
     from cdnlake.lake.bookkeeping import Bookkeeping  # polars: not for ``status``
 
-    book = Bookkeeping(lake)
+    book = Bookkeeping(session)
     zones = sorted({d.zone_id for d in days})
     for zone in zones:
         rows = [

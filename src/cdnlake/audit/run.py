@@ -16,6 +16,7 @@ from cdnlake.client.statistics import StatisticsApi, ZoneStatistics
 from cdnlake.config import Config
 from cdnlake.lake.progress import from_ms
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.session import LakeSession
 from cdnlake.lake.store import Lake
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.engine import open_session
@@ -116,9 +117,9 @@ def audit(
     return judge(config, zones, first, last, provider, lake, now=now, marks=marks)
 
 
-def keep(config: Config, hours: Sequence[HourAudit], now: datetime) -> list[DayAudit]:
+def keep(session: LakeSession, hours: Sequence[HourAudit], now: datetime) -> list[DayAudit]:
     """The whole days among ``hours`` summed and kept in ``audit_days``."""
     days = summarize(hours)
     if days:
-        record(Lake.from_config(config.storage), days, now)
+        record(session, days, now)
     return days

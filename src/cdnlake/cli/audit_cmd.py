@@ -64,6 +64,7 @@ def audit(args: argparse.Namespace) -> int:
     from cdnlake.audit.run import keep
     from cdnlake.cli.common import load, open_api
     from cdnlake.client.statistics import StatisticsApi
+    from cdnlake.lake.session import LakeSession
     from cdnlake.warehouse.output import render
 
     now = datetime.now(UTC)
@@ -91,7 +92,8 @@ def audit(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render(args.format, COLUMNS, [row(h) for h in hours]))
     try:  # whole days are kept for status, /metrics and the report
-        keep(config, hours, now)
+        with LakeSession.from_config(config.storage) as session:
+            keep(session, hours, now)
     except CdnlakeError as exc:
         print(f"cdnlake: warning: audit: the days' verdicts were not kept: {exc}", file=sys.stderr)
     failed = [h for h in hours if h.failed]

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from cdnlake.config import Config
 
 if TYPE_CHECKING:
+    from cdnlake.lake.session import LakeSession
     from cdnlake.monitoring.http import MetricsServer
     from cdnlake.monitoring.metrics import DaemonMetrics
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 def daemon(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load, open_api, require_writable_root
     from cdnlake.errors import UsageError
+    from cdnlake.lake.session import LakeSession
     from cdnlake.scheduler import Daemon
 
     config = load(args)
@@ -45,21 +47,25 @@ def daemon(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    metrics, server = serve_metrics(config)
-    try:
-        with open_api(config) as api:
-            runner = Daemon(config, api, metrics=metrics)
-            runner.run_forever(interrupted)
-            clean = runner.stop()
-    finally:
-        if server is not None:
-            server.stop()
+    with LakeSession.from_config(config.storage) as session:
+        metrics, server = serve_metrics(config, session)
+        try:
+            with open_api(config) as api:
+                runner = Daemon(config, api, metrics=metrics, session=session)
+                runner.run_forever(interrupted)
+                clean = runner.stop()
+        finally:
+            if server is not None:
+                server.stop()
     log.info("daemon stopped after %d zone passes%s", runner.passes, "" if clean else " (forced)")
     return 0
 
 
-def serve_metrics(config: Config) -> tuple[DaemonMetrics | None, MetricsServer | None]:
-    """With ``metrics.listen`` set: the metrics, and /metrics and /healthz serving them."""
+def serve_metrics(
+    config: Config, session: LakeSession
+) -> tuple[DaemonMetrics | None, MetricsServer | None]:
+    """With ``metrics.listen`` set: the metrics, and /metrics and /healthz serving them;
+    the watermarks come from the daemon's own ``session``."""
     address = config.metrics.address()
     if address is None:
         return None, None
@@ -69,7 +75,7 @@ def serve_metrics(config: Config) -> tuple[DaemonMetrics | None, MetricsServer |
 
     metrics = DaemonMetrics(
         config,
-        watermarks=lambda: zone_watermarks(config),
+        watermarks=lambda: zone_watermarks(session, config),
         completeness=lambda: completeness(config),
     )
     server = MetricsServer(*address, metrics, lambda: health(config))

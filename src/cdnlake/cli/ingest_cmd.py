@@ -98,6 +98,7 @@ def ingest(args: argparse.Namespace) -> int:
     from cdnlake.client.logging_api import LoggingClient
     from cdnlake.client.shield import ShieldApi
     from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
+    from cdnlake.lake.session import LakeSession
 
     if args.span_from is not None or args.span_to is not None:
         return reread(args)
@@ -108,16 +109,18 @@ def ingest(args: argparse.Namespace) -> int:
         raise UsageError("ingest: no zones configured ([[zones]] in the config file)")
     require_writable_root(config)
     progress = RichProgress(zones) if is_tty() else LineProgress()
-    with open_api(config) as api:
+    with open_api(config) as api, LakeSession.from_config(config.storage) as session:
         with progress:
-            ingestor = Ingestor(config, LoggingClient(api), progress=progress)
+            ingestor = Ingestor(config, LoggingClient(api), session, reporter=progress)
             results = ingestor.run(zones)
         if isinstance(progress, RichProgress):
             for r in results:
                 print(r.summary())
         shield = ShieldApi(api)
         for shield_zone in shield_zones:
-            results.append(ingest_shield_zone(config, shield, shield_zone, progress=LineProgress()))
+            results.append(
+                ingest_shield_zone(config, shield, shield_zone, session, reporter=LineProgress())
+            )
     print_notes(results)
     return 0 if all(r.ok for r in results) else 1
 
@@ -143,6 +146,7 @@ def reread(args: argparse.Namespace) -> int:
     from cdnlake.client.logging_api import LoggingClient
     from cdnlake.ingest.passes import Ingestor
     from cdnlake.ingest.reread import check_span
+    from cdnlake.lake.session import LakeSession
 
     if args.span_from is None or args.span_to is None:
         raise UsageError("ingest: --from and --to go together")
@@ -153,8 +157,8 @@ def reread(args: argparse.Namespace) -> int:
     zone = config.zone(args.zone[0])
     check_span(start, end, datetime.now(UTC))
     require_writable_root(config)
-    with open_api(config) as api:
-        ingestor = Ingestor(config, LoggingClient(api), progress=LineProgress())
+    with open_api(config) as api, LakeSession.from_config(config.storage) as session:
+        ingestor = Ingestor(config, LoggingClient(api), session, reporter=LineProgress())
         result = ingestor.reread(zone, start, end)
     print_notes([result])
     return 0 if result.ok else 1
@@ -162,6 +166,7 @@ def reread(args: argparse.Namespace) -> int:
 
 def import_v1(args: argparse.Namespace) -> int:
     from cdnlake.ingest.local_import import import_v1_files
+    from cdnlake.lake.session import LakeSession
 
     config = load(args, default_level="WARNING")
     config.zone(args.zone)
@@ -179,7 +184,8 @@ def import_v1(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    total = import_v1_files(config, paths, args.zone, on_file=on_file)
+    with LakeSession.from_config(config.storage) as session:
+        total = import_v1_files(config, session, paths, args.zone, on_file=on_file)
     failed = [r for r in total.results if not r.ok]
     detail = f" ({breakdown(total.reasons)})" if total.reasons else ""
     print(

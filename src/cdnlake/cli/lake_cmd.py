@@ -9,14 +9,16 @@ from cdnlake.cli.common import load
 from cdnlake.config import Config
 
 if TYPE_CHECKING:
-    from cdnlake.lake.store import Lake
+    from cdnlake.lake.session import LakeSession
 
 
 def migrate_lake(args: argparse.Namespace) -> int:
     from cdnlake.lake.migrate import migrate_lake as migrate
+    from cdnlake.lake.session import LakeSession
 
     config = load(args, default_level="WARNING", legacy_ok=True)
-    report = migrate(config.storage)
+    with LakeSession.from_config(config.storage) as session:
+        report = migrate(config.storage, session)
     if not report.moved_to:
         where = config.storage.lake_location
         if _has_tables(config):
@@ -49,21 +51,22 @@ def maintain(args: argparse.Namespace) -> int:
     from cdnlake.coordination import maintain_hold
     from cdnlake.ingest.result import this_daemon
     from cdnlake.lake.maintain import maintain as run_maintain
-    from cdnlake.lake.store import Lake
+    from cdnlake.lake.session import LakeSession
 
     config = load(args, default_level="WARNING")
     if args.zone:
         config.select_all_zones(args.zone)  # unknown ids are refused
-    if args.restore:
-        return restore(Lake.from_config(config.storage), args.zone)
-    report = run_maintain(
-        Lake.from_config(config.storage),
-        args.zone,
-        retention_hours=args.retention_hours,
-        check_all=args.check_all,
-        locks=config.storage.work / "locks",
-        hold=maintain_hold(config, this_daemon()),
-    )
+    with LakeSession.from_config(config.storage) as session:
+        if args.restore:
+            return restore(session, args.zone)
+        report = run_maintain(
+            session,
+            args.zone,
+            retention_hours=args.retention_hours,
+            check_all=args.check_all,
+            locks=config.storage.work / "locks",
+            hold=maintain_hold(config, this_daemon()),
+        )
     for table in report.tables:
         print(table.line())
     if not report.tables:
@@ -71,13 +74,13 @@ def maintain(args: argparse.Namespace) -> int:
     return 1 if any(t.damaged for t in report.tables) else 0
 
 
-def restore(lake: Lake, zones: list[int] | None) -> int:
+def restore(session: LakeSession, zones: list[int] | None) -> int:
     """``maintain --restore``: a line per file of the quarantine; 1 if one stays there."""
     from cdnlake.lake.restore import restore as run_restore
 
-    results = run_restore(lake, zones)
+    results = run_restore(session, zones)
     for item in results:
         print(item.line())
     if not results:
-        print(f"nothing to restore: {lake.uri.rstrip('/')}/_quarantine holds no file")
+        print(f"nothing to restore: {session.lake.uri.rstrip('/')}/_quarantine holds no file")
     return 1 if any(item.error is not None for item in results) else 0

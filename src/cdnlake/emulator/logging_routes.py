@@ -13,11 +13,12 @@ import msgspec
 from cdnlake.emulator.http import HttpProblem, Request, Response, json_response, logging_error
 from cdnlake.emulator.records import HOUR_MS, Record, WireRecord
 from cdnlake.emulator.state import is_bad_record
+from cdnlake.retention import RETENTION_SECONDS
 
 if TYPE_CHECKING:
     from cdnlake.emulator.state import Provider
 
-RETENTION_MS = 72 * HOUR_MS
+RETENTION_MS = RETENTION_SECONDS * 1000  # the provider's documented 3 days
 DAY_MS = 24 * HOUR_MS
 CACHE_STATUSES = {"HIT", "MISS", "BYPASS", "REVALIDATED", "STALE", "UPDATING", "EXPIRED", "-"}
 V2_PATH = re.compile(r"^/v2/pullzones/(\d+)/logs/?$")

@@ -1,10 +1,13 @@
-"""Forwarded lines, held in a bounded buffer and committed zone by zone.
+"""Forwarded lines, held in a bounded buffer and committed, every zone of a flush at once.
 
 Each line is parsed by the v1 parser's own rules (:func:`cdnlake.ingest.v1_parser.parse_block`)
 and its rows committed with ``source = 'forwarded'`` through :class:`ZoneWriter`, the commit
 and deduplication of every other source: whichever way a request comes first (forwarding or
-a logging API pass), it is stored once. A forwarded commit carries no progress, so the zone's
-watermark stays where the last pass put it and the next pass fills what forwarding lost.
+a logging API pass), it is stored once. A flush's zones are submitted together to the
+table's one committer (:func:`~cdnlake.lake.zone.commit_together`), so they land in one
+commit, with the shares of the passes waiting at that moment. A forwarded commit carries no
+progress, so the zone's watermark stays where the last pass put it and the next pass fills
+what forwarding lost.
 
 A line whose field 5 names a configured zone but breaks a v1 rule is kept in
 ``rejected_lines`` under that zone. Anything else (not syslog, no zone, a zone that is not
@@ -27,9 +30,9 @@ from cdnlake.errors import CdnlakeError
 from cdnlake.ingest.result import utcnow
 from cdnlake.ingest.v1_parser import Block, parse_block
 from cdnlake.lake.bookkeeping import Bookkeeping, rejects_frame
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import Lake
+from cdnlake.lake.session import LakeSession
+from cdnlake.lake.zone import ZoneWriter, commit_together
 
 log = logging.getLogger("cdnlake.forwarding")
 
@@ -103,14 +106,14 @@ class Buffer:
             self._held = rows
 
 
-class Committer:
-    """Parses what the buffer holds and commits it, zone by zone; one thread at a time."""
+class Flusher:
+    """Parses what the buffer holds and commits it; one thread at a time."""
 
-    def __init__(self, config: Config, buffer: Buffer, lake: Lake | None = None) -> None:
+    def __init__(self, config: Config, buffer: Buffer, session: LakeSession) -> None:
         self.zones = {zone.id for zone in config.zones}
         self.buffer = buffer
-        self.lake = lake or Lake.from_config(config.storage)
-        self.bookkeeping = Bookkeeping(self.lake)
+        self.session = session
+        self.bookkeeping = Bookkeeping(session)
         self.run_id = uuid.uuid4().hex  # names this receiver's rejects: file syslog:<run_id>
         self._writers: dict[int, ZoneWriter] = {}
         self._waiting: dict[int, pl.DataFrame] = {}  # rows of commits that failed
@@ -125,9 +128,7 @@ class Committer:
                 rows = pl.concat([self._waiting.pop(zone_id), rows])
             if rows.height:
                 self._waiting[zone_id] = rows
-        ok = True
-        for zone_id in sorted(self._waiting):
-            ok = self._commit(zone_id) and ok
+        ok = self._commit(sorted(self._waiting))
         self.buffer.hold(sum(rows.height for rows in self._waiting.values()))
         return ok
 
@@ -165,7 +166,7 @@ class Committer:
                     rejected_at=utcnow(),
                     run_id=self.run_id,
                 )
-                self.bookkeeping.record_rejects([frame])
+                self.bookkeeping.record_rejects([frame], patient=False)
                 self.buffer.counts.rejected += rejects.height
                 self.buffer.counts.rejected_by_zone[zone_id] += rejects.height
             except CdnlakeError as exc:
@@ -178,32 +179,46 @@ class Committer:
                 self.buffer.drop("rejected, not stored", rejects.height)
         return rows.with_columns(pl.lit(SOURCE).alias("source"))
 
-    def _commit(self, zone_id: int) -> bool:
-        rows = self._waiting[zone_id]
-        try:
-            writer = self._writers.get(zone_id)
-            if writer is None:
-                writer = self._writers[zone_id] = ZoneWriter(self.lake, REQUESTS, zone_id)
-            written = writer.commit(rows, progress={})  # forwarding never moves a watermark
-        except CdnlakeError as exc:
-            # A fresh writer next time: after a rewind or a new holder (FencedError) it
-            # takes the zone's fence token as it is then; forwarded rows carry no progress.
-            self._writers.pop(zone_id, None)
-            log.error(
-                "zone %s: %d forwarded rows not committed yet (tried again at the next flush): %s",
+    def _commit(self, zones: list[int]) -> bool:
+        """Commit the waiting rows of ``zones`` at once; False where a zone's could not be
+        (they stay waiting, tried again at the next flush)."""
+        writes: list[tuple[int, ZoneWriter]] = []
+        ok = True
+        for zone_id in zones:
+            try:
+                writer = self._writers.get(zone_id)
+                if writer is None:
+                    writer = self._writers[zone_id] = ZoneWriter(self.session, REQUESTS, zone_id)
+                writes.append((zone_id, writer))
+            except CdnlakeError as exc:
+                ok = False
+                self._failed(zone_id, exc)
+        outcomes = commit_together([(w, self._waiting[z]) for z, w in writes]) if writes else []
+        for (zone_id, _), outcome in zip(writes, outcomes, strict=True):
+            rows = self._waiting[zone_id]
+            if isinstance(outcome, CdnlakeError):
+                ok = False
+                self._failed(zone_id, outcome)
+                continue
+            del self._waiting[zone_id]
+            self.buffer.counts.rows += outcome.new
+            self.buffer.counts.rows_by_zone[zone_id] += outcome.new
+            self.buffer.counts.duplicates += rows.height - outcome.new  # repeats in rows too
+            log.debug(
+                "zone %s: %d forwarded rows committed, %d known",
                 zone_id,
-                rows.height,
-                exc,
+                outcome.new,
+                rows.height - outcome.new,
             )
-            return False
-        del self._waiting[zone_id]
-        self.buffer.counts.rows += written.new
-        self.buffer.counts.rows_by_zone[zone_id] += written.new
-        self.buffer.counts.duplicates += rows.height - written.new  # repeats in rows too
-        log.debug(
-            "zone %s: %d forwarded rows committed, %d known",
+        return ok
+
+    def _failed(self, zone_id: int, exc: CdnlakeError) -> None:
+        # A fresh writer next time: after a rewind or a new holder (FencedError) it takes
+        # the zone's fence token as it is then; forwarded rows carry no progress.
+        self._writers.pop(zone_id, None)
+        log.error(
+            "zone %s: %d forwarded rows not committed yet (tried again at the next flush): %s",
             zone_id,
-            written.new,
-            rows.height - written.new,
+            self._waiting[zone_id].height,
+            exc,
         )
-        return True

@@ -7,7 +7,7 @@ connection goes on; an oversized frame, a stalled TLS handshake or a connection 
 :data:`IDLE_SECONDS` ends that connection only. When the buffer is full, connections stop
 being read (TCP flow control makes the senders wait) and datagrams are dropped and counted.
 
-The committer runs on a thread of its own, at least every ``flush_seconds`` and at once
+The flusher runs on a thread of its own, at least every ``flush_seconds`` and at once
 when the buffer fills; :meth:`Receiver.stop` closes the listener, then commits what it holds.
 """
 
@@ -26,10 +26,10 @@ from typing import Any
 
 from cdnlake.config import Config
 from cdnlake.errors import ConfigError
-from cdnlake.forwarding.batch import DEFAULT_MAX_LINES, Buffer, Committer, Counts
+from cdnlake.forwarding.batch import DEFAULT_MAX_LINES, Buffer, Counts, Flusher
 from cdnlake.forwarding.framing import MAX_FRAME_BYTES, Deframer
 from cdnlake.forwarding.syslog import NotSyslog, message_text
-from cdnlake.lake.store import Lake
+from cdnlake.lake.session import LakeSession
 
 log = logging.getLogger("cdnlake.forwarding")
 
@@ -48,8 +48,8 @@ class Receiver:
     def __init__(
         self,
         config: Config,
+        session: LakeSession,
         *,
-        lake: Lake | None = None,
         max_lines: int = DEFAULT_MAX_LINES,
         max_frame: int = MAX_FRAME_BYTES,
     ) -> None:
@@ -61,7 +61,7 @@ class Receiver:
         self.networks = config.forwarding.networks()
         self.max_frame = max_frame
         self.buffer = Buffer(max_lines)
-        self.committer = Committer(config, self.buffer, lake)
+        self.flusher = Flusher(config, self.buffer, session)
         self.address: tuple[str, int] | None = None  # where it listens, once started
         self._tls = self._tls_context() if config.forwarding.protocol == "tls" else None
         self._loop = asyncio.new_event_loop()
@@ -127,7 +127,7 @@ class Receiver:
         self.buffer.wake.set()
         if self._flush_thread.is_alive():
             self._flush_thread.join()
-        committed = self.committer.flush()  # what came in after the last flush
+        committed = self.flusher.flush()  # what came in after the last flush
         if not self._loop.is_running():
             self._loop.close()
         counts = self.counts
@@ -147,7 +147,7 @@ class Receiver:
             started = time.monotonic()
             self.buffer.wake.clear()  # a buffer that fills during this flush wakes the next
             try:
-                self.committer.flush()
+                self.flusher.flush()
             except Exception:  # the receiver must outlive a failed flush
                 log.exception("forwarding: a flush failed")
             self.buffer.wake.wait(max(0.0, started + every - time.monotonic()))

@@ -16,6 +16,7 @@ from cdnlake.errors import DamagedInputError
 from cdnlake.ingest.result import ZoneResult
 from cdnlake.ingest.runner import Chunk, PassContext, Runner
 from cdnlake.ingest.v1_source import V1FileSource
+from cdnlake.lake.session import LakeSession
 
 
 @dataclass
@@ -65,13 +66,14 @@ class _LocalV1File(V1FileSource):
 
 def import_v1_files(
     config: Config,
+    session: LakeSession,
     paths: list[Path],
     zone_id: int,
     *,
     on_file: Callable[[Path, ZoneResult], None] | None = None,
 ) -> ImportResult:
     """Parse local v1 day files into the lake; bad lines go to ``rejected_lines``."""
-    runner = Runner(config, progress=_Quiet())
+    runner = Runner(config, session, reporter=_Quiet())
     total = ImportResult()
     for path in paths:
         result = runner.run(zone_id, _LocalV1File(path))

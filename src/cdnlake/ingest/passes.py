@@ -13,12 +13,12 @@ from cdnlake.client.logging_api import LoggingClient
 from cdnlake.client.shield import ShieldApi
 from cdnlake.config import Config, ShieldZoneConfig, ZoneConfig
 from cdnlake.ingest.reread import RereadSource
-from cdnlake.ingest.result import Progress, ZoneResult, utcnow
+from cdnlake.ingest.result import Reporter, ZoneResult, utcnow
 from cdnlake.ingest.runner import Clock, Runner, Source, StopSignal
 from cdnlake.ingest.shield import ShieldSource
 from cdnlake.ingest.v1_source import V1DaySource
 from cdnlake.ingest.v2_source import V2Source
-from cdnlake.lake.store import Lake
+from cdnlake.lake.session import LakeSession
 
 
 class Ingestor:
@@ -28,19 +28,19 @@ class Ingestor:
         self,
         config: Config,
         logging_client: LoggingClient,
+        session: LakeSession,
         *,
         clock: Clock = utcnow,
         stop: threading.Event | None = None,
-        progress: Progress | None = None,
-        lake: Lake | None = None,
+        reporter: Reporter | None = None,
         count_traffic: bool = False,
     ) -> None:
         self.runner = Runner(
             config,
+            session,
             clock=clock,
             stop=stop,
-            progress=progress,
-            lake=lake,
+            reporter=reporter,
             count_traffic=count_traffic,
         )
         self.client = logging_client
@@ -70,13 +70,13 @@ def ingest_shield_zone(
     config: Config,
     shield: ShieldApi,
     zone: ShieldZoneConfig,
+    session: LakeSession,
     *,
     clock: Clock = utcnow,
     stop: StopSignal | None = None,
-    progress: Progress | None = None,
+    reporter: Reporter | None = None,
     holder: int | None = None,
-    lake: Lake | None = None,
 ) -> ZoneResult:
-    """``lake``: the process's (a daemon's), whose table snapshots its passes share."""
-    runner = Runner(config, clock=clock, progress=progress, lake=lake)
+    """One pass of a shield zone, through the process's ``session``."""
+    runner = Runner(config, session, clock=clock, reporter=reporter)
     return runner.run(zone.id, ShieldSource(shield), stop, holder=holder)

@@ -21,19 +21,17 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from cdnlake.errors import DamagedInputError, TransportError, UsageError
-from cdnlake.ingest.runner import RETENTION, Chunk, PassContext, RowBuffer, split_windows
+from cdnlake.ingest.runner import Chunk, PassContext, RowBuffer, split_windows
 from cdnlake.ingest.v1_parser import iter_parsed
 from cdnlake.ingest.v2_source import read_window
 from cdnlake.lake.progress import day_start
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.retention import oldest_served
 
 if TYPE_CHECKING:
     from cdnlake.client.logging_api import LoggingClient
 
 ONE_DAY = timedelta(days=1)
-# The provider's clock and ours differ a little: a span must start this much inside
-# retention to be re-read.
-RETENTION_MARGIN = timedelta(minutes=2)
 
 
 def check_span(start: datetime, end: datetime, now: datetime) -> None:
@@ -42,7 +40,7 @@ def check_span(start: datetime, end: datetime, now: datetime) -> None:
         raise UsageError(f"ingest: --from {start:%Y-%m-%dT%H:%M:%SZ} is not before --to")
     if end > now:
         raise UsageError(f"ingest: --to {end:%Y-%m-%dT%H:%M:%SZ} is in the future")
-    oldest = now - RETENTION + RETENTION_MARGIN
+    oldest = oldest_served(now)
     if start < oldest:
         raise UsageError(
             f"ingest: --from {start:%Y-%m-%dT%H:%M:%SZ} is past the provider's 3-day log "

@@ -24,7 +24,7 @@ from cdnlake.errors import (
     StorageError,
     ZoneBusyError,
 )
-from cdnlake.lake.commit import Written
+from cdnlake.lake.zone import Written
 
 log = logging.getLogger("cdnlake.ingest")
 
@@ -209,13 +209,15 @@ def pass_outcome(result: ZoneResult, label: str) -> Iterator[None]:
     result.finished = result.finished or utcnow()
 
 
-class Progress(Protocol):
+class Reporter(Protocol):
+    """Who hears how a pass goes (a terminal's live rows, a pipe's lines, the log)."""
+
     def update(self, result: ZoneResult) -> None: ...
 
     def finished(self, result: ZoneResult) -> None: ...
 
 
-class LogProgress:
+class LogReporter:
     """Where no one watches (the daemon): each zone's summary goes to the log."""
 
     def update(self, result: ZoneResult) -> None:

@@ -3,15 +3,15 @@
 A *source* (v2 windows, v1 day files, a local v1 file, shield days) extracts and
 normalises; it yields :class:`Chunk` s: rows plus the progress they reach. The runner owns
 everything else, once: the zone lock, each chunk's exactly-once commit (rows and progress
-in one Delta commit, see :mod:`cdnlake.lake.commit`), rejected lines, damaged lake files,
-the outcome, and the ``ingest_runs`` row.
+in one Delta commit, see :mod:`cdnlake.lake.zone`), rejected lines, damaged lake files,
+the outcome, and the ``ingest_runs`` row. It writes through the process's
+:class:`~cdnlake.lake.session.LakeSession`, given to it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,26 +21,26 @@ from typing import Protocol
 
 import polars as pl
 
-from cdnlake.config import RETENTION_SECONDS, Config
+from cdnlake.config import Config
 from cdnlake.errors import CdnlakeError, FencedError, StopRequested, StorageError
 from cdnlake.ingest.result import (
     Gap,
-    LogProgress,
-    Progress,
+    LogReporter,
+    Reporter,
     ZoneResult,
     pass_outcome,
     utcnow,
 )
 from cdnlake.lake.bookkeeping import Bookkeeping, rejects_frame
-from cdnlake.lake.commit import Written, ZoneWriter
 from cdnlake.lake.lock import zone_lock
 from cdnlake.lake.progress import WATERMARK, from_ms
 from cdnlake.lake.schema import TableSpec, polars_schema
-from cdnlake.lake.store import Lake
+from cdnlake.lake.session import LakeSession
+from cdnlake.lake.zone import Written, ZoneWriter
+from cdnlake.retention import oldest_served
 
 log = logging.getLogger("cdnlake.ingest")
 
-RETENTION = timedelta(seconds=RETENTION_SECONDS)
 HOUR_SECONDS = 3600
 # Passes of one process in flight at once: ``ingest.concurrency`` of them read the
 # provider; the rest have read and wait for their last commit, which the process's group
@@ -51,8 +51,6 @@ PASSES_IN_FLIGHT = 128
 # minutes of records); a larger one keeps its slot, so the rows held in memory by waiting
 # passes stay bounded (PASSES_IN_FLIGHT x QUIET_ROWS at most).
 QUIET_ROWS = 5_000
-# Never ask for the very edge of retention: our clock and the provider's differ a little.
-RETENTION_MARGIN = timedelta(minutes=2)
 Clock = Callable[[], datetime]
 
 
@@ -102,12 +100,12 @@ class PassContext:
     bookkeeping: Bookkeeping
     rejects: list[pl.DataFrame] = field(default_factory=list)  # not yet in rejected_lines
 
-    def progress(self, part: str = "") -> int | None:
-        """The zone's progress as the pass found it when it began (the snapshot its
-        writer took): a source reads it before its first chunk, and the zone's progress
-        moves only by this pass's commits meanwhile (held by its lock or lease; a rewind
-        since fences the pass's commits). No fresh snapshot of the table per question."""
-        return self.writer.found.part(part)
+    def progress(self, mark: str = "") -> int | None:
+        """The zone's progress mark as the pass starts from it (:attr:`ZoneWriter.start`,
+        taken with the fence the pass commits under): a source reads it before its first
+        chunk, and the zone's progress moves only by this pass's commits meanwhile (held
+        by its lock or lease; a rewind since fences the pass's commits)."""
+        return self.writer.start.mark(mark)
 
     def watermark(self) -> datetime | None:
         return from_ms(self.progress(WATERMARK))
@@ -141,7 +139,7 @@ class PassContext:
     def oldest(self) -> datetime:
         """The first instant the provider still serves (less a margin: our clock and the
         provider's differ a little)."""
-        return floor_ms(self.now - RETENTION + RETENTION_MARGIN)
+        return floor_ms(oldest_served(self.now))
 
     def read_start(self) -> datetime:
         """Where a pass's read of the zone's span starts: the watermark, never past
@@ -197,18 +195,17 @@ class PassContext:
     def lake_holds(self, start: datetime, end: datetime) -> bool:
         """Whether the lake holds the zone's rows of ``(start, end)``: the zone's watermark
         reaches ``end`` (a pass read the span), or the zone has rows inside it (another
-        read of the span stored them). Read from the table as it is now, apart from the
-        writer, whose commit may be under way on its own thread."""
+        read of the span stored them). Read from the table as it is now."""
         import pyarrow as pa
         import pyarrow.dataset as ds
 
-        lake, spec = self.writer.lake, self.writer.spec
+        lake, spec = self.writer.session.lake, self.writer.spec
+        mark = from_ms(self.writer.table.snapshot(self.zone_id).mark(WATERMARK))
+        if mark is not None and mark >= end:
+            return True
         table = lake.open(spec)
         if table is None:
             return False
-        mark = from_ms(table.transaction_version(spec.app_id(self.zone_id, WATERMARK)))
-        if mark is not None and mark >= end:
-            return True
         days = [start.date()]
         while days[-1] < end.date():
             days.append(days[-1] + timedelta(days=1))
@@ -242,21 +239,22 @@ class Runner:
     def __init__(
         self,
         config: Config,
+        session: LakeSession,
         *,
         clock: Clock = utcnow,
         stop: threading.Event | None = None,
-        progress: Progress | None = None,
-        lake: Lake | None = None,
+        reporter: Reporter | None = None,
         count_traffic: bool = False,
     ) -> None:
-        """``count_traffic``: results carry their new rows by cache status and status
-        class (``ZoneResult.traffic``), for a daemon that serves metrics."""
+        """``session``: the process's lake. ``count_traffic``: results carry their new rows
+        by cache status and status class (``ZoneResult.traffic``), for a daemon that
+        serves metrics."""
         self.config = config
+        self.session = session
         self.clock = clock
         self.stop = stop or threading.Event()
-        self.progress: Progress = progress or LogProgress()
-        self.lake = lake or Lake.from_config(config.storage)
-        self.bookkeeping = Bookkeeping(self.lake)
+        self.reporter: Reporter = reporter or LogReporter()
+        self.bookkeeping = Bookkeeping(session)
         self.count_traffic = count_traffic
         # Held while a pass reads its source: at most ``ingest.concurrency`` zones read
         # the provider at once, however many passes are in flight.
@@ -288,10 +286,10 @@ class Runner:
         apart from the zone's passes, as the forwarding receiver's are."""
         result = ZoneResult(zone_id, source.kind)
         signal: StopSignal = self.stop if stop is None else AnyStop(self.stop, stop)
-        with self.bookkeeping.runs().passing():  # its run row joins those ending beside it
+        with self.bookkeeping.passing():  # its rejects and run join those beside them
             self._pass(result, source, signal, holder=holder, locked=locked)
             self._record(result)
-        self.progress.finished(result)
+        self.reporter.finished(result)
         return result
 
     def _pass(
@@ -311,7 +309,7 @@ class Runner:
             zone_lock(locks, source.spec.name, zone_id) if locked else contextlib.nullcontext(),
         ):
             writer = ZoneWriter(
-                self.lake,
+                self.session,
                 source.spec,
                 zone_id,
                 count_traffic=self.count_traffic,
@@ -321,8 +319,7 @@ class Runner:
             ctx = PassContext(
                 zone_id, writer, result, self.clock(), self.config, signal, self.bookkeeping
             )
-            # The process's group commits and rejects' MERGEs may wait for this pass's.
-            with writer.passing(), self.bookkeeping.rejects().passing():
+            with writer.passing():  # the table's group commits may wait for this pass's
                 self._commit_all(ctx, source)
             result.check_input(source.noun)
 
@@ -339,12 +336,12 @@ class Runner:
             result.absorb(future.result())
             if WATERMARK in chunk.progress:
                 result.reached = from_ms(chunk.progress[WATERMARK])
-            self.progress.update(result)
+            self.reporter.update(result)
 
         def commit(chunk: Chunk, rejects: list[pl.DataFrame]) -> Written:
             """The chunk's rejects first: its progress moves past the pages they are from."""
             if rejects:
-                self.bookkeeping.rejects().submit(pl.concat(rejects))
+                self.bookkeeping.record_rejects(rejects)
             return ctx.writer.commit(chunk.rows, chunk.progress, behind=chunk.behind)
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="commit") as committer:
@@ -359,34 +356,34 @@ class Runner:
                 if pending is None or pending[1].rows.height <= QUIET_ROWS:
                     reading = False
                     self.reading.release()
-            finally:
+            except BaseException:
+                # The pass failed while reading: what its last commit wrote still counts,
+                # unless that commit failed too (the reading's error is the pass's), or
+                # was refused (a rewind or a new holder since it began: said above all).
                 if reading:
                     self.reading.release()
                 if pending is not None:
-                    future, chunk = pending
-                    # After a failure elsewhere, what the last commit wrote still counts;
-                    # otherwise its own failure is the pass's, and a refused commit's
-                    # (a rewind or a new holder since the pass began) is said above all.
-                    failure = future.exception()
-                    if (
-                        sys.exc_info()[1] is None
-                        or failure is None
-                        or isinstance(failure, FencedError)
-                    ):
-                        done(future, chunk)
-                self._record_rejects_left(ctx)
+                    failure = pending[0].exception()
+                    if failure is None or isinstance(failure, FencedError):
+                        done(*pending)
+                self._record_rejects_left(ctx, failing=True)
+                raise
+            if reading:
+                self.reading.release()
+            if pending is not None:
+                done(*pending)  # its failure is the pass's
+            self._record_rejects_left(ctx, failing=False)
 
-    def _record_rejects_left(self, ctx: PassContext) -> None:
+    def _record_rejects_left(self, ctx: PassContext, *, failing: bool) -> None:
         """The rejects stored after the pass's last commit (a damaged file's marker, a
         pass that failed after reading): recorded too, so ``rejected_lines`` shows them.
-        Failing to, when the pass fails already, its own error is said."""
+        Failing to, when the pass fails already (``failing``), its own error is said."""
         left = ctx.take_rejects()
         if not left:
             return
-        failing = sys.exc_info()[1] is not None  # (called from a finally)
         try:
-            self.bookkeeping.rejects().submit(pl.concat(left))
-        except Exception as exc:
+            self.bookkeeping.record_rejects(left)
+        except CdnlakeError as exc:
             if not failing:
                 raise
             note = f"{sum(f.height for f in left)} rejected lines not stored: {exc}"

@@ -26,10 +26,11 @@ import polars as pl
 
 from cdnlake.errors import DamagedInputError, DataError, TransportError
 from cdnlake.ingest.normalize import REJECT_SCHEMA
-from cdnlake.ingest.runner import RETENTION, Chunk, PassContext, RowBuffer, floor_ms
+from cdnlake.ingest.runner import Chunk, PassContext, RowBuffer, floor_ms
 from cdnlake.ingest.v1_parser import iter_parsed
 from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, day_start, to_ms
 from cdnlake.lake.schema import REQUESTS
+from cdnlake.retention import RETENTION
 
 if TYPE_CHECKING:
     from cdnlake.client.logging_api import LoggingClient

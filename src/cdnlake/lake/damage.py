@@ -17,7 +17,6 @@ has it, or to record as a gap. ``cdnlake maintain --restore`` puts back what dec
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from urllib.parse import unquote
 from deltalake import DeltaTable
 
 from cdnlake.errors import StopRequested, StorageError, StorageUnavailableError, ZoneBusyError
+from cdnlake.lake.retry import retrying
 from cdnlake.lake.schema import TableSpec
 from cdnlake.lake.store import Lake, add_actions_table, first_line
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 QUARANTINE = "_quarantine"
 # A store that failed a read is asked again this many times, the waits doubling from
-# FIRST_WAIT (jittered): about 2 s, besides the S3 client's own retries of each call.
+# FIRST_WAIT (jittered): a few seconds, besides the S3 client's own retries of each call.
 READ_ATTEMPTS = 4
 FIRST_WAIT = 0.25
 
@@ -231,22 +231,24 @@ def read_checked(
 def with_retries(what: str, action: Callable[[], T], *, then: str = "") -> T:
     """``action()``, again with backoff while the store fails; then
     :class:`StorageUnavailableError` (``what``: the object and the operation; ``then``:
-    what that means, appended to the message)."""
-    wait = FIRST_WAIT
-    for attempt in range(1, READ_ATTEMPTS + 1):
+    what that means, appended to the message). A file that is not there is no failure of
+    the store: :class:`StorageError` at once."""
+
+    def once() -> T:
         try:
             return action()
         except FileNotFoundError as exc:
             raise StorageError(
                 f"{what}: not found in the lake's store ({first_line(exc)})"
             ) from None
-        except OSError as exc:
-            if attempt == READ_ATTEMPTS:
-                raise StorageUnavailableError(
-                    f"{what}: the store kept failing ({READ_ATTEMPTS} attempts): "
-                    f"{first_line(exc)}{'; ' + then if then else ''}"
-                ) from None
-            log.info("%s: %s; trying again", what, first_line(exc))
-            time.sleep(random.uniform(wait / 2, wait))
-            wait *= 2
+
+    try:
+        for attempt in retrying(what, on=OSError, attempts=READ_ATTEMPTS, wait=FIRST_WAIT):
+            with attempt:
+                return once()
+    except OSError as exc:
+        raise StorageUnavailableError(
+            f"{what}: the store kept failing ({READ_ATTEMPTS} attempts): "
+            f"{first_line(exc)}{'; ' + then if then else ''}"
+        ) from None
     raise AssertionError("unreachable")

@@ -14,9 +14,9 @@ crate delta-rs itself uses). A commit then costs its own lines, whatever the tab
 Anything unusual falls back on delta-rs: a log entry that cannot be read or is gone (log
 cleanup), a metadata or protocol change, reload the whole state from a fresh delta-rs
 snapshot. A protocol or a writer feature cdnlake's writer does not honour refuses every
-commit (:class:`StorageError`), never a silent write. Every ``delta.checkpointInterval``
-versions, the commit landing there makes a checkpoint with delta-rs (readers need them)
-and cleans up expired log entries, as delta-rs's post-commit hook did.
+commit (:class:`StorageError`), never a silent write. A commit landing on a
+``delta.checkpointInterval`` version says so (:meth:`TableLog.checkpoint_due`): its
+table writes the checkpoint off the commit path (:mod:`cdnlake.lake.table`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from deltalake import DeltaTable
-from deltalake.transaction import AddAction, RemoveAction
+from deltalake.transaction import AddAction
 
 from cdnlake import __version__
 from cdnlake.errors import StorageError
@@ -52,8 +52,9 @@ DEFAULT_CHECKPOINT_INTERVAL = 100  # the Delta protocol's default
 # trusting that the next entry is missing because nobody wrote it (log cleanup removes
 # entries older than a checkpoint and than ``delta.logRetentionDuration``, 30 days).
 STALE_SECONDS = 3600.0
-# What cdnlake's writer honours: the tables it creates are reader 1 / writer 2, whose
-# writer features (appendOnly, invariants) it checks below.
+# What cdnlake's writer honours: the tables it creates are reader 1 / writer 2. Of writer
+# 2's features it checks invariants (a table with any is refused, :func:`_refusal`) and
+# honours appendOnly by writing nothing but add actions (:func:`entry`).
 READER_VERSIONS = frozenset({1})
 WRITER_VERSIONS = frozenset({1, 2})
 STATS_COLUMN = "ts"  # the statistic a writer chooses files by
@@ -229,9 +230,7 @@ class TableLog:
         return apps
 
     # -- committing ----------------------------------------------------------------------
-    def commit(
-        self, actions: list[AddAction | RemoveAction], transactions: list[Transaction]
-    ) -> Learned | None:
+    def commit(self, actions: list[AddAction], transactions: list[Transaction]) -> Learned | None:
         """Write the next version's entry if nobody has: the version, when it landed (the
         state is then at it), else None: another writer's entry is there.
 
@@ -254,9 +253,12 @@ class TableLog:
         apps = self._apply(following, text)
         assert apps is not None
         self._learned_at = time.time()
-        if following % self.checkpoint_interval == 0:
-            self._checkpoint(following)
         return Learned(following, apps)
+
+    def checkpoint_due(self, version: int) -> bool:
+        """Whether a checkpoint belongs at ``version`` (readers then read one file, not
+        every entry since the first)."""
+        return version % self.checkpoint_interval == 0
 
     def _ours(self, version: int, txn_id: str) -> bool:
         """Whether ``version``'s entry is the commit ``txn_id`` (False where unread)."""
@@ -273,31 +275,17 @@ class TableLog:
             return False
         return isinstance(first, dict) and (first.get("commitInfo") or {}).get("txnId") == txn_id
 
-    def _checkpoint(self, version: int) -> None:
-        """A checkpoint at ``version`` and the expired log entries removed, as delta-rs's
-        post-commit hook does; a failure is logged (readers only read more entries)."""
-        try:
-            options = self.lake.storage_options
-            table = DeltaTable(self.uri(), version=version, storage_options=options)
-            table.create_checkpoint()
-            cleanup = table.metadata().configuration.get("delta.enableExpiredLogCleanup")
-            if (cleanup or "true").lower() == "true":
-                table.cleanup_metadata()
-        except Exception as exc:
-            log.warning(
-                "%s: no checkpoint at version %s (%s)", self.spec.name, version, first_line(exc)
-            )
-
 
 def entry(
     spec: TableSpec,
-    actions: list[AddAction | RemoveAction],
+    actions: list[AddAction],
     transactions: list[Transaction],
     *,
     txn_id: str = "",
 ) -> str:
-    """One commit's log entry, line by line as delta-rs writes an append; ``txn_id``
-    (Delta's ``commitInfo.txnId``) names the commit, so its writer knows it again."""
+    """One commit's log entry, line by line as delta-rs writes an append (adds only, as an
+    ``appendOnly`` table allows); ``txn_id`` (Delta's ``commitInfo.txnId``) names the
+    commit, so its writer knows it again."""
     now = int(time.time() * 1000)
     info = {
         "timestamp": now,
@@ -309,26 +297,15 @@ def entry(
     }
     lines: list[dict[str, Any]] = [{"commitInfo": info}]
     for action in actions:
-        if isinstance(action, AddAction):
-            add = {
-                "path": encoded(action.path),
-                "partitionValues": dict(action.partition_values),
-                "size": action.size,
-                "modificationTime": action.modification_time,
-                "dataChange": action.data_change,
-                "stats": action.stats,
-            }
-            lines.append({"add": add})
-        else:
-            remove = {
-                "path": encoded(action.path),
-                "deletionTimestamp": action.deletion_timestamp,
-                "dataChange": action.data_change,
-                "extendedFileMetadata": action.partition_values is not None,
-                "partitionValues": dict(action.partition_values or {}),
-                "size": action.size,
-            }
-            lines.append({"remove": remove})
+        add = {
+            "path": encoded(action.path),
+            "partitionValues": dict(action.partition_values),
+            "size": action.size,
+            "modificationTime": action.modification_time,
+            "dataChange": action.data_change,
+            "stats": action.stats,
+        }
+        lines.append({"add": add})
     for txn in transactions:
         lines.append(
             {"txn": {"appId": txn.app_id, "version": txn.version, "lastUpdated": txn.last_updated}}

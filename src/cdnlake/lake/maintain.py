@@ -8,7 +8,9 @@ a pass's deduplication, and any query on a time range, read only the rows of its
 minutes; a key found twice in a partition it rewrites is reported and kept once
 (deduplication's assumption, checked). It then writes a checkpoint (so opening a table
 reads one file, not every commit since the first), vacuums data files that no version
-within the retention period needs, and drops log files older than Delta's log retention.
+within the retention period needs, as well as data files that no log entry ever named (a
+process killed between writing a file and its commit) once they are as old, and drops log
+files older than Delta's log retention.
 Application transactions (the zones' watermarks and cursors) live in the log and its
 checkpoints and are kept.
 """
@@ -38,28 +40,28 @@ from cdnlake.errors import (
     ZoneBusyError,
 )
 from cdnlake.lake import rollups
-from cdnlake.lake.commit import ROW_GROUP_ROWS, ZoneWriter, prepare
 from cdnlake.lake.damage import BeforeMove, DamagedFile, unreadable_files
+from cdnlake.lake.files import ROW_GROUP_ROWS, prepare, take_back, write_files
 from cdnlake.lake.lock import zone_lock
+from cdnlake.lake.progress import ZoneHold
+from cdnlake.lake.retry import retrying
 from cdnlake.lake.rollups import ROLLUP
 from cdnlake.lake.schema import REQUESTS, TABLES, TableSpec
-from cdnlake.lake.store import COMMIT_ATTEMPTS, Lake, add_actions_table, first_line
+from cdnlake.lake.session import LakeSession
+from cdnlake.lake.store import Lake, add_actions_table, first_line
+from cdnlake.lake.table import COMMIT_ATTEMPTS
+from cdnlake.lake.zone import ZoneWriter
+from cdnlake.retention import RETENTION
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RETENTION_HOURS = 168  # Delta's default: readers of week-old snapshots still work
-PROVIDER_RETENTION = timedelta(days=3)  # what can still be read again
 TARGET_FILE_BYTES = 256 << 20
 CONFLICT_ROUNDS = 5  # readings of a partition whose files another commit kept rewriting
 SORTED_FILES = WriterProperties(max_row_group_size=ROW_GROUP_ROWS, compression="ZSTD")
 HOLD_WAIT_SECONDS = 120.0  # how long a rewind waits for a local pass of its zone to end
 OPEN_DAY_FILES = 32  # a zone's open day with more small files than this is compacted (OpenDays)
 SMALL_FILE_BYTES = 32 << 20  # files under this are small; larger ones are left as they are
-
-# What ``maintain`` holds in a fleet while it rewinds a zone (the zone's PostgreSQL lease,
-# ``coordination.postgres.MaintainHold``): (table, zone id) -> a context whose value is the
-# lease's generation, the fence token of the rewind; ZoneBusyError if not had in time.
-ZoneHold = Callable[[str, int], contextlib.AbstractContextManager[int | None]]
 
 
 @dataclass
@@ -68,7 +70,8 @@ class TableReport:
     files_before: int = 0
     files_after: int = 0
     compacted: int = 0  # small files rewritten
-    vacuumed: int = 0  # data files removed from storage
+    vacuumed: int = 0  # data files removed from storage (``unnamed`` among them)
+    unnamed: int = 0  # of those, files no log entry ever named (a commit that never came)
     damaged: list[DamagedFile] = field(default_factory=list)
     rolled_up: int = 0  # partitions of requests rolled up (requests_hourly)
     # Rows removed because another row of their partition has the same key (one of each
@@ -81,6 +84,8 @@ class TableReport:
             f"{self.table}: {self.files_before} -> {self.files_after} files, "
             f"{self.compacted} compacted, {self.vacuumed} vacuumed"
         )
+        if self.unnamed:
+            text += f" ({self.unnamed} never committed)"
         if self.table == ROLLUP.name:
             text += f", {self.rolled_up} partition(s) rolled up"
         if self.repeats:
@@ -107,7 +112,7 @@ class MaintainReport:
 
 
 def maintain(
-    lake: Lake,
+    session: LakeSession,
     zones: list[int] | None = None,
     *,
     retention_hours: int = DEFAULT_RETENTION_HOURS,
@@ -133,6 +138,7 @@ def maintain(
     ``stop``: checked between files and partitions (a daemon stopping); when it turns true,
     :class:`~cdnlake.errors.StopRequested` ends the work where each step is whole.
     """
+    lake = session.lake
     now = now or datetime.now(UTC)
     report = MaintainReport()
     # (table, zone, day) of damaged files left in place: not compacted, not rolled up.
@@ -150,10 +156,9 @@ def maintain(
             continue
         item = TableReport(spec.name, files_before=len(table.file_uris()), rolled_up=rolled_up)
         if spec.key is not None:
-            since = None if check_all else now - PROVIDER_RETENTION
-            item.damaged = unreadable_files(
-                lake, spec, table, since, _read_again_first(lake, spec, locks, now, hold), stop
-            )
+            since = None if check_all else now - RETENTION
+            before = _read_again_first(session, spec, locks, now, hold)
+            item.damaged = unreadable_files(lake, spec, table, since, before, stop)
             table.update_incremental()
             damaged_days |= {(spec.name, *_partition_of(d)) for d in item.damaged if d.left}
         skip = {(z, d) for t, z, d in damaged_days if t == spec.name}
@@ -171,12 +176,7 @@ def maintain(
                     item.compacted += int(metrics.get("numFilesRemoved", 0))
             table.update_incremental()
             table.create_checkpoint()
-            removed = table.vacuum(
-                retention_hours=retention_hours,
-                dry_run=False,
-                enforce_retention_duration=retention_hours >= DEFAULT_RETENTION_HOURS,
-            )
-            item.vacuumed = len(removed)
+            item.vacuumed, item.unnamed = _vacuum(spec, table, retention_hours)
             table.cleanup_metadata()
         except StopRequested:
             raise
@@ -193,6 +193,32 @@ def maintain(
             log.info("maintain %s", item.line())
         report.tables.append(item)
     return report
+
+
+def _vacuum(spec: TableSpec, table: DeltaTable, retention_hours: int) -> tuple[int, int]:
+    """Remove the data files no version within ``retention_hours`` needs, and those no log
+    entry ever named that are as old (delta-rs's full vacuum: a process killed between
+    writing a file and committing it, or a commit whose files could not be taken back):
+    the files removed, and of them the ones never named."""
+    enforce = retention_hours >= DEFAULT_RETENTION_HOURS
+
+    def named(paths: list[str]) -> set[str]:  # relative to the table, as some come whole
+        return {path.split(f"/{spec.name}/", 1)[-1] for path in paths}
+
+    expired = named(table.vacuum(retention_hours, dry_run=True, enforce_retention_duration=enforce))
+    removed = named(
+        table.vacuum(retention_hours, dry_run=False, enforce_retention_duration=enforce, full=True)
+    )
+    # (an object store's folder markers, also removed, are no data files)
+    unnamed = sum(path.endswith(".parquet") for path in removed - expired)
+    if unnamed:
+        log.warning(
+            "%s: %d data file(s) that no commit named removed (older than %d h)",
+            spec.name,
+            unnamed,
+            retention_hours,
+        )
+    return sum(path.endswith(".parquet") for path in removed), unnamed
 
 
 def _partition_of(damaged: DamagedFile) -> tuple[int, str]:
@@ -257,19 +283,24 @@ def _z_order(table: DeltaTable, partition: list[Any]) -> int:
     """One partition rewritten sorted by ``ts``; the files removed. A compaction of the
     daemon's (:class:`OpenDays`) that replaced some of its files meanwhile makes delta-rs
     refuse the commit (a concurrent removal of data it read): it is planned again."""
-    for _reading in range(CONFLICT_ROUNDS):
-        try:
-            metrics = table.optimize.z_order(
-                ["ts"],
-                partition_filters=partition,  # type: ignore[arg-type]
-                target_size=TARGET_FILE_BYTES,
-                writer_properties=SORTED_FILES,
-            )
-        except CommitFailedError as exc:
-            log.info("%s: %s; planned again", partition, first_line(exc))
-            table.update_incremental()
-            continue
-        return int(metrics.get("numFilesRemoved", 0))
+    try:
+        for attempt in retrying(
+            f"compacting {partition}", on=CommitFailedError, attempts=CONFLICT_ROUNDS
+        ):
+            with attempt:
+                try:
+                    metrics = table.optimize.z_order(
+                        ["ts"],
+                        partition_filters=partition,  # type: ignore[arg-type]
+                        target_size=TARGET_FILE_BYTES,
+                        writer_properties=SORTED_FILES,
+                    )
+                except CommitFailedError:
+                    table.update_incremental()  # planned again on the table as it is now
+                    raise
+                return int(metrics.get("numFilesRemoved", 0))
+    except CommitFailedError:
+        pass
     raise StorageError(f"{partition}: kept changing while it was compacted; run maintain again")
 
 
@@ -281,47 +312,58 @@ def _drop_repeats(
     row) and sorted by ``ts`` (see :func:`_replace`)."""
     key = spec.key
     assert key is not None
-    for _reading in range(CONFLICT_ROUNDS):
-        actions = lake.add_actions(spec, table, partition, stats=("size_bytes",))
-        dataset = lake.dataset(spec, table, actions=actions)
-        keys = pl.from_arrow(dataset.to_table(columns=[key]))
-        assert isinstance(keys, pl.DataFrame)
-        if keys[key].n_unique() == keys.height:
-            return 0
-        rows = pl.from_arrow(dataset.to_table())
-        assert isinstance(rows, pl.DataFrame)
-        once = prepare(spec, zone, rows.sort("ts"))  # each key once, the earliest kept
-        if not _replace(lake, spec, table, zone, partition, actions, once):
-            continue  # rewritten meanwhile: read the partition again
-        removed = rows.height - once.height
-        log.error(
-            "%s: zone %s %s held %d row(s) whose key (%s) another row has; removed, one of "
-            "each kept (its earliest; deduplication assumes a repeat has the first one's ts)",
-            spec.name,
-            zone,
-            partition[1][2],
-            removed,
-            key,
-        )
-        return removed
-    raise StorageError(
-        f"{spec.name}: zone {zone} {partition[1][2]}: kept changing while "
-        "its repeated rows were removed; run maintain again"
+    try:
+        for attempt in retrying(
+            f"removing repeats of {partition}", on=_Rewritten, attempts=CONFLICT_ROUNDS
+        ):
+            with attempt:
+                actions = lake.add_actions(spec, table, partition, stats=("size_bytes",))
+                dataset = lake.dataset(spec, table, actions=actions)
+                keys = _frame(dataset.to_table(columns=[key]))
+                if keys[key].n_unique() == keys.height:
+                    return 0
+                rows = _frame(dataset.to_table())
+                once = prepare(spec, zone, rows.sort("ts"))  # each key once, the earliest kept
+                _replace(lake, spec, table, partition, actions, once)
+    except _Rewritten:
+        raise StorageError(
+            f"{spec.name}: zone {zone} {partition[1][2]}: kept changing while "
+            "its repeated rows were removed; run maintain again"
+        ) from None
+    removed = rows.height - once.height
+    log.error(
+        "%s: zone %s %s held %d row(s) whose key (%s) another row has; removed, one of "
+        "each kept (its earliest; deduplication assumes a repeat has the first one's ts)",
+        spec.name,
+        zone,
+        partition[1][2],
+        removed,
+        key,
     )
+    return removed
+
+
+def _frame(table: Any) -> pl.DataFrame:
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+class _Rewritten(Exception):
+    """A file a compaction read left the table before its commit: read the partition again."""
 
 
 def _replace(
     lake: Lake,
     spec: TableSpec,
     table: DeltaTable,
-    zone: int,
     partition: list[Any],
     actions: list[dict[str, Any]],
     rows: pl.DataFrame,
-) -> bool:
+) -> None:
     """Replace the files ``actions`` names (of one partition) by ``rows`` written anew,
-    in one commit; False, nothing changed, when one of those files left the table
-    meanwhile (read them again).
+    in one commit; :class:`_Rewritten`, nothing changed and the new files taken back,
+    when one of those files left the table meanwhile (read them again).
 
     The commit removes exactly the files that were read, and lands only on the snapshot
     they were read from or one where they all still are (delta-rs checks no concurrent
@@ -329,7 +371,7 @@ def _replace(
     Files a pass added meanwhile stay. It carries no application transaction: no
     watermark, cursor or fence moves.
     """
-    added, _ = ZoneWriter(lake, spec, zone)._write_files(rows)
+    added, _ = write_files(lake, spec, rows)
     gone = int(time.time() * 1000)
     removes: list[AddAction | RemoveAction] = [
         RemoveAction(
@@ -342,23 +384,36 @@ def _replace(
         for action in actions
     ]
     read = {action["path"] for action in actions}
-    for _attempt in range(COMMIT_ATTEMPTS):
-        try:
-            table.create_write_transaction(
-                removes + added,
-                mode="append",
-                schema=table.schema(),
-                partition_by=spec.partition_by,
-                commit_properties=CommitProperties(max_commit_retries=0),
-            )
-        except CommitFailedError:  # another commit landed first: are the files there?
-            table.update_incremental()
-            if read <= {a["path"] for a in lake.add_actions(spec, table, partition)}:
-                continue
-            return False
-        table.update_incremental()
-        return True
-    return False
+    try:
+        for attempt in retrying(
+            f"committing the compaction of {partition}",
+            on=CommitFailedError,
+            attempts=COMMIT_ATTEMPTS,
+        ):
+            with attempt:
+                try:
+                    table.create_write_transaction(
+                        [*removes, *added],
+                        mode="append",
+                        schema=table.schema(),
+                        partition_by=spec.partition_by,
+                        commit_properties=CommitProperties(max_commit_retries=0),
+                    )
+                except CommitFailedError:  # another commit landed first: are the files there?
+                    table.update_incremental()
+                    present = {a["path"] for a in lake.add_actions(spec, table, partition)}
+                    if any(a.path in present for a in added):
+                        return  # it was ours, its answer lost: the compaction is done
+                    if read <= present:
+                        raise
+                    raise _Rewritten from None
+    except _Rewritten:
+        take_back(lake, spec, added)  # the table holds none of them: no entry names them
+        raise
+    except CommitFailedError:
+        take_back(lake, spec, added)
+        raise _Rewritten from None
+    table.update_incremental()
 
 
 class OpenDays:
@@ -377,8 +432,8 @@ class OpenDays:
     the same time keeps its files and its progress; no watermark moves.
     """
 
-    def __init__(self, lake: Lake) -> None:
-        self.lake = lake
+    def __init__(self, session: LakeSession) -> None:
+        self.lake = session.lake
         self._tables: dict[str, DeltaTable] = {}
         self.rewritten = 0  # files rewritten since this process began
         # The zones the last run could not compact (table, zone, why); tried again next run.
@@ -424,33 +479,33 @@ class OpenDays:
 
     def _compact_zone(self, spec: TableSpec, table: DeltaTable, zone: int, day: date) -> int:
         partition = [(spec.zone_column, "=", str(zone)), ("date", "=", day.isoformat())]
-        for _reading in range(CONFLICT_ROUNDS):
-            actions = self.lake.add_actions(spec, table, partition, stats=("size_bytes",))
-            small = [a for a in actions if (a["size_bytes"] or 0) < SMALL_FILE_BYTES]
-            if len(small) <= OPEN_DAY_FILES:
-                return 0
-            dataset = self.lake.dataset(spec, table, actions=small)
-            rows = pl.from_arrow(dataset.to_table())
-            assert isinstance(rows, pl.DataFrame)
-            once = prepare(spec, zone, rows.sort("ts"))
-            if _replace(self.lake, spec, table, zone, partition, small, once):
-                if once.height < rows.height:
-                    log.error(
-                        "%s: zone %s %s held %d repeated row(s); removed, one of each kept",
-                        spec.name,
-                        zone,
-                        day,
-                        rows.height - once.height,
-                    )
-                log.info(
-                    "%s: zone %s %s: %d small files compacted into one",
-                    spec.name,
-                    zone,
-                    day,
-                    len(small),
-                )
-                return len(small)
-        return 0
+        try:
+            for attempt in retrying(
+                f"compacting {partition}", on=_Rewritten, attempts=CONFLICT_ROUNDS
+            ):
+                with attempt:
+                    actions = self.lake.add_actions(spec, table, partition, stats=("size_bytes",))
+                    small = [a for a in actions if (a["size_bytes"] or 0) < SMALL_FILE_BYTES]
+                    if len(small) <= OPEN_DAY_FILES:
+                        return 0
+                    dataset = self.lake.dataset(spec, table, actions=small)
+                    rows = _frame(dataset.to_table())
+                    once = prepare(spec, zone, rows.sort("ts"))
+                    _replace(self.lake, spec, table, partition, small, once)
+        except _Rewritten:
+            return 0  # rewritten by another compaction each time: done by then
+        if once.height < rows.height:
+            log.error(
+                "%s: zone %s %s held %d repeated row(s); removed, one of each kept",
+                spec.name,
+                zone,
+                day,
+                rows.height - once.height,
+            )
+        log.info(
+            "%s: zone %s %s: %d small files compacted into one", spec.name, zone, day, len(small)
+        )
+        return len(small)
 
 
 def _compaction_error(exc: Exception) -> CdnlakeError:
@@ -477,7 +532,11 @@ def _compaction_error(exc: Exception) -> CdnlakeError:
 
 
 def _read_again_first(
-    lake: Lake, spec: TableSpec, locks: Path | None, now: datetime, hold: ZoneHold | None = None
+    session: LakeSession,
+    spec: TableSpec,
+    locks: Path | None,
+    now: datetime,
+    hold: ZoneHold | None = None,
 ) -> BeforeMove:
     """Before a damaged file is moved: its zone reads the span again while the provider has
     it (a rewind), or claims it lost (a gap), holding the zone meanwhile (:func:`_holding`).
@@ -488,7 +547,7 @@ def _read_again_first(
 
     def before(zone_id: int, start: datetime | None, end: datetime | None, why: str) -> None:
         with _holding(locks, hold, spec, zone_id) as generation:
-            writer = ZoneWriter(lake, spec, zone_id, holder=generation, clock=lambda: now)
+            writer = ZoneWriter(session, spec, zone_id, holder=generation, clock=lambda: now)
             writer.read_again(start, end, why)
 
     return before

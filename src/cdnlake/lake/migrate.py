@@ -25,7 +25,6 @@ from deltalake import write_deltalake
 
 from cdnlake.config import StorageConfig
 from cdnlake.errors import StorageError
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.legacy import LEGACY_TABLES, legacy_lake
 from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, to_ms
 from cdnlake.lake.schema import (
@@ -36,7 +35,9 @@ from cdnlake.lake.schema import (
     TableSpec,
     polars_schema,
 )
+from cdnlake.lake.session import LakeSession
 from cdnlake.lake.store import Lake, first_line
+from cdnlake.lake.zone import ZoneWriter
 
 if TYPE_CHECKING:
     import duckdb
@@ -59,8 +60,7 @@ class MigrationReport:
         self.duplicates[table] = self.duplicates.get(table, 0) + duplicates
 
 
-def migrate_lake(storage: StorageConfig, lake: Lake | None = None) -> MigrationReport:
-    lake = lake or Lake.from_config(storage)
+def migrate_lake(storage: StorageConfig, session: LakeSession) -> MigrationReport:
     report = MigrationReport()
     old = legacy_lake(storage)
     if old is not None:
@@ -72,18 +72,18 @@ def migrate_lake(storage: StorageConfig, lake: Lake | None = None) -> MigrationR
         log.info("earlier lake moved to %s", aside)
     for folder in sorted(storage.root.glob("migrated-*")):
         if folder.is_dir() and not (folder / DONE_MARKER).exists():
-            _import(folder, lake, report)
+            _import(folder, session, report)
             (folder / DONE_MARKER).write_text(f"migrated {datetime.now(UTC).isoformat()}\n")
             report.moved_to.append(folder)
     return report
 
 
-def _import(folder: Path, lake: Lake, report: MigrationReport) -> None:
+def _import(folder: Path, session: LakeSession, report: MigrationReport) -> None:
     for spec, state_kind in LEGACY_TABLES:
         zones = sorted((folder / "lake" / spec.name).glob(f"{spec.zone_column}=*"))
         for zone_dir in zones:
             zone_id = int(zone_dir.name.split("=", 1)[1])
-            writer = ZoneWriter(lake, spec, zone_id)
+            writer = ZoneWriter(session, spec, zone_id)
             for day_dir in sorted(zone_dir.glob("date=*")):
                 frames = []
                 for part in sorted(day_dir.glob("part-*.parquet")):
@@ -96,11 +96,12 @@ def _import(folder: Path, lake: Lake, report: MigrationReport) -> None:
                     report.count(spec.name, written.new, written.duplicates)
             state = folder / "state" / state_kind / f"{zone_id}.json"
             progress = _progress(state)
-            if progress and not writer.progress(""):  # 0: rows, but no watermark yet
+            current = writer.table.snapshot(zone_id).mark(WATERMARK)
+            if progress and not current:  # 0: rows, but no watermark yet
                 writer.commit(writer.empty(), progress)
     warehouse = folder / "warehouse.duckdb"
     if warehouse.exists():
-        _bookkeeping(warehouse, lake, report)
+        _bookkeeping(warehouse, session.lake, report)
 
 
 def _progress(path: Path) -> dict[str, int]:

@@ -1,6 +1,6 @@
 """A zone's progress, kept as Delta application transactions in its table.
 
-Up to four per zone and table, committed with the rows they cover:
+Up to four per zone and table (its *marks*), committed with the rows they cover:
 
 - the watermark (app id ``cdnlake/<table>/<zone>``): epoch milliseconds before which
   every record of the zone is in the table; 0 while rows exist but no pass has run;
@@ -27,6 +27,7 @@ table's and its own.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -36,6 +37,7 @@ WATERMARK = ""
 DAYS = "days"
 FRESH = "fresh"
 FENCE = "fence"
+MARKS = (WATERMARK, DAYS, FRESH, FENCE)
 HOLDER_SHIFT = 24  # fence token = holder generation << HOLDER_SHIFT | rewinds since
 EPOCH = date(1970, 1, 1)
 
@@ -78,7 +80,10 @@ def taken_by(holder: int) -> int:
     return holder << HOLDER_SHIFT
 
 
-Versions = Callable[[str], int | None]  # the table's current version of an app-id part
+Versions = Callable[[str], int | None]  # the table's current version of a mark
+# What a rewind outside a pass holds in a fleet (``maintain``: the zone's lease): (table,
+# zone id) -> a context whose value is the lease's generation, the rewind's fence token.
+ZoneHold = Callable[[str, int], contextlib.AbstractContextManager[int | None]]
 
 
 class Rewinder(Protocol):

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from cdnlake.errors import CdnlakeError, StorageError, StorageUnavailableError
-from cdnlake.lake.commit import ZoneWriter
 from cdnlake.lake.damage import QUARANTINE, with_retries
 from cdnlake.lake.schema import TABLES_BY_NAME
-from cdnlake.lake.store import Lake, first_line
+from cdnlake.lake.session import LakeSession
+from cdnlake.lake.store import first_line
+from cdnlake.lake.zone import ZoneWriter
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -53,11 +54,11 @@ class Restored:
         )
 
 
-def restore(lake: Lake, zones: list[int] | None = None) -> list[Restored]:
+def restore(session: LakeSession, zones: list[int] | None = None) -> list[Restored]:
     """Put back every file of the quarantine (of ``zones``, all without) that decodes."""
     import pyarrow.fs as pafs
 
-    files = lake.filesystem()
+    files = session.lake.filesystem()
     found = with_retries(
         f"listing {QUARANTINE}",
         lambda: files.get_file_info(
@@ -85,7 +86,7 @@ def restore(lake: Lake, zones: list[int] | None = None) -> list[Restored]:
         try:
             writer = writers.get((spec.name, zone))
             if writer is None:
-                writer = writers[(spec.name, zone)] = ZoneWriter(lake, spec, zone)
+                writer = writers[(spec.name, zone)] = ZoneWriter(session, spec, zone)
             written = writer.commit(rows, {})  # the zone's progress unchanged
             item.added, item.present = written.new, written.duplicates
             _remove(files, name)

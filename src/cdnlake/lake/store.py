@@ -10,13 +10,10 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from deltalake import CommitProperties, DeltaTable
@@ -25,10 +22,8 @@ from deltalake.exceptions import TableNotFoundError
 from cdnlake.config import StorageConfig
 from cdnlake.errors import ConfigError, DataError, StorageError
 from cdnlake.lake.schema import TableSpec
-from cdnlake.sqlfiles import internal_sql
 
 if TYPE_CHECKING:
-    import duckdb
     import pyarrow as pa
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
@@ -40,32 +35,17 @@ log = logging.getLogger(__name__)
 # at most this many small commit files, however old the table is.
 CHECKPOINT_INTERVAL = "100"
 TABLE_CONFIGURATION = {"delta.checkpointInterval": CHECKPOINT_INTERVAL}
-# Appends of other zones to a table never conflict with ours, but each one moves the
-# version our commit must land on: with many zones committing at once a commit needs
-# more than delta-rs's default 15 attempts (else "Failed to commit transaction: 15").
-COMMIT_ATTEMPTS = 200
-Held = TypeVar("Held")
-_HELD_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
 class Lake:
     """The lake at one URI: ``file:///…`` or a local path, or ``s3://bucket/prefix``.
 
-    A lake object also holds what its users share in a process (each table's one
-    snapshot and group commits, :mod:`cdnlake.lake.shared`): a process keeps one."""
+    A location and how to reach it, nothing more: what a process shares of the lake (each
+    table's state and committer) is its :class:`~cdnlake.lake.session.LakeSession`."""
 
     uri: str
     storage_options: dict[str, str]
-    _held: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
-
-    def held(self, key: str, make: Callable[[], Held]) -> Held:
-        """The object this lake holds under ``key``, made by ``make`` at first use."""
-        with _HELD_LOCK:
-            if key not in self._held:
-                self._held[key] = make()
-            found: Held = self._held[key]
-            return found
 
     @classmethod
     def from_config(cls, storage: StorageConfig) -> Lake:
@@ -203,10 +183,18 @@ class Lake:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(content)
             return
-        files = self.filesystem()
-        files.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        with files.open_output_stream(path) as out:
+        with self.filesystem().open_output_stream(path) as out:  # (no folder markers)
             out.write(content)
+
+    def delete_file(self, path: str) -> None:
+        """Remove one file under the lake; one already gone is no error."""
+        if self.local is not None:
+            (self.local / path).unlink(missing_ok=True)
+            return
+        try:
+            self.filesystem().delete_file(path)
+        except FileNotFoundError:
+            pass
 
     def filesystem(self) -> pafs.FileSystem:
         """A pyarrow filesystem rooted at the lake."""
@@ -254,28 +242,29 @@ class Lake:
         stats: tuple[str, ...] = (),
     ) -> list[dict[str, Any]]:
         """:meth:`add_actions` of the add actions ``log`` already read (and perhaps
-        filtered, as the nightly check's files reaching into retention)."""
+        filtered, as the nightly check's files reaching into retention): chosen in Arrow,
+        only the chosen ones made Python values."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        table = pa.table(log)
         wanted = ["path", *(f"partition.{c}" for c in spec.partition_by)]
-        wanted += [c for c in ("min.ts", "max.ts", "null_count.ts") if c in log.column_names]
+        wanted += [c for c in ("min.ts", "max.ts", "null_count.ts") if c in table.column_names]
         wanted += [c for c in stats if c not in wanted]
-        if log.num_rows == 0:  # a new table: nothing to choose (nor DuckDB to load)
+        if table.num_rows == 0:  # a new table: nothing to choose
             return []
         zones, days = _conditions(spec, partitions or [])
-        actions = log.select([c for c in wanted if c in log.column_names])
-        actions = actions.append_column("chosen_zone", log.column(f"partition.{spec.zone_column}"))
+        chosen: list[tuple[str, list[Any] | None]] = [(f"partition.{spec.zone_column}", zones)]
         if spec.by_date:
-            actions = actions.append_column("chosen_day", log.column("partition.date"))
-        params: dict[str, list[Any] | None] = {"zones": zones}
-        query = "chosen_files"
-        if spec.by_date:
-            query, params["days"] = "chosen_day_files", days
-        with _duckdb() as con:
-            con.register("actions", actions)
-            found = con.execute(internal_sql(query), params)
-            names = [d[0] for d in found.description or []]
-            chosen = found.fetchall()
-        missing = dict.fromkeys(c for c in wanted if c not in names)
-        return [{**missing, **dict(zip(names, row, strict=True))} for row in chosen]
+            chosen.append(("partition.date", days))
+        for column, values in chosen:
+            if values is not None:
+                kind = table.column(column).type
+                table = table.filter(pc.is_in(table.column(column), pa.array(values, kind)))
+        present = [c for c in wanted if c in table.column_names]
+        rows = table.select(present).to_pylist()
+        missing = dict.fromkeys(c for c in wanted if c not in present)
+        return [{**missing, **row} for row in rows]
 
 
 def _conditions(
@@ -299,26 +288,6 @@ def _conditions(
         None if zones is None else sorted(zones),
         None if days is None else sorted(days),
     )
-
-
-_DUCKDB: list[duckdb.DuckDBPyConnection] = []
-_DUCKDB_LOCK = threading.Lock()
-
-
-@contextmanager
-def _duckdb() -> Iterator[duckdb.DuckDBPyConnection]:
-    """A cursor of the process's in-memory DuckDB (a cursor per call: threads share
-    nothing), opened once: a new database costs ten times the query."""
-    import duckdb
-
-    with _DUCKDB_LOCK:
-        if not _DUCKDB:
-            _DUCKDB.append(duckdb.connect())
-        con = _DUCKDB[0].cursor()
-    try:
-        yield con
-    finally:
-        con.close()
 
 
 # What both S3 clients of the lake take from the environment (delta-rs for the log and

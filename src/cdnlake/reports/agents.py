@@ -16,7 +16,6 @@ import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 UNKNOWN = "Unknown"
 # Kinds of the report's sections, in order; "crawler" holds every bot (monitors too).
@@ -107,10 +106,3 @@ def group(rows: list[tuple[str, int]], top_n: int) -> dict[str, list[tuple[str, 
         ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:top_n]
         out[kind] = [(name, n, round(100.0 * n / total, 2)) for name, n in ranked]
     return out
-
-
-def as_records(grouped: dict[str, list[tuple[str, int, float]]]) -> dict[str, Any]:
-    return {
-        kind: [{kind: name, "requests": n, "pct": pct} for name, n, pct in rows]
-        for kind, rows in grouped.items()
-    }

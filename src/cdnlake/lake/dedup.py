@@ -1,0 +1,176 @@
+"""Which of a zone's rows its table holds already, reading only where they can be.
+
+The snapshot's files of the rows' zone-days and their ``ts`` statistics choose the files
+(a request's timestamp is part of the record, so a repeat has the same one, give or take
+``TS_SLACK``); each file's row-group statistics, the parts of it read (a day that
+``maintain`` sorted: the rows' minutes). The cost follows the window being written, not
+the table. The files of the writer's own last commit are not read back at all: their
+keys and times are remembered (data files never change once written).
+
+A file that does not decode is set aside (:mod:`cdnlake.lake.damage`), its zone made to
+read the span again first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import polars as pl
+
+from cdnlake.lake.damage import (
+    BeforeMove,
+    DamagedFile,
+    Undecodable,
+    moved_already,
+    read_checked,
+    set_aside,
+)
+from cdnlake.lake.schema import TableSpec
+from cdnlake.lake.store import Lake, logged_span
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    from cdnlake.lake.delta_log import File
+
+# A repeat of a request may carry its time in seconds (some v1 exports) where the lake
+# has milliseconds: look this much around the rows' time range for their keys.
+TS_SLACK = timedelta(seconds=1)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class Reads:
+    """What finding the repeats read: data files, and rows of the row groups whose keys
+    were read (both follow the window, not the table)."""
+
+    files: int = 0
+    keys: int = 0
+
+
+class Dedup:
+    """The repeats of one zone's rows in one exactly-once table."""
+
+    def __init__(self, lake: Lake, spec: TableSpec, before_move: BeforeMove) -> None:
+        self.lake = lake
+        self.spec = spec
+        self.before_move = before_move  # the zone's rewind, before a damaged file moves
+        # The keys and times of the files the writer's last commit added, by path.
+        self.remembered: dict[str, pl.DataFrame] = {}
+
+    def new_rows(
+        self, frame: pl.DataFrame, files: list[File], reads: Reads
+    ) -> tuple[pl.DataFrame, list[DamagedFile]]:
+        """The rows of ``frame`` whose key none of ``files`` holds, and the files among
+        them that did not decode (set aside). Read with Arrow's Parquet reader alone: its
+        dataset layer would import pandas, when installed, in every commit's process."""
+        if frame.height == 0:
+            return frame, []
+        key = self.spec.key
+        assert key is not None
+        lo = frame["ts"].min()
+        hi = frame["ts"].max()
+        assert isinstance(lo, datetime) and isinstance(hi, datetime)
+        lo, hi = lo - TS_SLACK, hi + TS_SLACK
+        seen: list[pl.DataFrame] = []
+        unread = []
+        for action in files:
+            if not _may_hold(action, lo, hi):
+                continue
+            remembered = self.remembered.get(unquote(action["path"]))
+            if remembered is None:
+                unread.append(action)
+                continue
+            near = remembered.filter(pl.col("ts").is_between(lo, hi))
+            reads.keys += near.height
+            seen.append(near.select(pl.col(key)))
+        damaged: list[DamagedFile] = []
+        if unread:  # (pyarrow is loaded only for these)
+            read, damaged = self._read_keys(unread, key, lo, hi, reads)
+            seen += read
+        if not seen:
+            return frame, damaged
+        existing = pl.concat(seen)[key]
+        return frame.filter(~pl.col(key).is_in(existing.implode())), damaged
+
+    def _read_keys(
+        self, actions: list[dict[str, Any]], key: str, lo: datetime, hi: datetime, reads: Reads
+    ) -> tuple[list[pl.DataFrame], list[DamagedFile]]:
+        """The keys near [lo, hi] of the files ``actions`` name, and those files that do
+        not decode, set aside (a store that keeps failing raises, setting nothing aside)."""
+        import pyarrow as pa  # loaded by the first commit that reads files, not by start-up
+
+        files = self.lake.filesystem()
+        seen: list[pl.DataFrame] = []
+        undecodable: list[tuple[str, Undecodable]] = []
+        orphans = False  # set aside by a process that died before the log's repair
+        for action in actions:
+            path = unquote(action["path"])
+            name = f"{self.spec.name}/{path}"
+            reads.files += 1
+            try:
+                keys, rows = _keys_near(files, name, key, lo, hi)
+            except (OSError, pa.ArrowException) as exc:
+                if moved_already(files, self.spec.name, path):
+                    orphans = True
+                    continue
+                checked = read_checked(files, name, [key], exc, name)
+                if isinstance(checked, Undecodable):
+                    undecodable.append((path, checked))
+                    continue
+                keys, rows = checked, checked.num_rows  # all its keys: more than needed
+            reads.keys += rows
+            frame_of_keys = pl.from_arrow(keys)  # a table: no detour through pyarrow.compute
+            assert isinstance(frame_of_keys, pl.DataFrame)
+            seen.append(frame_of_keys.select(pl.col(key).cast(pl.String)))
+        if not (undecodable or orphans):
+            return seen, []
+        table = self.lake.open(self.spec)  # a delta-rs table for the repair alone
+        assert table is not None
+        damaged = [
+            set_aside(self.lake, self.spec, table, p, u.reason, self.before_move)
+            for p, u in undecodable
+        ]
+        table.repair(dry_run=False)  # drop the set-aside files from the table
+        return seen, damaged
+
+
+def _may_hold(action: dict[str, Any], lo: datetime, hi: datetime) -> bool:
+    """Whether a file's logged ``ts`` range meets [lo, hi] (a file without one may)."""
+    span = logged_span(action)
+    return span is None or bool(span[0] <= hi and span[1] > lo)
+
+
+def _keys_near(
+    files: pafs.FileSystem, path: str, key: str, lo: datetime, hi: datetime
+) -> tuple[pa.Table, int]:
+    """The keys of a data file's row groups whose ``ts`` statistics meet [lo, hi], and
+    how many rows those groups hold.
+
+    Statistics are compared raw (microseconds since the epoch, as the lake stores ``ts``):
+    Arrow boxes a timestamp statistic through pandas, when installed.
+    """
+    import pyarrow.parquet as pq
+
+    low, high = _epoch_us(lo), _epoch_us(hi)
+    with files.open_input_file(path) as source:
+        parquet = pq.ParquetFile(source)
+        meta = parquet.metadata
+        ts = next(i for i in range(meta.num_columns) if meta.schema.column(i).path == "ts")
+        in_us = '"timeUnit":"microseconds"' in meta.schema.column(ts).logical_type.to_json()
+        groups = []
+        for number in range(meta.num_row_groups):
+            stats = meta.row_group(number).column(ts).statistics
+            known = in_us and stats is not None and stats.has_min_max
+            if not known or (stats.min_raw <= high and stats.max_raw >= low):
+                groups.append(number)
+        rows = sum(meta.row_group(number).num_rows for number in groups)
+        return parquet.read_row_groups(groups, columns=[key]), rows
+
+
+def _epoch_us(moment: datetime) -> int:
+    return (moment - EPOCH) // timedelta(microseconds=1)

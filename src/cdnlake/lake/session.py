@@ -1,0 +1,83 @@
+"""What one process shares of the lake: each table's one state and committer.
+
+A session is built once at the composition root (each CLI command, the daemon) and passed
+to everything that touches the lake: passes, the forwarding receiver, ``maintain``, the
+daytime compaction, the audit, the metrics. So a process holds one state of each table,
+by construction, and every commit of a table, whoever makes it, goes through that table's
+one committer. Closing the session commits what is queued and finishes a checkpoint under
+way.
+"""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from cdnlake.lake.schema import TableSpec
+from cdnlake.lake.store import Lake
+
+if TYPE_CHECKING:
+    from cdnlake.config import StorageConfig
+    from cdnlake.lake.table import LogTable, MergeTable
+
+
+class LakeSession:
+    def __init__(self, lake: Lake) -> None:
+        self.lake = lake
+        self._lock = threading.Lock()
+        self._loading: dict[str, threading.Lock] = {}  # one per table: loads run apart
+        self._logs: dict[str, LogTable] = {}
+        self._merges: dict[str, MergeTable] = {}
+
+    @classmethod
+    def from_config(cls, storage: StorageConfig) -> LakeSession:
+        return cls(Lake.from_config(storage))
+
+    def log_table(self, spec: TableSpec) -> LogTable:
+        """The exactly-once table ``spec`` (``requests``, ``shield_events``), loaded at the
+        first call (created where it does not exist yet)."""
+        from cdnlake.lake.table import LogTable
+
+        if spec.key is None:
+            raise ValueError(f"{spec.name} has no key: its rows are merged (merge_table)")
+        with self._table_lock(spec):
+            if spec.name not in self._logs:
+                self._logs[spec.name] = LogTable(self.lake, spec)
+            return self._logs[spec.name]
+
+    def merge_table(self, spec: TableSpec) -> MergeTable:
+        """The bookkeeping table ``spec``, opened at the first call (created where it does
+        not exist yet)."""
+        from cdnlake.lake.table import MergeTable
+
+        if spec.key is not None:
+            raise ValueError(f"{spec.name} is written through its log (log_table)")
+        with self._table_lock(spec):
+            if spec.name not in self._merges:
+                self._merges[spec.name] = MergeTable(self.lake, spec)
+            return self._merges[spec.name]
+
+    def _table_lock(self, spec: TableSpec) -> threading.Lock:
+        with self._lock:
+            return self._loading.setdefault(spec.name, threading.Lock())
+
+    def close(self) -> None:
+        """Commit what is queued, finish the checkpoints under way."""
+        with self._lock:
+            logs, merges = list(self._logs.values()), list(self._merges.values())
+        for log_table in logs:
+            log_table.close()
+        for merge_table in merges:
+            merge_table.close()
+
+    def __enter__(self) -> LakeSession:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()

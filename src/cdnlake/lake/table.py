@@ -1,0 +1,346 @@
+"""A table of the lake as one process holds it: its state, its committer, its checkpoints.
+
+An exactly-once table (``requests``, ``shield_events``: :class:`LogTable`) is followed and
+written through its log (:class:`~cdnlake.lake.delta_log.TableLog`): a snapshot costs the
+entries that are new since the last one, and a commit writes the next entry itself. Its
+committer (:mod:`cdnlake.lake.committer`) drains the zones' prepared shares
+(:class:`Prepared`) into one Delta commit carrying every zone's files and app
+transactions. A share may join a commit made on a later version than the one it was
+prepared on only if no commit in between touched its zone (carried the zone's app id:
+every commit of a zone does); a touched share goes back to its writer (``AGAIN``), which
+prepares it again and may find itself fenced. A version whose commit is not known (a
+metadata or protocol change, an entry unread) sends every waiting share back. A commit
+landing on a checkpoint version hands the checkpoint to a thread of its own, off the
+commit path: a slow store delays readers' next checkpoint, never a commit.
+
+A bookkeeping table (:class:`MergeTable`) is one delta-rs table brought up to date for
+each MERGE, which its committer runs for a group of rows at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from deltalake import CommitProperties, DeltaTable
+from deltalake.exceptions import CommitFailedError
+
+from cdnlake.errors import StorageError
+from cdnlake.lake.committer import Committer
+from cdnlake.lake.delta_log import File, Learned, TableLog
+from cdnlake.lake.progress import MARKS
+from cdnlake.lake.retry import retrying
+from cdnlake.lake.schema import TableSpec, conform
+from cdnlake.lake.store import Lake, first_line
+
+if TYPE_CHECKING:
+    import polars as pl
+    from deltalake import Transaction
+    from deltalake.transaction import AddAction
+
+log = logging.getLogger(__name__)
+
+# Each commit of another process moves the version a group must land on: with many
+# writers at once a group is tried this many times before its shares go back (AGAIN).
+COMMIT_ATTEMPTS = 200
+# A MERGE that delta-rs refused (a concurrent write to the zone's rows, or its own commit
+# whose answer was lost) is run again, this many times in all.
+MERGE_ATTEMPTS = 10
+AGAIN = "again"  # the zone was touched since its share was prepared: prepare it again
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a zone's writer reads of the table, all of one version: the zone's progress
+    marks (:mod:`cdnlake.lake.progress`) and, when asked for, its data files."""
+
+    version: int
+    marks: dict[str, int | None]
+    files: list[File] | None = None
+
+    def mark(self, name: str) -> int | None:
+        return self.marks.get(name)
+
+
+@dataclass
+class Prepared:
+    """One zone's share of a group commit, prepared on the snapshot at ``version``."""
+
+    zone_id: int
+    version: int
+    actions: list[AddAction]
+    transactions: list[Transaction]
+
+
+class _Outpaced(Exception):
+    """Another writer's entry took the version a group aimed at."""
+
+
+class LogTable:
+    """An exactly-once table: its state as of the last entry read, and its committer."""
+
+    def __init__(self, lake: Lake, spec: TableSpec) -> None:
+        self.lake = lake
+        self.spec = spec
+        self._lock = threading.Lock()  # the state: one reader or committer at a time
+        self._log = TableLog(lake, spec)
+        self._refreshed_at = time.monotonic()  # when the last refresh began
+        # The last version whose commit carried each app id (since the state's load), and
+        # the last one whose commit is not known (it may carry any).
+        self._touched_at: dict[str, int] = {}
+        self._unknown_at = -1
+        self._checkpoints = ThreadPoolExecutor(1, thread_name_prefix=f"checkpoint-{spec.name}")
+        self._checkpoint_wanted = -1
+        self.committer: Committer[Prepared, int | str] = Committer(spec.name, self._commit)
+
+    def uri(self) -> str:
+        return self.lake.table_uri(self.spec)
+
+    # -- reading -------------------------------------------------------------------------
+    def snapshot(
+        self, zone_id: int, *, files: bool = False, days: list[str] | None = None
+    ) -> Snapshot:
+        """The table as it is now: its version, the zone's marks and (``files``) the zone's
+        data files on ``days`` (ISO dates; every day where None)."""
+        asked = time.monotonic()
+        with self._lock:
+            if self._refreshed_at < asked:  # else a refresh begun since the call serves it
+                self._refresh()
+            marks = {mark: self._log.app(self.spec.app_id(zone_id, mark)) for mark in MARKS}
+            chosen = self._log.files(zone_id, days) if files else None
+            return Snapshot(self._log.version, marks, chosen)
+
+    def marks(self, zone_ids: list[int], mark: str) -> dict[int, int | None]:
+        """One mark of each of ``zone_ids``, all of one version (one refresh for all)."""
+        with self._lock:
+            self._refresh()
+            return {zone: self._log.app(self.spec.app_id(zone, mark)) for zone in zone_ids}
+
+    def _refresh(self) -> None:
+        """Bring the state up to date, learning what each new version's commit carried."""
+        began = time.monotonic()
+        for learned in self._log.advance():
+            self._learn(learned)
+        self._refreshed_at = began
+
+    def _learn(self, learned: Learned) -> None:
+        if learned.apps is None:
+            self._unknown_at = learned.version
+        else:
+            self._touched_at.update(dict.fromkeys(learned.apps, learned.version))
+
+    def _touched(self, share: Prepared) -> bool:
+        """Whether a commit after the share's snapshot carried its zone's app id."""
+        return (
+            self._unknown_at > share.version
+            or self._touched_at.get(self.spec.app_id(share.zone_id), -1) > share.version
+        )
+
+    # -- committing ----------------------------------------------------------------------
+    def _commit(self, shares: list[Prepared]) -> list[int | str | BaseException]:
+        """One group: the version it landed at for each share committed, ``AGAIN`` for a
+        share whose zone was touched (or came twice), or the error."""
+        outcome: dict[int, int | str | BaseException] = {}
+        live: list[Prepared] = []
+        for share in shares:  # one share per zone and commit: a zone's next, after
+            if any(p.zone_id == share.zone_id for p in live):
+                outcome[id(share)] = AGAIN
+            else:
+                live.append(share)
+        landed: Learned | None = None
+        with self._lock:
+            try:
+                for attempt in retrying(
+                    f"committing to {self.spec.name}",
+                    on=_Outpaced,
+                    attempts=COMMIT_ATTEMPTS,
+                    wait=0.005,
+                    max_wait=0.1,
+                ):
+                    with attempt:
+                        self._refresh()  # the versions that came first: who they touch goes back
+                        for share in [p for p in live if self._touched(p)]:
+                            outcome[id(share)] = AGAIN
+                            live.remove(share)
+                        if live:
+                            landed = self._write(live)
+            except _Outpaced:  # outpaced again and again: prepared again, later
+                outcome.update((id(p), AGAIN) for p in live)
+            except StorageError as exc:
+                outcome.update((id(p), exc) for p in live)
+            else:
+                if landed is not None:
+                    self._learn(landed)  # our own commit touches its zones, as any other
+                    outcome.update((id(p), landed.version) for p in live)
+        if landed is not None and self._log.checkpoint_due(landed.version):
+            self._checkpoint_later(landed.version)
+        return [outcome[id(p)] for p in shares]
+
+    def _write(self, live: list[Prepared]) -> Learned:
+        try:
+            landed = self._log.commit(
+                [action for share in live for action in share.actions],
+                [txn for share in live for txn in share.transactions],
+            )
+        except StorageError:
+            raise
+        except Exception as exc:  # the store's answer: the entry may have landed
+            raise StorageError(f"cannot write to {self.uri()}: {first_line(exc)}") from None
+        if landed is None:
+            raise _Outpaced
+        return landed
+
+    def _checkpoint_later(self, version: int) -> None:
+        """A checkpoint at ``version`` on the checkpoint thread (a newer one wanted by the
+        time it runs takes its place)."""
+        self._checkpoint_wanted = version
+        self._checkpoints.submit(self._checkpoint, version)
+
+    def _checkpoint(self, version: int) -> None:
+        """A checkpoint at ``version`` and the expired log entries removed, as delta-rs's
+        post-commit hook does; a failure is logged (readers only read more entries)."""
+        if version < self._checkpoint_wanted:
+            return
+        try:
+            table = DeltaTable(
+                self.uri(), version=version, storage_options=self.lake.storage_options
+            )
+            table.create_checkpoint()
+            cleanup = table.metadata().configuration.get("delta.enableExpiredLogCleanup")
+            if (cleanup or "true").lower() == "true":
+                table.cleanup_metadata()
+        except Exception as exc:
+            log.warning(
+                "%s: no checkpoint at version %s (%s)", self.spec.name, version, first_line(exc)
+            )
+
+    def close(self) -> None:
+        """Commit what is queued, then finish the checkpoint under way."""
+        self.committer.close()
+        self._checkpoints.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass(frozen=True)
+class Merge:
+    """Rows for a bookkeeping table: those that ``match`` (``t``: the table, ``s``: the rows)
+    finds no row of their zone for are inserted; those it finds are updated by ``update``
+    (where ``update_if`` holds). ``rows`` is asked again at every attempt: what to write
+    may depend on what the table holds by then. ``key``: the columns that make a row one
+    (the rows of a group's merges with the same ``match`` go in one MERGE, each key once);
+    none: this merge goes alone. ``key_literals``: the MERGE also names the rows' keys as
+    literals, so that delta-rs skips the files whose statistics rule them out, instead of
+    reading every file of the zones (a few keys at a time only: a pass's run)."""
+
+    rows: Callable[[], pl.DataFrame]
+    match: str
+    zones: list[int]
+    update: dict[str, str] | None = None
+    update_if: str | None = None
+    key: tuple[str, ...] = ()
+    key_literals: bool = False
+
+
+class MergeTable:
+    """A bookkeeping table: one delta-rs table brought up to date for each MERGE."""
+
+    def __init__(self, lake: Lake, spec: TableSpec) -> None:
+        self.lake = lake
+        self.spec = spec
+        self._lock = threading.Lock()
+        self._table = lake.open_or_create(spec)
+        self.committer: Committer[Merge, None] = Committer(spec.name, self._merge_group)
+
+    @contextmanager
+    def current(self) -> Iterator[DeltaTable]:
+        """The table brought up to date, for one caller at a time."""
+        with self._lock:
+            try:
+                self._table.update_incremental()
+            except Exception as exc:
+                why = first_line(exc)
+                raise StorageError(
+                    f"lake table {self.lake.table_uri(self.spec)} cannot be read: {why}"
+                ) from None
+            yield self._table
+
+    def _merge_group(self, merges: list[Merge]) -> list[BaseException | None]:
+        """The group's merges: those that share a ``match`` and a ``key`` in one MERGE."""
+        batches: dict[tuple[str, tuple[str, ...]], list[Merge]] = {}
+        alone: list[list[Merge]] = []
+        for merge in merges:
+            if merge.key and merge.update is None:
+                batches.setdefault((merge.match, merge.key), []).append(merge)
+            else:
+                alone.append([merge])
+        outcome: dict[int, BaseException | None] = {}
+        for batch in [*batches.values(), *alone]:
+            try:
+                self._merge(batch)
+                outcome.update((id(m), None) for m in batch)
+            except StorageError as exc:
+                outcome.update((id(m), exc) for m in batch)
+        return [outcome[id(m)] for m in merges]
+
+    def _merge(self, batch: list[Merge]) -> None:
+        import polars as pl
+
+        first = batch[0]
+        column = self.spec.zone_column
+        zones = sorted({int(zone) for m in batch for zone in m.zones})
+        within = ", ".join(str(zone) for zone in zones)
+        predicate = f"t.{column} = s.{column} AND t.{column} IN ({within}) AND {first.match}"
+
+        def rows() -> pl.DataFrame:
+            frame = pl.concat([m.rows() for m in batch]) if len(batch) > 1 else first.rows()
+            if len(batch) > 1:
+                frame = frame.unique(subset=[column, *first.key], keep="first", maintain_order=True)
+            return conform(frame, self.spec.schema)
+
+        try:
+            for attempt in retrying(
+                f"merging into {self.spec.name}", on=CommitFailedError, attempts=MERGE_ATTEMPTS
+            ):
+                with attempt:
+                    frame = rows()
+                    if frame.height == 0:
+                        return
+                    where = predicate
+                    if first.key_literals:
+                        (key,) = first.key
+                        named = ", ".join(_literal(v) for v in frame[key].unique().sort())
+                        where += f" AND t.{key} IN ({named})"
+                    with self.current() as table:
+                        merger = table.merge(
+                            frame,
+                            predicate=where,
+                            source_alias="s",
+                            target_alias="t",
+                            commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
+                        )
+                        if first.update:
+                            merger = merger.when_matched_update(
+                                first.update, predicate=first.update_if
+                            )
+                        merger.when_not_matched_insert_all().execute()
+        except CommitFailedError as exc:
+            raise StorageError(
+                f"cannot write {self.spec.name}: {first_line(exc)} ({MERGE_ATTEMPTS} attempts)"
+            ) from None
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise StorageError(f"cannot write {self.spec.name}: {first_line(exc)}") from None
+
+    def close(self) -> None:
+        self.committer.close()
+
+
+def _literal(value: object) -> str:
+    """A string literal of a merge predicate (delta-rs binds no parameters there)."""
+    return "'" + str(value).replace("'", "''") + "'"

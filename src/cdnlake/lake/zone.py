@@ -1,0 +1,353 @@
+"""A zone's writer: exactly-once commits of one zone's rows, its progress in the same commit.
+
+Delta gives the rest, as an existing protocol:
+
+- a commit is atomic: readers see all of its files or none;
+- the zone's progress (its marks: watermark, cursors) travels as Delta *application
+  transactions* (app id ``cdnlake/<table>/<zone>...``) inside the very commit that adds
+  the rows it covers, so data and progress can never disagree;
+- every commit of a zone carries the zone's app id, so a commit prepared on a snapshot
+  that another commit of the zone has passed since goes back (``AGAIN``) and is prepared
+  again on the table as it is then: two processes on one zone never store a request
+  twice;
+- every commit carries the writer's fence token (:mod:`cdnlake.lake.progress`): a writer
+  whose token a rewind or a new holder moved past is refused (:class:`FencedError`), so
+  progress computed before a rewind is never sent over it.
+
+Where a pass starts reading, the fence it commits under and the snapshot they come from
+are one value (:attr:`ZoneWriter.start`), taken together: a writer that takes the zone
+over (a newer fleet holder) starts from the marks its take-over commit landed with, so a
+rewind that came before it is read again, never skipped.
+
+The process's commits of a table go through the table's one committer
+(:mod:`cdnlake.lake.table`), which lands the shares waiting at once as one Delta commit.
+Deduplication is :mod:`cdnlake.lake.dedup`; the data files, :mod:`cdnlake.lake.files`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TypeAlias
+
+import polars as pl
+from deltalake import Transaction
+from deltalake.exceptions import DeltaError
+
+from cdnlake.errors import CdnlakeError, DataError, FencedError, StorageError, ZoneBusyError
+from cdnlake.lake.bookkeeping import Bookkeeping
+from cdnlake.lake.dedup import Dedup, Reads
+from cdnlake.lake.files import prepare, take_back, write_files
+from cdnlake.lake.progress import FENCE, WATERMARK, Versions, holder_of, rewind, taken_by
+from cdnlake.lake.schema import TableSpec, polars_schema
+from cdnlake.lake.session import LakeSession
+from cdnlake.lake.store import first_line
+from cdnlake.lake.table import AGAIN, Prepared, Snapshot
+from cdnlake.retention import oldest_served
+
+log = logging.getLogger(__name__)
+
+CONFLICT_RETRIES = 5  # preparations again after another commit of the zone came first
+# A commit's progress: marks ("" the watermark) to versions, or (a rewind) a function of
+# the table's current versions, computed again at every preparation.
+Plan: TypeAlias = dict[str, int] | Callable[[Versions], dict[str, int]]
+
+
+@dataclass
+class Written:
+    """What one commit did."""
+
+    new: int = 0
+    duplicates: int = 0
+    reads: Reads = field(default_factory=Reads)  # what finding the repeats read
+    late: int = 0  # new rows from before the commit's ``behind`` instant
+    # New requests by (cache status, status class "2xx"...): what the metrics count.
+    traffic: dict[tuple[str, str], int] = field(default_factory=dict)
+    # The zone's marks as the commit left them, at the version it landed at.
+    after: Snapshot | None = None
+
+    @property
+    def files_read(self) -> int:
+        return self.reads.files
+
+    @property
+    def keys_read(self) -> int:
+        return self.reads.keys
+
+
+def traffic(frame: pl.DataFrame) -> dict[tuple[str, str], int]:
+    """Requests by cache status and status class (``HIT``, ``2xx``); {} for other tables."""
+    if frame.height == 0 or "cache_status" not in frame.columns:
+        return {}
+    counts = frame.group_by(
+        pl.col("cache_status").fill_null("-"),
+        ((pl.col("status_code") // 100).cast(pl.String) + "xx").fill_null("-").alias("class"),
+    ).len()
+    return {(status, klass): n for status, klass, n in counts.iter_rows()}
+
+
+@dataclass
+class _Attempt:
+    """One preparation of a commit: its share, and what to learn once it lands."""
+
+    share: Prepared
+    snapshot: Snapshot
+    versions: dict[str, int]
+    new: pl.DataFrame
+    kept: dict[str, pl.DataFrame]
+    written: Written
+
+
+class ZoneWriter:
+    """Commits rows of one zone into one exactly-once table (``requests``/``shield_events``)."""
+
+    def __init__(
+        self,
+        session: LakeSession,
+        spec: TableSpec,
+        zone_id: int,
+        *,
+        count_traffic: bool = False,
+        holder: int | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        """Take the zone as the table has it now: :attr:`start`, and its fence token.
+
+        ``clock``: the pass's own (the provider's retention, when a damaged file's span is
+        judged still readable or lost, is counted from it).
+        ``holder``: the generation of the fleet lease this writer's pass runs under
+        (None without a fleet). A newer one than the table's takes the zone, by a commit
+        of progress alone, and the writer starts from what that commit landed on; an
+        older one is refused at once (:class:`FencedError`).
+        ``count_traffic``: break each commit's new rows down for the metrics
+        (``Written.traffic``); only a daemon serving metrics reads it."""
+        if spec.key is None:
+            raise ValueError(f"{spec.name} has no key")
+        self.session = session
+        self.spec = spec
+        self.zone_id = zone_id
+        self.count_traffic = count_traffic
+        self.clock = clock
+        self.table = session.log_table(spec)
+        self.dedup = Dedup(session.lake, spec, self._read_again_first)
+        self._in_pass = False  # inside passing(): its commits may wait for others
+        # Where the zone's pass starts reading, and the fence it commits under.
+        self.start: Snapshot = self.table.snapshot(zone_id)
+        self.token = self.start.mark(FENCE) or 0
+        if holder is not None and holder != holder_of(self.token):
+            if holder < holder_of(self.token):
+                raise self._fenced()
+            self.token = taken_by(holder)
+            taken = self.commit(self.empty(), {})  # the earlier holder's commits now fail
+            assert taken.after is not None
+            self.start = taken.after
+
+    @contextmanager
+    def passing(self) -> Iterator[None]:
+        """While this writer's pass reads and commits: a group commit may wait for its
+        next share, to land it with the others (:mod:`cdnlake.lake.committer`)."""
+        with self.table.committer.passing():
+            self._in_pass = True
+            try:
+                yield
+            finally:
+                self._in_pass = False
+
+    def empty(self) -> pl.DataFrame:
+        """No rows: a commit of progress alone."""
+        return pl.DataFrame(schema=polars_schema(self.spec.columns))
+
+    # -- rewinds -------------------------------------------------------------------------
+    def rewind(self, plan: Callable[[Versions], dict[str, int]]) -> None:
+        """Commit the progress ``plan`` makes of the table's current versions (earlier
+        ones), and advance the fence: allowed whatever this writer's token."""
+        self.commit(self.empty(), plan, rewinding=True)
+
+    def read_again(self, start: datetime | None, end: datetime | None, why: str) -> None:
+        """Make the zone read ``[start, end]`` again while the provider still serves it (a
+        rewind, which fences every pass in flight), else claim the span lost in
+        ``ingest_gaps``. Done before a damaged file is moved, never after."""
+        now = self.clock()
+        oldest = oldest_served(now)
+        start, end = start or oldest, end or now
+        if end > oldest:
+            rewind(self, max(start, oldest))
+            log.error("zone %s: %s; its span is read again from %s", self.zone_id, why, start)
+            return
+        gap = {
+            "gap_from": start,
+            "gap_to": end,
+            "reason": f"{why}; past retention",
+            "detected_at": now,
+            "run_id": f"damage-{uuid.uuid4().hex[:8]}",
+            "source": "shield" if self.spec.name == "shield_events" else "maintain",
+        }
+        Bookkeeping(self.session).record_gaps(self.zone_id, [gap])
+
+    def _read_again_first(
+        self, zone_id: int, start: datetime | None, end: datetime | None, why: str
+    ) -> None:
+        """Before a file this writer's deduplication found damaged is moved: another writer
+        rewinds, so this one's token is older than the fence and it commits nothing more."""
+        writer = ZoneWriter(self.session, self.spec, zone_id, clock=self.clock)
+        writer.read_again(start, end, why)
+
+    # -- the commit ----------------------------------------------------------------------
+    def commit(
+        self,
+        rows: pl.DataFrame,
+        progress: Plan,
+        *,
+        rewinding: bool = False,
+        behind: datetime | None = None,
+    ) -> Written:
+        """Add the rows not yet in the table and set the zone's progress, in one commit.
+
+        ``progress`` maps marks ("" for the watermark) to versions. The zone's main app id
+        and fence are always part of the commit, so that any two commits of one zone
+        conflict and the later one is prepared again. FencedError, with nothing written,
+        when the table's fence token is newer than this writer's (a rewind or a new holder
+        since). The watermark never moves back but in a rewind (``rewinding``). ``behind``:
+        the new rows from before it are counted apart (``Written.late``).
+        """
+        frame = prepare(self.spec, self.zone_id, rows)
+        reads = Reads()
+        for _preparation in range(CONFLICT_RETRIES + 1):
+            attempt = self._prepare(frame, progress, rewinding, reads)
+            outcome = self.table.committer.run(attempt.share, patient=self._in_pass)
+            if outcome != AGAIN:
+                assert isinstance(outcome, int)
+                return self._landed(attempt, outcome, behind)
+            self._again(attempt)
+        raise self._busy()
+
+    def _prepare(
+        self, frame: pl.DataFrame, progress: Plan, rewinding: bool, reads: Reads
+    ) -> _Attempt:
+        """The share of a commit, prepared on the table as it is now: fence checked, the
+        rows the table lacks written as data files."""
+        days = (
+            [d.isoformat() for d in frame["date"].unique()]
+            if self.spec.by_date and frame.height
+            else None
+        )
+        snapshot = self.table.snapshot(self.zone_id, files=frame.height > 0, days=days)
+        if not rewinding and (snapshot.mark(FENCE) or 0) > self.token:
+            raise self._fenced()
+        new, damaged = self.dedup.new_rows(frame, snapshot.files or [], reads)
+        if damaged:  # set aside, the zone rewound first: this pass stops here
+            raise DataError(
+                f"zone {self.zone_id}: lake file(s) "
+                + ", ".join(f"{d.table}/{d.path} ({d.reason})" for d in damaged)
+                + " did not decode: set aside in _quarantine, the zone's progress "
+                "rewound to read the span again; nothing of this commit was written"
+            )
+        versions = self._versions(progress, rewinding, snapshot)
+        try:
+            actions, kept = write_files(self.session.lake, self.spec, new)
+        except (OSError, DeltaError) as exc:
+            raise StorageError(
+                f"cannot write to {self.session.lake.table_uri(self.spec)}: {first_line(exc)}"
+            ) from None
+        share = Prepared(self.zone_id, snapshot.version, actions, self._transactions(versions))
+        written = Written(new.height, frame.height - new.height, reads)
+        return _Attempt(share, snapshot, versions, new, kept, written)
+
+    def _landed(self, attempt: _Attempt, version: int, behind: datetime | None) -> Written:
+        """What a share that landed at ``version`` did; the writer follows it."""
+        self.dedup.remembered = attempt.kept
+        self.token = attempt.versions[FENCE]
+        written = attempt.written
+        written.after = Snapshot(version, {**attempt.snapshot.marks, **attempt.versions})
+        if behind is not None and attempt.new.height:
+            written.late = attempt.new.filter(pl.col("ts") < behind).height
+        if self.count_traffic:
+            written.traffic = traffic(attempt.new)
+        return written
+
+    def _again(self, attempt: _Attempt) -> None:
+        """A share that did not land (its zone was committed to meanwhile): its files are
+        named by no log entry, so they go; it is prepared again."""
+        take_back(self.session.lake, self.spec, attempt.share.actions)
+        log.info(
+            "zone %s: another commit to %s came first; preparing again",
+            self.zone_id,
+            self.spec.name,
+        )
+
+    def _busy(self) -> ZoneBusyError:
+        return ZoneBusyError(
+            f"zone {self.zone_id}: other processes kept committing to {self.spec.name}; "
+            "nothing was written, the next pass tries again"
+        )
+
+    def _fenced(self) -> FencedError:
+        return FencedError(
+            f"zone {self.zone_id}: its {self.spec.name} progress was rewound or the zone "
+            "taken by another holder since this pass began; this commit was refused and "
+            "wrote nothing (the next pass reads from the zone's progress as it is now)"
+        )
+
+    def _versions(self, progress: Plan, rewinding: bool, snapshot: Snapshot) -> dict[str, int]:
+        """The commit's marks, from the table as last read: the progress given, the
+        watermark (0 where the zone has none yet; never earlier than the table's but in
+        a rewind) and the fence token (one more in a rewind)."""
+        versions = progress(snapshot.mark) if callable(progress) else dict(progress)
+        current = snapshot.mark(WATERMARK) or 0
+        if rewinding:
+            versions.setdefault(WATERMARK, current)
+            versions[FENCE] = (snapshot.mark(FENCE) or 0) + 1
+        else:
+            versions[WATERMARK] = max(versions.get(WATERMARK, current), current)
+            versions[FENCE] = self.token
+        return versions
+
+    def _transactions(self, versions: dict[str, int]) -> list[Transaction]:
+        now_ms = int(time.time() * 1000)
+        return [
+            Transaction(self.spec.app_id(self.zone_id, mark), int(version), now_ms)
+            for mark, version in sorted(versions.items())
+        ]
+
+
+def commit_together(writes: list[tuple[ZoneWriter, pl.DataFrame]]) -> list[Written | CdnlakeError]:
+    """Rows of several zones of one table, without progress, submitted at once so that
+    they land in one group commit (the forwarding receiver's flush): each zone's outcome,
+    its error alone where it failed."""
+    outcomes: dict[int, Written | CdnlakeError] = {}
+    frames = {id(w): prepare(w.spec, w.zone_id, rows) for w, rows in writes}
+    pending = {id(w): w for w, _ in writes}
+    for _preparation in range(CONFLICT_RETRIES + 1):
+        attempts: list[tuple[ZoneWriter, _Attempt]] = []
+        for key, writer in pending.items():
+            try:
+                attempts.append((writer, writer._prepare(frames[key], {}, False, Reads())))
+            except CdnlakeError as exc:
+                outcomes[key] = exc
+        if not attempts:
+            break
+        table = attempts[0][0].table
+        futures = table.committer.submit([a.share for _, a in attempts], patient=False)
+        pending = {}
+        for (writer, attempt), future in zip(attempts, futures, strict=True):
+            try:
+                outcome = future.result()
+            except CdnlakeError as exc:
+                outcomes[id(writer)] = exc
+                continue
+            if outcome == AGAIN:
+                writer._again(attempt)
+                pending[id(writer)] = writer
+            else:
+                assert isinstance(outcome, int)
+                outcomes[id(writer)] = writer._landed(attempt, outcome, None)
+        if not pending:
+            break
+    for key, writer in pending.items():
+        outcomes[key] = writer._busy()
+    return [outcomes[id(w)] for w, _ in writes]
