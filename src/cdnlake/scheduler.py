@@ -357,7 +357,8 @@ class Daemon:
         polls += [(self.poll_shield_zone, z, f"shield-{z.id}") for z in self.config.shield_zones]
         keys = lease_keys(self.config)  # in the order of polls
         self._jobs = {key: job_id for key, (_, _, job_id) in zip(keys, polls, strict=True)}
-        self.fleet.start(keys, self._acquired)
+        # Once stopping, the fleet takes no zone: a pass would never start on it.
+        self.fleet.start(keys, self._acquired, stopping=self.stop_event.is_set)
         now = datetime.now(UTC)
         for i, (poll, zone, job_id) in enumerate(polls):
             self.scheduler.add_job(

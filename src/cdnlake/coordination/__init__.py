@@ -25,10 +25,23 @@ class Hold(NamedTuple):
     generation: int | None
 
 
+def never() -> bool:
+    return False
+
+
 class Fleet(Protocol):
     daemon_id: str
 
-    def start(self, zone_keys: list[str], on_acquired: Callable[[str, float], None]) -> None: ...
+    def start(
+        self,
+        zone_keys: list[str],
+        on_acquired: Callable[[str, float], None],
+        *,
+        stopping: Callable[[], bool] = never,
+    ) -> None:
+        """Join; ``on_acquired(key, wait)`` when a zone becomes this daemon's. Once
+        ``stopping()`` is true (the daemon stops) no zone is taken any more."""
+        ...
 
     def claim(self, key: str) -> contextlib.AbstractContextManager[Hold | None]: ...
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from cdnlake.coordination import Hold
+from cdnlake.coordination import Hold, never
 from cdnlake.coordination.assign import share
 from cdnlake.errors import CoordinationError, StopRequested, ZoneBusyError
 from cdnlake.sqlfiles import postgres_sql
@@ -125,16 +125,27 @@ class PostgresFleet:
         self.connected = False
         self._asked: set[str] = set()  # asked for by `maintain`: no new pass starts
         self._on_acquired: Callable[[str, float], None] = lambda key, ready: None
+        self._daemon_stopping: Callable[[], bool] = never
+        self.rounds = 0  # rounds had with the database (tests wait for them)
         self._conn: Any = None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
 
     # -- lifecycle ---------------------------------------------------------------------
-    def start(self, zone_keys: list[str], on_acquired: Callable[[str, float], None]) -> None:
-        """Join the fleet: the first tick runs here, so a bad DSN fails the start."""
+    def start(
+        self,
+        zone_keys: list[str],
+        on_acquired: Callable[[str, float], None],
+        *,
+        stopping: Callable[[], bool] = never,
+    ) -> None:
+        """Join the fleet: the first tick runs here, so a bad DSN fails the start. Once
+        ``stopping()`` is true (the daemon stops: no pass starts any more) its rounds take
+        no lease and let go of every one without a pass in flight."""
         self.zone_keys = sorted(zone_keys)
         self._on_acquired = on_acquired
+        self._daemon_stopping = stopping
         self._conn = connect(self.dsn, timeout=self.tick_seconds)
         ensure_schema(self._conn)
         self.tick()
@@ -263,7 +274,9 @@ class PostgresFleet:
             asked = {row[0] for row in conn.execute(postgres_sql("wanted_leases"), params)}
         live.setdefault(self.daemon_id, set(self.zone_keys))
         share_here = {zone for zone, daemon in share(live).items() if daemon == self.daemon_id}
-        wanted = share_here - asked
+        # A daemon that stops starts no pass: it takes nothing, renews only the leases
+        # whose pass is in flight and lets go of the others (stop() releases the rest).
+        wanted = set() if self._daemon_stopping() else share_here - asked
         with self._lock:
             self._asked = asked
             held = set(self.leases)
@@ -312,6 +325,7 @@ class PostgresFleet:
             came = f" from {previous}" if previous and previous != self.daemon_id else ""
             log.info("fleet: took %s%s (first request in %.1fs)", key, came, wait)
             self._on_acquired(key, wait)
+        self.rounds += 1
 
     def _tick_loop(self) -> None:
         while not self._stopping.wait(self.tick_seconds):

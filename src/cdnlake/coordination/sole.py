@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cdnlake.coordination import Hold
+from cdnlake.coordination import Hold, never
 from cdnlake.errors import DaemonRunningError
 
 
@@ -57,7 +57,14 @@ class SoleDaemon:
         self._fd: int | None = None
         self._never = threading.Event()  # a sole daemon's leases never lapse
 
-    def start(self, zone_keys: list[str], on_acquired: Callable[[str, float], None]) -> None:
+    def start(
+        self,
+        zone_keys: list[str],
+        on_acquired: Callable[[str, float], None],
+        *,
+        stopping: Callable[[], bool] = never,
+    ) -> None:
+        """Hold the storage root (every zone is this daemon's, from the start)."""
         path = lock_path(self.work)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -1,0 +1,132 @@
+"""A fleet's daemons under faults (#43 item 8): a daemon that stops takes no zone; a daemon
+takes only the zones it can start polling now; a daily job that cannot reach PostgreSQL is
+said unknown and tried again; an audit not kept is not said failed.
+
+Daemons in-process on a real PostgreSQL, their passes replaced by a stand-in (a pass holds
+one of the runner's reading slots for ``PASS_SECONDS``): what is tested is who takes which
+lease when, not the ingestion.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cdnlake.config import Config, ZoneConfig, build_config
+from cdnlake.coordination import lease_key
+from cdnlake.coordination.postgres import PostgresFleet, fleet_view
+from cdnlake.ingest.result import ZoneResult
+from cdnlake.lake.schema import REQUESTS
+from cdnlake.scheduler import Daemon, wait_for
+from tests.conftest import KEY, make_client
+
+ZONES = list(range(501, 507))
+KEYS = [lease_key(REQUESTS.name, z) for z in ZONES]
+
+
+def config_of(root: Path, *, poll: int, concurrency: int = 2, zones: list[int] = ZONES) -> Config:
+    raw = {
+        "api": {"base_url": "http://127.0.0.1:1", "logging_url": "http://127.0.0.1:1"},
+        "storage": {"root": str(root / "data")},
+        "ingest": {"concurrency": concurrency},
+        "schedule": {"poll_seconds": poll},
+        "zones": [{"id": z, "name": f"z{z}", "source": "v2"} for z in zones],
+    }
+    return build_config(raw, base_dir=root, env={"CDNLAKE_ACCESS_KEY": KEY})
+
+
+@pytest.fixture
+def lake() -> str:
+    return f"/lakes/{uuid.uuid4().hex}"  # each test its own fleet in the shared database
+
+
+class StandIn:
+    """A daemon's passes: each holds a reading slot of its runner for ``seconds``; a zone
+    in ``blocked`` holds it until ``go`` is set. Records when each zone's first pass began
+    reading."""
+
+    def __init__(self, daemon: Daemon, seconds: float) -> None:
+        self.daemon = daemon
+        self.seconds = seconds
+        self.first_read: dict[int, float] = {}
+        self.blocked: set[int] = set()
+        self.go = threading.Event()
+        self.running: set[int] = set()
+        daemon.ingestor.run_zone = self.run_zone  # type: ignore[method-assign]
+
+    def run_zone(self, zone: ZoneConfig, *, stop: object, holder: int | None) -> ZoneResult:
+        with self.daemon.ingestor.runner.reading:
+            self.first_read.setdefault(zone.id, time.monotonic())
+            self.running.add(zone.id)
+            try:
+                if zone.id in self.blocked:
+                    self.go.wait(60)
+                else:
+                    threading.Event().wait(self.seconds)  # the pass's work
+            finally:
+                self.running.discard(zone.id)
+        return ZoneResult(zone.id, "v2")
+
+
+@pytest.fixture
+def daemons(tmp_path, postgres, lake) -> Iterator[Callable[..., tuple[Daemon, StandIn]]]:
+    made: list[StandIn] = []
+
+    def make(name: str, *, poll: int, seconds: float = 0.05, concurrency: int = 2):
+        config = config_of(tmp_path / name, poll=poll, concurrency=concurrency)
+        fleet = PostgresFleet(postgres.dsn, lake, name, lease_seconds=poll, rate_window_seconds=0)
+        daemon = Daemon(config, make_client(config), fleet=fleet, catch_up=False)
+        made.append(StandIn(daemon, seconds))
+        return daemon, made[-1]
+
+    yield make
+    for passes in made:
+        passes.go.set()
+        passes.daemon.stop(grace_seconds=5)
+
+
+def leases_of(daemon: Daemon) -> set[str]:
+    fleet = daemon.fleet
+    assert isinstance(fleet, PostgresFleet)
+    return set(fleet.leases)
+
+
+def rounds_after(daemon: Daemon, n: int) -> Callable[[], bool]:
+    """True once the daemon's fleet has had ``n`` more rounds with the database."""
+    fleet = daemon.fleet
+    assert isinstance(fleet, PostgresFleet)
+    start = fleet.rounds
+    return lambda: fleet.rounds >= start + n
+
+
+def test_a_stopping_daemon_takes_no_lease_and_keeps_only_its_pass_in_flight(
+    daemons, postgres, lake
+):
+    """SIGTERM sets the daemon's stop event; until its fleet leaves, its rounds take no
+    zone (here the six that the other daemon frees) and keep only the lease whose pass is
+    in flight, which goes once the pass ends."""
+    a, passes = daemons("host:1", poll=2)
+    other = PostgresFleet(postgres.dsn, lake, "host:2", lease_seconds=2, rate_window_seconds=0)
+    a.start()
+    try:
+        other.start(KEYS, lambda key, wait: None)
+        assert wait_for(lambda: len(leases_of(a)) == 3 and len(other.leases) == 3, 30)
+        busy = sorted(leases_of(a))[0]
+        zone = int(busy.split("/")[1])
+        passes.blocked.add(zone)
+        assert wait_for(lambda: zone in passes.running, 30)
+
+        a.stop_event.set()  # what SIGTERM does first
+    finally:
+        other.stop()  # its three zones are free: a stopping daemon must not take them
+    assert wait_for(rounds_after(a, 3), 30)
+    assert leases_of(a) == {busy}, leases_of(a)
+    assert fleet_view(postgres.dsn, lake).owners == {busy: "host:1"}
+    passes.go.set()  # the pass ends: its lease goes too
+    assert wait_for(lambda: not leases_of(a), 30), leases_of(a)
+    assert fleet_view(postgres.dsn, lake).owners == {}
