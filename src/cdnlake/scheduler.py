@@ -79,6 +79,9 @@ class Daemon:
         self.fleet = fleet or fleet_for(config, this_daemon())
         self.metrics = metrics
         self._jobs: dict[str, str] = {}  # lease key -> its poll job
+        # Zones just taken whose first pass has not ended: they count against the room
+        # the fleet may take new zones in (see :meth:`room`).
+        self._unpolled: set[str] = set()
         self.api = api
         self.stop_event = api.abort
         self.ingestor = Ingestor(
@@ -138,15 +141,30 @@ class Daemon:
         """Run one pass of ``key`` if the fleet holds it here, once the previous owner's
         rate window has passed; the pass stops when the daemon stops or the hold is lost,
         and commits under the hold's generation (its fence token)."""
-        if self.stop_event.is_set():
-            return None
-        with self.fleet.claim(key) as held:
-            if held is None:
+        try:
+            if self.stop_event.is_set():
                 return None
-            delay = held.ready_at - time.monotonic()
-            if delay > 0 and (self.stop_event.wait(delay) or held.lost.is_set()):
-                return None
-            return run(AnyStop(self.stop_event, held.lost), held.generation)
+            with self.fleet.claim(key) as held:
+                if held is None:
+                    return None
+                delay = held.ready_at - time.monotonic()
+                if delay > 0 and (self.stop_event.wait(delay) or held.lost.is_set()):
+                    return None
+                return run(AnyStop(self.stop_event, held.lost), held.generation)
+        finally:
+            with self._lock:
+                first = key in self._unpolled
+                self._unpolled.discard(key)
+            if first:  # its reading slot is free again: the fleet may take another zone
+                self.fleet.more_room()
+
+    def room(self) -> int:
+        """How many more zones this daemon can start polling now: its reading slots
+        (``ingest.concurrency``) less the zones it took whose first pass has not ended.
+        The fleet takes no more new zones than that at a time, so that a zone taken is
+        polled at once, not held idle behind other zones' first passes."""
+        with self._lock:
+            return self.config.ingest.concurrency - len(self._unpolled)
 
     def poll_zone(self, zone: ZoneConfig) -> ZoneResult | None:
         result = self._held_pass(
@@ -187,6 +205,8 @@ class Daemon:
     def _acquired(self, key: str, wait_seconds: float) -> None:
         """A zone just became ours: poll it as soon as its budget allows, not a whole
         interval later."""
+        with self._lock:
+            self._unpolled.add(key)
         with contextlib.suppress(JobLookupError, KeyError):
             when = datetime.now(UTC) + timedelta(seconds=wait_seconds)
             self.scheduler.modify_job(self._jobs[key], next_run_time=when)
@@ -357,8 +377,9 @@ class Daemon:
         polls += [(self.poll_shield_zone, z, f"shield-{z.id}") for z in self.config.shield_zones]
         keys = lease_keys(self.config)  # in the order of polls
         self._jobs = {key: job_id for key, (_, _, job_id) in zip(keys, polls, strict=True)}
-        # Once stopping, the fleet takes no zone: a pass would never start on it.
-        self.fleet.start(keys, self._acquired, stopping=self.stop_event.is_set)
+        # Once stopping, the fleet takes no zone: a pass would never start on it. Until
+        # then, no more at a time than this daemon can start polling.
+        self.fleet.start(keys, self._acquired, stopping=self.stop_event.is_set, room=self.room)
         now = datetime.now(UTC)
         for i, (poll, zone, job_id) in enumerate(polls):
             self.scheduler.add_job(

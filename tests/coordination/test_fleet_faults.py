@@ -130,3 +130,23 @@ def test_a_stopping_daemon_takes_no_lease_and_keeps_only_its_pass_in_flight(
     passes.go.set()  # the pass ends: its lease goes too
     assert wait_for(lambda: not leases_of(a), 30), leases_of(a)
     assert fleet_view(postgres.dsn, lake).owners == {}
+
+
+def test_a_starting_daemon_takes_only_the_zones_it_can_poll_now(daemons, postgres, lake):
+    """Six free zones, two reading slots, passes of a second: a daemon that starts takes
+    two at a time, the next two as a first pass ends; every zone's first request follows
+    its take at once (before, it took the six at once and the last two waited 2 s for a
+    slot, while their leases kept them from any other daemon)."""
+    a, passes = daemons("host:1", poll=6, seconds=1.0, concurrency=2)
+    taken: dict[int, float] = {}
+    acquired = a._acquired
+
+    def took(key: str, wait: float) -> None:
+        taken.setdefault(int(key.split("/")[1]), time.monotonic())
+        acquired(key, wait)
+
+    a._acquired = took  # type: ignore[method-assign]
+    a.start()
+    assert wait_for(lambda: len(passes.first_read) == len(ZONES), 30), (taken, passes.first_read)
+    late = {z: round(passes.first_read[z] - taken[z], 2) for z in ZONES}
+    assert max(late.values()) < 0.6, late

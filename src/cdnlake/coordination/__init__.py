@@ -38,9 +38,17 @@ class Fleet(Protocol):
         on_acquired: Callable[[str, float], None],
         *,
         stopping: Callable[[], bool] = never,
+        room: Callable[[], int] | None = None,
     ) -> None:
         """Join; ``on_acquired(key, wait)`` when a zone becomes this daemon's. Once
-        ``stopping()`` is true (the daemon stops) no zone is taken any more."""
+        ``stopping()`` is true (the daemon stops) no zone is taken any more. ``room()``:
+        how many more zones this daemon could start polling now (None: no bound); a round
+        takes no more than that."""
+        ...
+
+    def more_room(self) -> None:
+        """``room()`` grew (a zone's first pass ended): the zones left for lack of it may
+        be taken now, not a round later."""
         ...
 
     def claim(self, key: str) -> contextlib.AbstractContextManager[Hold | None]: ...

@@ -13,6 +13,11 @@ different machines never meet.
   next page. It reconnects at every tick and takes its share again.
 - A new owner makes its first request only after the previous owner's rate window
   (``ingest.window_seconds``) has passed, so the zone's budget is spent by one process.
+- A daemon takes no more zones than it can start polling now (the ``room`` its daemon
+  gives: its reading slots, ``ingest.concurrency``, less the zones it took whose first
+  pass has not ended); the rest stay free, for a later round (at the latest the next
+  tick, at once when a first pass ends) or another daemon. A lease taken is polled at
+  once, not held idle while its first pass waits for a slot.
 - Every take of a lease gives it a new, larger generation; the passes run under it carry
   it into the lake as the zone's fence token (:mod:`cdnlake.lake.progress`). The first
   commit of the new owner advances the zone's fence, after which a daemon whose lease
@@ -126,6 +131,9 @@ class PostgresFleet:
         self._asked: set[str] = set()  # asked for by `maintain`: no new pass starts
         self._on_acquired: Callable[[str, float], None] = lambda key, ready: None
         self._daemon_stopping: Callable[[], bool] = never
+        self._room: Callable[[], int] | None = None
+        self._short = False  # the last round left zones of the share for lack of room
+        self._wake = threading.Event()  # a round now: room for them (more_room)
         self.rounds = 0  # rounds had with the database (tests wait for them)
         self._conn: Any = None
         self._lock = threading.Lock()
@@ -139,13 +147,16 @@ class PostgresFleet:
         on_acquired: Callable[[str, float], None],
         *,
         stopping: Callable[[], bool] = never,
+        room: Callable[[], int] | None = None,
     ) -> None:
         """Join the fleet: the first tick runs here, so a bad DSN fails the start. Once
         ``stopping()`` is true (the daemon stops: no pass starts any more) its rounds take
-        no lease and let go of every one without a pass in flight."""
+        no lease and let go of every one without a pass in flight. A round takes at most
+        ``room()`` new leases (None: its whole share)."""
         self.zone_keys = sorted(zone_keys)
         self._on_acquired = on_acquired
         self._daemon_stopping = stopping
+        self._room = room
         self._conn = connect(self.dsn, timeout=self.tick_seconds)
         ensure_schema(self._conn)
         self.tick()
@@ -157,6 +168,7 @@ class PostgresFleet:
     def stop(self) -> None:
         """Leave: release every lease (passes have ended) and the heartbeat row."""
         self._stopping.set()
+        self._wake.set()
         for thread in self._threads:
             thread.join(timeout=self.tick_seconds + 5)
         try:
@@ -175,6 +187,11 @@ class PostgresFleet:
             self.leases.clear()
 
     # -- what the daemon asks ----------------------------------------------------------
+    def more_room(self) -> None:
+        """A round at once if the last one left zones of the share for lack of room."""
+        if self._short:
+            self._wake.set()
+
     @contextlib.contextmanager
     def claim(self, key: str) -> Iterator[Hold | None]:
         """The hold of ``key`` if this daemon has it now, else None. While the block runs
@@ -288,6 +305,9 @@ class PostgresFleet:
             for row in conn.execute(postgres_sql("renew_leases"), self._params(keys=sorted(keep)))
         }
         new = sorted(wanted - held)
+        if self._room is not None:  # only what this daemon can start polling now
+            room = max(0, self._room())
+            self._short, new = len(new) > room, new[:room]
         taken: list[tuple[str, str, float, int]] = []
         if new:
             with conn.transaction():
@@ -328,7 +348,11 @@ class PostgresFleet:
         self.rounds += 1
 
     def _tick_loop(self) -> None:
-        while not self._stopping.wait(self.tick_seconds):
+        while True:
+            self._wake.wait(self.tick_seconds)  # a tick, or sooner: room for more zones
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
             try:
                 self.tick()
             except CoordinationError as exc:

@@ -63,6 +63,7 @@ class SoleDaemon:
         on_acquired: Callable[[str, float], None],
         *,
         stopping: Callable[[], bool] = never,
+        room: Callable[[], int] | None = None,
     ) -> None:
         """Hold the storage root (every zone is this daemon's, from the start)."""
         path = lock_path(self.work)
@@ -82,6 +83,9 @@ class SoleDaemon:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{self.daemon_id} since {since}\n".encode(), 0)
         self._fd = fd
+
+    def more_room(self) -> None:
+        """Nothing to take: every zone is held from the start."""
 
     @contextlib.contextmanager
     def claim(self, key: str) -> Iterator[Hold | None]:
