@@ -9,10 +9,12 @@ lease when, not the ingestion.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -150,3 +152,95 @@ def test_a_starting_daemon_takes_only_the_zones_it_can_poll_now(daemons, postgre
     assert wait_for(lambda: len(passes.first_read) == len(ZONES), 30), (taken, passes.first_read)
     late = {z: round(passes.first_read[z] - taken[z], 2) for z in ZONES}
     assert max(late.values()) < 0.6, late
+
+
+UNREACHABLE = "host=127.0.0.1 port=1 user=x connect_timeout=1"
+
+
+def test_a_daily_job_that_cannot_reach_postgres_is_said_unknown_and_tried_again(
+    tmp_path, postgres, lake, caplog
+):
+    """PostgreSQL away when the day's report is due: the daemon cannot know whether another
+    daemon made it. It says so (not "made by a daemon of the fleet") and makes it at its
+    next compaction round, once PostgreSQL answers."""
+    config = config_of(tmp_path, poll=2, zones=[501])
+    written: list[date] = []
+    fleet = PostgresFleet(UNREACHABLE, lake, "host:1", lease_seconds=2, rate_window_seconds=0)
+    daemon = Daemon(
+        config, make_client(config), fleet=fleet, report_writer=written.append, catch_up=False
+    )
+    audited: list[date] = []
+    daemon.audit = audited.append  # type: ignore[method-assign]  # (its own test below)
+    day = date(2026, 11, 21)
+    with caplog.at_level(logging.INFO, "cdnlake"):
+        daemon.write_report(day)
+        daemon.maintain(day)
+    assert written == [] and daemon.maintain_runs == 0
+    assert "a daemon of the fleet" not in caplog.text, caplog.text
+    assert f"daily report for {day}: not known whether it is done" in caplog.text, caplog.text
+    assert f"lake maintenance for {day}: not known whether it is done" in caplog.text
+
+    fleet.dsn = postgres.dsn  # PostgreSQL is back
+    daemon.compact_open_days()
+    assert written == [day]
+    assert daemon.maintain_runs == 1
+    with caplog.at_level(logging.INFO, "cdnlake"):
+        daemon.write_report(day)  # done: said so, not tried again
+    assert written == [day]
+    done = f"daily report for {day}: done (or being done) by a daemon of the fleet"
+    assert done in caplog.text, caplog.text
+    daemon.compact_open_days()
+    assert written == [day]
+
+
+def test_a_sole_daemon_says_a_job_is_done_on_its_root_not_in_a_fleet(tmp_path, caplog):
+    config = config_of(tmp_path, poll=2, zones=[501])
+    written: list[date] = []
+    daemon = Daemon(config, make_client(config), report_writer=written.append, catch_up=False)
+    daemon.audit = lambda day: None  # type: ignore[method-assign]
+    day = date(2026, 11, 21)
+    with caplog.at_level(logging.INFO, "cdnlake"):
+        daemon.write_report(day)
+        daemon.write_report(day)  # a restart the same day
+    assert written == [day]
+    assert f"daily report for {day}: already done on this storage root" in caplog.text
+    assert "fleet" not in caplog.text, caplog.text
+
+
+def test_an_audit_done_but_not_kept_is_not_said_failed_and_is_tried_again(
+    tmp_path, caplog, monkeypatch
+):
+    """The audit ran; only writing audit_days failed: said as such, the job left open (no
+    marker: the next start audits it again) and run again at the next compaction round."""
+    from cdnlake.audit import days as audit_days
+    from cdnlake.audit import run as audit_run
+    from cdnlake.coordination.sole import job_marker
+    from cdnlake.errors import StorageError
+
+    config = config_of(tmp_path, poll=2, zones=[501])
+    daemon = Daemon(config, make_client(config), catch_up=False)
+    day = date(2026, 11, 21)
+    monkeypatch.setattr(audit_days, "due", lambda lake, zones, day, now: {day: zones})
+    monkeypatch.setattr(audit_run, "audit", lambda *args: ["hours"])
+    monkeypatch.setattr(audit_days, "unkept", lambda hours: [])
+    kept: list[object] = []
+
+    def keep(config: Config, hours: object, now: object) -> list[object]:
+        if not kept:
+            kept.append(hours)
+            raise StorageError("audit_days: the disk is full")
+        return []
+
+    monkeypatch.setattr(audit_run, "keep", keep)
+    with caplog.at_level(logging.INFO, "cdnlake"):
+        daemon.audit(day)
+    assert f"completeness audit of {day} failed" not in caplog.text, caplog.text
+    assert (
+        f"completeness audit of {day}: audited, but not kept in audit_days "
+        "(audit_days: the disk is full)"
+    ) in caplog.text, caplog.text
+    assert daemon.audit_runs == [] and not job_marker(config.storage.work, f"audit/{day}").exists()
+
+    daemon.compact_open_days()  # tried again: kept this time
+    assert daemon.audit_runs == [day]
+    assert job_marker(config.storage.work, f"audit/{day}").exists()

@@ -1,12 +1,14 @@
 """Who ingests which zone: one daemon per storage root, or a fleet through PostgreSQL.
 
 Both kinds answer the daemon alike (:class:`Fleet`): ``claim(key)`` for a zone pass,
-``fleet_job(name)`` for the once-a-day work that one daemon of the fleet does.
+``fleet_job(name)`` for the once-a-day work that one daemon of the fleet does (its
+:class:`Turn`: this daemon's, done, or unknown while PostgreSQL cannot be reached).
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import threading
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
@@ -25,12 +27,25 @@ class Hold(NamedTuple):
     generation: int | None
 
 
+class Turn(enum.Enum):
+    """Whose a fleet job is (:meth:`Fleet.fleet_job`); true only for ``MINE``."""
+
+    MINE = "mine"  # this daemon does it now
+    DONE = "done"  # done already, or being done by another daemon of the fleet
+    UNKNOWN = "unknown"  # the coordination could not be asked: try again later
+
+    def __bool__(self) -> bool:
+        return self is Turn.MINE
+
+
 def never() -> bool:
     return False
 
 
 class Fleet(Protocol):
     daemon_id: str
+    # How a job found done is said: "already done on this storage root", ...
+    done_elsewhere: str
 
     def start(
         self,
@@ -53,7 +68,11 @@ class Fleet(Protocol):
 
     def claim(self, key: str) -> contextlib.AbstractContextManager[Hold | None]: ...
 
-    def fleet_job(self, job: str) -> contextlib.AbstractContextManager[bool]: ...
+    def fleet_job(self, job: str) -> contextlib.AbstractContextManager[Turn]:
+        """Whether this daemon does ``job`` (e.g. a day's report) now, it is done already,
+        or that cannot be known now; a job done here is marked done when the block ends
+        without an exception."""
+        ...
 
     def stop(self) -> None: ...
 

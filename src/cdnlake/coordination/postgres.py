@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from cdnlake.coordination import Hold, never
+from cdnlake.coordination import Hold, Turn, never
 from cdnlake.coordination.assign import share
 from cdnlake.errors import CoordinationError, StopRequested, ZoneBusyError
 from cdnlake.sqlfiles import postgres_sql
@@ -109,6 +109,8 @@ class Lease:
 
 class PostgresFleet:
     """This daemon's view of the fleet; one background thread talks to the database."""
+
+    done_elsewhere = "done (or being done) by a daemon of the fleet"
 
     def __init__(
         self,
@@ -218,25 +220,39 @@ class PostgresFleet:
                     lease.running = False
 
     @contextlib.contextmanager
-    def fleet_job(self, job: str) -> Iterator[bool]:
-        """True for the one daemon of the fleet that should do ``job`` (e.g. a day's
-        report); it is marked done when the block ends without an exception."""
+    def fleet_job(self, job: str) -> Iterator[Turn]:
+        """``MINE`` for the one daemon of the fleet that should do ``job`` (e.g. a day's
+        report), marked done when the block ends without an exception; ``DONE`` when
+        another daemon did it or does it; ``UNKNOWN`` when PostgreSQL cannot be asked
+        (the caller tries again later)."""
         params = self._params(job=job, ttl=JOB_SECONDS)
         try:
             conn = connect(self.dsn, timeout=self.tick_seconds)
+            try:
+                mine = conn.execute(postgres_sql("claim_job"), params).fetchone() is not None
+            except Exception as exc:
+                conn.close()
+                raise CoordinationError(f"coordination: PostgreSQL failed: {_first(exc)}") from None
         except CoordinationError as exc:
-            log.error("%s: skipped here: %s", job, exc)
-            yield False
+            log.warning("%s: cannot tell whether it is done in the fleet: %s", job, exc)
+            yield Turn.UNKNOWN
             return
         with conn:
-            mine = conn.execute(postgres_sql("claim_job"), params).fetchone() is not None
             done = False
             try:
-                yield mine
+                yield Turn.MINE if mine else Turn.DONE
                 done = True
             finally:
                 if mine:
-                    conn.execute(postgres_sql("finish_job"), {**params, "done": done})
+                    try:
+                        conn.execute(postgres_sql("finish_job"), {**params, "done": done})
+                    except Exception as exc:  # its claim lapses after JOB_SECONDS
+                        log.warning(
+                            "%s: %s here, but not recorded in PostgreSQL: %s",
+                            job,
+                            "done" if done else "not done",
+                            _first(exc),
+                        )
 
     # -- the tick ----------------------------------------------------------------------
     def _params(self, **extra: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cdnlake.coordination import Hold, never
+from cdnlake.coordination import Hold, Turn, never
 from cdnlake.errors import DaemonRunningError
 
 
@@ -50,6 +50,8 @@ def job_marker(work: Path, job: str) -> Path:
 
 class SoleDaemon:
     """The daemon that owns every zone of its storage root, alone."""
+
+    done_elsewhere = "already done on this storage root"
 
     def __init__(self, work: Path, daemon_id: str) -> None:
         self.work = work
@@ -93,14 +95,15 @@ class SoleDaemon:
         yield Hold(0.0, self._never, None)
 
     @contextlib.contextmanager
-    def fleet_job(self, job: str) -> Iterator[bool]:
-        """True unless this root's daemon did ``job`` already (a restart after the day's
-        report must not make it twice); done once the block ends without an exception."""
+    def fleet_job(self, job: str) -> Iterator[Turn]:
+        """``MINE`` unless this root's daemon did ``job`` already (``DONE``: a restart
+        after the day's report must not make it twice); done once the block ends without
+        an exception. Never ``UNKNOWN``: the marker is on this root."""
         marker = job_marker(self.work, job)
         if marker.exists():
-            yield False
+            yield Turn.DONE
             return
-        yield True
+        yield Turn.MINE
         marker.parent.mkdir(parents=True, exist_ok=True)
         since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         marker.write_text(f"{self.daemon_id} at {since}\n")
