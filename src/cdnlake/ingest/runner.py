@@ -277,7 +277,7 @@ class Runner:
         stop: StopSignal | None = None,
         *,
         holder: int | None = None,
-        locked: bool = True,
+        locked: bool | None = None,
     ) -> ZoneResult:
         """One pass; ``stop`` ends it early as the runner's own stop does. ``holder``: the
         generation of the fleet lease it runs under, its fence token (see
@@ -287,6 +287,10 @@ class Runner:
         no progress (a re-read), whose commits the fence and Delta's conflict check keep
         apart from the zone's passes, as the forwarding receiver's are."""
         result = ZoneResult(zone_id, source.kind)
+        # By default the zone's local lock only without a fleet lease: under one (holder not
+        # None) the lease and the zone's fence already exclude other holders, and a lock
+        # left by a stalled holder on a shared root would keep the lease's owner busy.
+        locked = holder is None if locked is None else locked
         signal: StopSignal = self.stop if stop is None else AnyStop(self.stop, stop)
         with self.bookkeeping.runs().passing():  # its run row joins those ending beside it
             self._pass(result, source, signal, holder=holder, locked=locked)
