@@ -228,7 +228,7 @@ def test_a_daemon_started_after_report_at_makes_that_days_report_once(tmp_path):
 
         # Restarted the same day: the report and the maintenance are done already.
         proc = spawn_daemon(path)
-        wait_for_line(proc, f"daily report for {day}: made (or being made)", timeout=120)
+        wait_for_line(proc, f"daily report for {day}: already done on this storage root", 120)
         wait_for_line(proc, "lake maintenance for", timeout=120)
         code, _, log = stop(proc)
         assert code == 0 and "Traceback" not in log, log

@@ -40,7 +40,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from cdnlake.client.core import ApiClient
 from cdnlake.client.logging_api import LoggingClient
 from cdnlake.config import Config, ShieldZoneConfig, ZoneConfig
-from cdnlake.coordination import Fleet, fleet_for, lease_key, lease_keys, maintain_hold
+from cdnlake.coordination import Fleet, Turn, fleet_for, lease_key, lease_keys, maintain_hold
 from cdnlake.errors import StopRequested
 from cdnlake.forwarding.receiver import Receiver
 from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
@@ -55,6 +55,10 @@ log = logging.getLogger("cdnlake.daemon")
 
 class _DayOpen(Exception):
     """Leaves a daily audit's fleet job open: its day is not kept yet for every zone."""
+
+
+class _NotKept(Exception):
+    """Leaves a daily audit's fleet job open: the day was audited, keeping it failed."""
 
 
 DEFAULT_STOP_GRACE_SECONDS = 8.0
@@ -85,6 +89,9 @@ class Daemon:
         self.fleet = fleet or fleet_for(config, this_daemon())
         self.metrics = metrics
         self._jobs: dict[str, str] = {}  # lease key -> its poll job
+        # Zones just taken whose first pass has not ended: they count against the room
+        # the fleet may take new zones in (see :meth:`room`).
+        self._unpolled: set[str] = set()
         self.api = api
         self.stop_event = api.abort
         self.ingestor = Ingestor(
@@ -108,7 +115,9 @@ class Daemon:
             minutes=COMPACT_MINUTES, timezone=UTC
         )
         self._open_days: Any = None  # lake.maintain.OpenDays, made at the first run
-        self._maintain_again: date | None = None  # a day's maintenance that left damage
+        # Daily jobs to run again at the next compaction round: job -> (run, day, why): a
+        # maintenance that left damage, an audit not kept, a job whose turn was unknown.
+        self._again: dict[str, tuple[Callable[[date], None], date, str]] = {}
         # The configured daily jobs whose time of day had passed when this daemon started
         # (a job given its own trigger keeps to it; ``catch_up=False``: none, for tests
         # that watch passes alone), and the polls still to run once before them.
@@ -145,15 +154,30 @@ class Daemon:
         """Run one pass of ``key`` if the fleet holds it here, once the previous owner's
         rate window has passed; the pass stops when the daemon stops or the hold is lost,
         and commits under the hold's generation (its fence token)."""
-        if self.stop_event.is_set():
-            return None
-        with self.fleet.claim(key) as held:
-            if held is None:
+        try:
+            if self.stop_event.is_set():
                 return None
-            delay = held.ready_at - time.monotonic()
-            if delay > 0 and (self.stop_event.wait(delay) or held.lost.is_set()):
-                return None
-            return run(AnyStop(self.stop_event, held.lost), held.generation)
+            with self.fleet.claim(key) as held:
+                if held is None:
+                    return None
+                delay = held.ready_at - time.monotonic()
+                if delay > 0 and (self.stop_event.wait(delay) or held.lost.is_set()):
+                    return None
+                return run(AnyStop(self.stop_event, held.lost), held.generation)
+        finally:
+            with self._lock:
+                first = key in self._unpolled
+                self._unpolled.discard(key)
+            if first:  # its reading slot is free again: the fleet may take another zone
+                self.fleet.more_room()
+
+    def room(self) -> int:
+        """How many more zones this daemon can start polling now: its reading slots
+        (``ingest.concurrency``) less the zones it took whose first pass has not ended.
+        The fleet takes no more new zones than that at a time, so that a zone taken is
+        polled at once, not held idle behind other zones' first passes."""
+        with self._lock:
+            return self.config.ingest.concurrency - len(self._unpolled)
 
     def poll_zone(self, zone: ZoneConfig) -> ZoneResult | None:
         result = self._held_pass(
@@ -194,21 +218,46 @@ class Daemon:
     def _acquired(self, key: str, wait_seconds: float) -> None:
         """A zone just became ours: poll it as soon as its budget allows, not a whole
         interval later."""
+        with self._lock:
+            self._unpolled.add(key)
         with contextlib.suppress(JobLookupError, KeyError):
             when = datetime.now(UTC) + timedelta(seconds=wait_seconds)
             self.scheduler.modify_job(self._jobs[key], next_run_time=when)
+
+    def _run_again(self, job: str, run: Callable[[date], None], day: date, why: str) -> None:
+        """Run ``job`` again at the next compaction round (:meth:`compact_open_days`)."""
+        with self._lock:
+            self._again[job] = (run, day, why)
+
+    def _mine(
+        self, turn: Turn, job: str, what: str, run: Callable[[date], None], day: date
+    ) -> bool:
+        """True if this daemon does the day's ``job`` now. Otherwise says why: done (here
+        or elsewhere), or not known (the coordination not reached: the job is tried again
+        at the next compaction round, so the day's job is not lost)."""
+        if turn is Turn.MINE:
+            return True
+        if turn is Turn.DONE:
+            log.info("%s for %s: %s", what, day, self.fleet.done_elsewhere)
+        else:
+            log.warning(
+                "%s for %s: not known whether it is done (the fleet's PostgreSQL was not "
+                "reached); tried again at the next compaction round",
+                what,
+                day,
+            )
+            self._run_again(job, run, day, "the fleet's PostgreSQL was not reached")
+        return False
 
     def write_report(self, day: date | None = None) -> None:
         """Yesterday's report (or ``day``'s), made by one daemon of the fleet (another may
         retry a day's report whose daemon failed or died)."""
         day = day or (self.clock() - timedelta(days=1)).date()
         self.audit(day)  # first: the report shows the day's completeness
+        job = f"report/{day}"
         try:
-            with self.fleet.fleet_job(f"report/{day}") as mine:
-                if not mine:
-                    log.info(
-                        "daily report for %s: made (or being made) by a daemon of the fleet", day
-                    )
+            with self.fleet.fleet_job(job) as turn:
+                if not self._mine(turn, job, "daily report", self.write_report, day):
                     return
                 if self._report_writer is not None:
                     self._report_writer(day)
@@ -230,7 +279,9 @@ class Daemon:
         corrected). A zone's day that cannot be kept yet (an hour pending: the zone is
         behind, or inside ``lag_seconds``) is said in a warning and leaves the job open,
         as does a day that cannot be audited (the statistics unreachable): the next
-        daemon to start, and the next days' audits, audit it again."""
+        daemon to start, and the next days' audits, audit it again. A day audited whose
+        result could not be kept (``audit_days`` not written) is said so, not as a failed
+        audit, and the job stays open: run again at the next compaction round."""
         from cdnlake.audit.days import due, unkept
         from cdnlake.audit.run import audit, keep
         from cdnlake.client.statistics import StatisticsApi
@@ -238,16 +289,19 @@ class Daemon:
         zones = [z.id for z in self.config.zones]
         if not zones:
             return
+        job = f"audit/{day}"
         try:
-            with self.fleet.fleet_job(f"audit/{day}") as mine:
-                if not mine:
-                    log.info("completeness audit of %s: done (or being done) in the fleet", day)
+            with self.fleet.fleet_job(job) as turn:
+                if not self._mine(turn, job, "completeness audit", self.audit, day):
                     return
                 now = self.clock()
                 waiting = []
                 for when, todo in sorted(due(self.session.lake, zones, day, now).items()):
                     hours = audit(self.config, StatisticsApi(self.api), todo, when, when, now)
-                    days = keep(self.session, hours, now)
+                    try:
+                        days = keep(self.session, hours, now)
+                    except Exception as exc:  # audited: only its bookkeeping failed
+                        raise _NotKept(when, exc) from exc
                     if days and self.metrics is not None:
                         self.metrics.audited()
                     for audited in days:
@@ -267,6 +321,15 @@ class Daemon:
             self.audit_runs.append(day)
         except _DayOpen:
             pass
+        except _NotKept as exc:  # the job stays open: the audit runs again, then keeps it
+            when, error = exc.args
+            log.error(
+                "completeness audit of %s: audited, but not kept in audit_days (%s); the job "
+                "stays open, run again at the next compaction round",
+                when,
+                error,
+            )
+            self._run_again(job, self.audit, day, "its audit was not kept")
         except Exception as exc:  # the daemon must outlive a failed audit
             log.error("completeness audit of %s failed: %s", day, exc)
 
@@ -281,13 +344,10 @@ class Daemon:
         from cdnlake.lake.maintain import maintain
 
         day = day or self.clock().date()
+        job = f"maintain/{day}"
         try:
-            with self.fleet.fleet_job(f"maintain/{day}") as mine:
-                if not mine:
-                    log.info(
-                        "lake maintenance for %s: done (or being done) by a daemon of the fleet",
-                        day,
-                    )
+            with self.fleet.fleet_job(job) as turn:
+                if not self._mine(turn, job, "lake maintenance", self.maintain, day):
                     return
                 report = maintain(
                     self.session,
@@ -298,12 +358,11 @@ class Daemon:
                 if self.metrics is not None:
                     self.metrics.observe_maintain(report)
                 if report.left:  # not done: the fleet job stays open, tried again
-                    self._maintain_again = day
+                    self._run_again(job, self.maintain, day, "a damaged file was left")
                     raise ZoneBusyError(
                         f"{len(report.left)} damaged file(s) left in place: "
                         + "; ".join(t.line() for t in report.tables)
                     )
-            self._maintain_again = None
             self.maintain_runs += 1
             log.info("lake maintained: %s", "; ".join(t.line() for t in report.tables))
         except StopRequested:  # not done: the next daemon to start catches it up
@@ -314,14 +373,18 @@ class Daemon:
     def compact_open_days(self) -> None:
         """Every ``COMPACT_MINUTES``: today's partition of each zone held here that holds
         too many small files is compacted (:class:`~cdnlake.lake.maintain.OpenDays`), so
-        files per zone-day stay bounded between nightly maintenance runs. A day's
-        maintenance that left a damaged file in place is run again first."""
+        files per zone-day stay bounded between nightly maintenance runs. The daily jobs
+        left to run again are run first: a maintenance that left a damaged file in place,
+        an audit not kept, a job whose turn could not be known."""
         from cdnlake.lake.maintain import OpenDays
 
-        again, self._maintain_again = self._maintain_again, None
-        if again is not None and not self.stop_event.is_set():
-            log.info("lake maintenance for %s: running it again (a damaged file was left)", again)
-            self.maintain(again)
+        with self._lock:
+            again, self._again = self._again, {}
+        for job, (run, day, why) in again.items():
+            if self.stop_event.is_set():
+                break
+            log.info("%s: running it again (%s)", job, why)
+            run(day)
 
         if self._open_days is None:
             self._open_days = OpenDays(self.session)
@@ -359,7 +422,9 @@ class Daemon:
         polls += [(self.poll_shield_zone, z, f"shield-{z.id}") for z in self.config.shield_zones]
         keys = lease_keys(self.config)  # in the order of polls
         self._jobs = {key: job_id for key, (_, _, job_id) in zip(keys, polls, strict=True)}
-        self.fleet.start(keys, self._acquired)
+        # Once stopping, the fleet takes no zone: a pass would never start on it. Until
+        # then, no more at a time than this daemon can start polling.
+        self.fleet.start(keys, self._acquired, stopping=self.stop_event.is_set, room=self.room)
         now = datetime.now(UTC)
         for i, (poll, zone, job_id) in enumerate(polls):
             self.scheduler.add_job(

@@ -10,6 +10,7 @@ from collections import Counter
 import psycopg
 import pytest
 
+from cdnlake.coordination import Turn
 from cdnlake.coordination.postgres import PostgresFleet, fleet_view
 from cdnlake.errors import CoordinationError
 from cdnlake.scheduler import wait_for
@@ -121,7 +122,7 @@ def test_a_fleet_job_is_done_once(postgres, lake):
             a.fleet_job("report/2026-11-21") as mine_a,
             b.fleet_job("report/2026-11-21") as mine_b,
         ):
-            assert (mine_a, mine_b) == (True, False)
+            assert (mine_a, mine_b) == (Turn.MINE, Turn.DONE)
         with b.fleet_job("report/2026-11-21") as again:
             assert not again  # done: not again tomorrow by another daemon
         with pytest.raises(RuntimeError), a.fleet_job("maintain/2026-11-22") as mine:

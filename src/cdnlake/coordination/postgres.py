@@ -13,6 +13,11 @@ different machines never meet.
   next page. It reconnects at every tick and takes its share again.
 - A new owner makes its first request only after the previous owner's rate window
   (``ingest.window_seconds``) has passed, so the zone's budget is spent by one process.
+- A daemon takes no more zones than it can start polling now (the ``room`` its daemon
+  gives: its reading slots, ``ingest.concurrency``, less the zones it took whose first
+  pass has not ended); the rest stay free, for a later round (at the latest the next
+  tick, at once when a first pass ends) or another daemon. A lease taken is polled at
+  once, not held idle while its first pass waits for a slot.
 - Every take of a lease gives it a new, larger generation; the passes run under it carry
   it into the lake as the zone's fence token (:mod:`cdnlake.lake.progress`). The first
   commit of the new owner advances the zone's fence, after which a daemon whose lease
@@ -40,7 +45,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from cdnlake.coordination import Hold
+from cdnlake.coordination import Hold, Turn, never
 from cdnlake.coordination.assign import share
 from cdnlake.errors import CoordinationError, StopRequested, ZoneBusyError
 from cdnlake.sqlfiles import postgres_sql
@@ -105,6 +110,8 @@ class Lease:
 class PostgresFleet:
     """This daemon's view of the fleet; one background thread talks to the database."""
 
+    done_elsewhere = "done (or being done) by a daemon of the fleet"
+
     def __init__(
         self,
         dsn: str,
@@ -125,16 +132,33 @@ class PostgresFleet:
         self.connected = False
         self._asked: set[str] = set()  # asked for by `maintain`: no new pass starts
         self._on_acquired: Callable[[str, float], None] = lambda key, ready: None
+        self._daemon_stopping: Callable[[], bool] = never
+        self._room: Callable[[], int] | None = None
+        self._short = False  # the last round left zones of the share for lack of room
+        self._wake = threading.Event()  # a round now: room for them (more_room)
+        self.rounds = 0  # rounds had with the database (tests wait for them)
         self._conn: Any = None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
 
     # -- lifecycle ---------------------------------------------------------------------
-    def start(self, zone_keys: list[str], on_acquired: Callable[[str, float], None]) -> None:
-        """Join the fleet: the first tick runs here, so a bad DSN fails the start."""
+    def start(
+        self,
+        zone_keys: list[str],
+        on_acquired: Callable[[str, float], None],
+        *,
+        stopping: Callable[[], bool] = never,
+        room: Callable[[], int] | None = None,
+    ) -> None:
+        """Join the fleet: the first tick runs here, so a bad DSN fails the start. Once
+        ``stopping()`` is true (the daemon stops: no pass starts any more) its rounds take
+        no lease and let go of every one without a pass in flight. A round takes at most
+        ``room()`` new leases (None: its whole share)."""
         self.zone_keys = sorted(zone_keys)
         self._on_acquired = on_acquired
+        self._daemon_stopping = stopping
+        self._room = room
         self._conn = connect(self.dsn, timeout=self.tick_seconds)
         ensure_schema(self._conn)
         self.tick()
@@ -146,6 +170,7 @@ class PostgresFleet:
     def stop(self) -> None:
         """Leave: release every lease (passes have ended) and the heartbeat row."""
         self._stopping.set()
+        self._wake.set()
         for thread in self._threads:
             thread.join(timeout=self.tick_seconds + 5)
         try:
@@ -164,6 +189,11 @@ class PostgresFleet:
             self.leases.clear()
 
     # -- what the daemon asks ----------------------------------------------------------
+    def more_room(self) -> None:
+        """A round at once if the last one left zones of the share for lack of room."""
+        if self._short:
+            self._wake.set()
+
     @contextlib.contextmanager
     def claim(self, key: str) -> Iterator[Hold | None]:
         """The hold of ``key`` if this daemon has it now, else None. While the block runs
@@ -190,25 +220,39 @@ class PostgresFleet:
                     lease.running = False
 
     @contextlib.contextmanager
-    def fleet_job(self, job: str) -> Iterator[bool]:
-        """True for the one daemon of the fleet that should do ``job`` (e.g. a day's
-        report); it is marked done when the block ends without an exception."""
+    def fleet_job(self, job: str) -> Iterator[Turn]:
+        """``MINE`` for the one daemon of the fleet that should do ``job`` (e.g. a day's
+        report), marked done when the block ends without an exception; ``DONE`` when
+        another daemon did it or does it; ``UNKNOWN`` when PostgreSQL cannot be asked
+        (the caller tries again later)."""
         params = self._params(job=job, ttl=JOB_SECONDS)
         try:
             conn = connect(self.dsn, timeout=self.tick_seconds)
+            try:
+                mine = conn.execute(postgres_sql("claim_job"), params).fetchone() is not None
+            except Exception as exc:
+                conn.close()
+                raise CoordinationError(f"coordination: PostgreSQL failed: {_first(exc)}") from None
         except CoordinationError as exc:
-            log.error("%s: skipped here: %s", job, exc)
-            yield False
+            log.warning("%s: cannot tell whether it is done in the fleet: %s", job, exc)
+            yield Turn.UNKNOWN
             return
         with conn:
-            mine = conn.execute(postgres_sql("claim_job"), params).fetchone() is not None
             done = False
             try:
-                yield mine
+                yield Turn.MINE if mine else Turn.DONE
                 done = True
             finally:
                 if mine:
-                    conn.execute(postgres_sql("finish_job"), {**params, "done": done})
+                    try:
+                        conn.execute(postgres_sql("finish_job"), {**params, "done": done})
+                    except Exception as exc:  # its claim lapses after JOB_SECONDS
+                        log.warning(
+                            "%s: %s here, but not recorded in PostgreSQL: %s",
+                            job,
+                            "done" if done else "not done",
+                            _first(exc),
+                        )
 
     # -- the tick ----------------------------------------------------------------------
     def _params(self, **extra: Any) -> dict[str, Any]:
@@ -263,7 +307,9 @@ class PostgresFleet:
             asked = {row[0] for row in conn.execute(postgres_sql("wanted_leases"), params)}
         live.setdefault(self.daemon_id, set(self.zone_keys))
         share_here = {zone for zone, daemon in share(live).items() if daemon == self.daemon_id}
-        wanted = share_here - asked
+        # A daemon that stops starts no pass: it takes nothing, renews only the leases
+        # whose pass is in flight and lets go of the others (stop() releases the rest).
+        wanted = set() if self._daemon_stopping() else share_here - asked
         with self._lock:
             self._asked = asked
             held = set(self.leases)
@@ -275,6 +321,9 @@ class PostgresFleet:
             for row in conn.execute(postgres_sql("renew_leases"), self._params(keys=sorted(keep)))
         }
         new = sorted(wanted - held)
+        if self._room is not None:  # only what this daemon can start polling now
+            room = max(0, self._room())
+            self._short, new = len(new) > room, new[:room]
         taken: list[tuple[str, str, float, int]] = []
         if new:
             with conn.transaction():
@@ -312,9 +361,14 @@ class PostgresFleet:
             came = f" from {previous}" if previous and previous != self.daemon_id else ""
             log.info("fleet: took %s%s (first request in %.1fs)", key, came, wait)
             self._on_acquired(key, wait)
+        self.rounds += 1
 
     def _tick_loop(self) -> None:
-        while not self._stopping.wait(self.tick_seconds):
+        while True:
+            self._wake.wait(self.tick_seconds)  # a tick, or sooner: room for more zones
+            self._wake.clear()
+            if self._stopping.is_set():
+                return
             try:
                 self.tick()
             except CoordinationError as exc:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cdnlake.coordination import Hold
+from cdnlake.coordination import Hold, Turn, never
 from cdnlake.errors import DaemonRunningError
 
 
@@ -51,13 +51,23 @@ def job_marker(work: Path, job: str) -> Path:
 class SoleDaemon:
     """The daemon that owns every zone of its storage root, alone."""
 
+    done_elsewhere = "already done on this storage root"
+
     def __init__(self, work: Path, daemon_id: str) -> None:
         self.work = work
         self.daemon_id = daemon_id
         self._fd: int | None = None
         self._never = threading.Event()  # a sole daemon's leases never lapse
 
-    def start(self, zone_keys: list[str], on_acquired: Callable[[str, float], None]) -> None:
+    def start(
+        self,
+        zone_keys: list[str],
+        on_acquired: Callable[[str, float], None],
+        *,
+        stopping: Callable[[], bool] = never,
+        room: Callable[[], int] | None = None,
+    ) -> None:
+        """Hold the storage root (every zone is this daemon's, from the start)."""
         path = lock_path(self.work)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -76,20 +86,24 @@ class SoleDaemon:
         os.pwrite(fd, f"{self.daemon_id} since {since}\n".encode(), 0)
         self._fd = fd
 
+    def more_room(self) -> None:
+        """Nothing to take: every zone is held from the start."""
+
     @contextlib.contextmanager
     def claim(self, key: str) -> Iterator[Hold | None]:
         """Always held, ready at once, never lost."""
         yield Hold(0.0, self._never, None)
 
     @contextlib.contextmanager
-    def fleet_job(self, job: str) -> Iterator[bool]:
-        """True unless this root's daemon did ``job`` already (a restart after the day's
-        report must not make it twice); done once the block ends without an exception."""
+    def fleet_job(self, job: str) -> Iterator[Turn]:
+        """``MINE`` unless this root's daemon did ``job`` already (``DONE``: a restart
+        after the day's report must not make it twice); done once the block ends without
+        an exception. Never ``UNKNOWN``: the marker is on this root."""
         marker = job_marker(self.work, job)
         if marker.exists():
-            yield False
+            yield Turn.DONE
             return
-        yield True
+        yield Turn.MINE
         marker.parent.mkdir(parents=True, exist_ok=True)
         since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         marker.write_text(f"{self.daemon_id} at {since}\n")

@@ -275,16 +275,21 @@ class Runner:
         stop: StopSignal | None = None,
         *,
         holder: int | None = None,
-        locked: bool = True,
+        locked: bool | None = None,
     ) -> ZoneResult:
         """One pass; ``stop`` ends it early as the runner's own stop does. ``holder``: the
         generation of the fleet lease it runs under, its fence token (see
         :mod:`cdnlake.lake.progress`); a pass whose zone was rewound or taken over since
-        it began commits nothing more and fails. ``locked``: under the zone's lock (busy at
-        once while another local process holds it); False for a source whose chunks move
-        no progress (a re-read), whose commits the fence and Delta's conflict check keep
-        apart from the zone's passes, as the forwarding receiver's are."""
+        it began commits nothing more and fails. ``locked``: under the zone's lock on this
+        machine (busy at once while another local process holds it); by default (None)
+        only without a fleet lease; False for a source whose chunks move no progress (a
+        re-read), whose commits the fence and Delta's conflict check keep apart from the
+        zone's passes, as the forwarding receiver's are."""
         result = ZoneResult(zone_id, source.kind)
+        # Under a fleet lease (holder not None) the lease and the zone's fence already
+        # exclude other holders, and a lock left by a stalled holder on a shared root
+        # would keep the lease's owner busy.
+        locked = holder is None if locked is None else locked
         signal: StopSignal = self.stop if stop is None else AnyStop(self.stop, stop)
         with self.bookkeeping.passing():  # its rejects and run join those beside them
             self._pass(result, source, signal, holder=holder, locked=locked)

@@ -1,4 +1,6 @@
-"""One process at a time per zone on this machine (an advisory ``flock``).
+"""One process at a time per zone on this machine (an advisory ``flock``), for passes run
+without a fleet lease (in a fleet the lease keeps them apart, and a lock left by a stalled
+holder on a shared storage root must not keep the lease's owner busy).
 
 This saves the rate budget from two local processes polling one zone, and spares a pass
 in flight the refusal a rewind by ``maintain`` would cause (``maintain`` waits for it).
