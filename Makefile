@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test docs lint typecheck rules unit browser postgres bench soak clean
+.PHONY: demo test docs lint typecheck rules unit browser postgres kernel bench soak clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -57,13 +57,32 @@ postgres:
 	      || echo "note: postgresql could not be installed; the fleet tests will be skipped"; \
 	  else echo "note: postgresql is missing; the fleet tests will be skipped"; fi; }
 
-unit: $(STAMP) browser postgres
+# The lake's own Delta log is read back by delta-kernel through DuckDB's delta extension
+# (tests/lake/test_other_readers.py). The extension's pip package is built for one DuckDB,
+# not the project's, so it gets a virtual environment of its own; the stamp names the
+# versions, so changing them builds it again. Without it, that test is skipped.
+KERNEL_VENV   := .venv-kernel
+KERNEL_DUCKDB := 1.4.4
+KERNEL_DELTA  := 1.4.4.20260205
+KERNEL_STAMP  := $(KERNEL_VENV)/.installed-duckdb-$(KERNEL_DUCKDB)-delta-$(KERNEL_DELTA)
+
+$(KERNEL_STAMP):
+	@rm -rf $(KERNEL_VENV)
+	@echo "installing DuckDB $(KERNEL_DUCKDB) and its delta extension into $(KERNEL_VENV)..."
+	@if $(PYTHON) -m venv $(KERNEL_VENV) && $(KERNEL_VENV)/bin/python -m pip install --quiet \
+	    duckdb==$(KERNEL_DUCKDB) duckdb-ext-delta==$(KERNEL_DELTA); then touch $@; \
+	else rm -rf $(KERNEL_VENV); \
+	  echo "note: DuckDB's delta extension could not be installed; the other-readers test will be skipped"; fi
+
+kernel: $(KERNEL_STAMP)
+
+unit: $(STAMP) browser postgres kernel
 	$(BIN)/pytest
 
 test: lint typecheck rules unit
 
 clean:
-	rm -rf $(VENV) site data/lake data/work data/reports
+	rm -rf $(VENV) $(KERNEL_VENV) site data/lake data/work data/reports
 
 # The fault, crash and load suites at full size (20+ crash rounds, minutes of load).
 soak: $(STAMP)
