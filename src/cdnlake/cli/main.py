@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -129,15 +130,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="override status.max_lag_seconds",
     )
 
+    from cdnlake.warehouse.relations import RELATIONS
+
     p = _command(
         sub,
         "sql",
-        "Run SQL on the lake's relations (requests, requests_hourly, shield_events,\n"
-        "ingest_runs, ingest_gaps, rejected_lines), or a named query from sql/ with\n"
-        "--query NAME --param key=value.",
+        "Run SQL on the lake's relations, or a named query from sql/ with\n"
+        "--query NAME --param key=value. The relations:\n"
+        + textwrap.fill(", ".join(RELATIONS), 78, initial_indent="  ", subsequent_indent="  ")
+        + "\nWith no SQL: an interactive shell on a terminal (.help lists its commands),\n"
+        "else the SQL on standard input.",
         "cdnlake.cli.sql_cmd:sql",
     )
-    p.add_argument("query", nargs="?", metavar="QUERY", help="SQL text")
+    p.add_argument(
+        "query",
+        nargs="?",
+        metavar="QUERY",
+        help="SQL text (one or more statements; the last one's result is printed), "
+        "or - to read it from standard input",
+    )
+    p.add_argument("--file", metavar="PATH", help="read the SQL from this file")
     p.add_argument("--query", dest="named", metavar="NAME", help="run a named query from sql/")
     p.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="named query parameter"

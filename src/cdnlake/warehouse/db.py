@@ -24,7 +24,7 @@ import duckdb
 from deltalake import DeltaTable
 
 from cdnlake.config import StorageConfig
-from cdnlake.errors import DataError, QueryError, StorageError
+from cdnlake.errors import DataError, NoLakeError, QueryError, StorageError
 from cdnlake.lake.rollups import ROLLUP, Partitions, fresh, partitions, stale
 from cdnlake.lake.schema import REQUESTS, TABLES, ColumnType, TableSpec
 from cdnlake.lake.store import Lake, add_actions_table, first_line
@@ -158,9 +158,14 @@ class Warehouse:
         relations: Collection[str] | None = None,
         *,
         days: tuple[date, date] | None = None,
+        require_lake: bool = False,
     ) -> Iterator[duckdb.DuckDBPyConnection]:
         """A session over the lake with a view per relation of ``relations`` (all of
         :data:`RELATIONS` by default).
+
+        ``require_lake``: a lake that holds no table at all (nothing was ever written
+        there, or the configuration points elsewhere) raises :class:`NoLakeError` naming
+        its location, rather than answering every question with zero rows.
 
         Defining a view over a month of files, or ``requests_hourly`` (it reads the
         rollups' fingerprints), costs more than many questions: commands ask only for
@@ -178,11 +183,17 @@ class Warehouse:
         con = duckdb.connect(":memory:")
         try:
             try:
-                self._set_up(con, wanted, hourly, days)
+                found = self._set_up(con, wanted, hourly, days)
             except duckdb.Error as exc:  # a set-up query (the hourly rollups) met a file
                 raise damaged_file(exc) or StorageError(
                     f"the lake at {self.lake.uri} cannot be read: {first_line(exc)}"
                 ) from None
+            if require_lake and not found and not self.holds_a_table():
+                raise NoLakeError(
+                    f"no lake at {self.lake.uri}: none of its tables was ever written there "
+                    "(run `cdnlake ingest` or the daemon first, or check storage.root and "
+                    "storage.lake_uri in the config)"
+                )
             try:
                 yield con
             except duckdb.Error as exc:  # a query met a file no footer read had opened
@@ -196,8 +207,9 @@ class Warehouse:
         wanted: set[str],
         hourly: bool,
         days: tuple[date, date] | None,
-    ) -> None:
-        """The session's views (see :meth:`connect`)."""
+    ) -> bool:
+        """The session's views (see :meth:`connect`); whether one of the tables they read
+        exists."""
         con.execute("SET TimeZone = 'UTC'")
         opened = {}
         for spec in TABLES:
@@ -216,6 +228,12 @@ class Warehouse:
             self._requests_hourly(con, requests, days)
             if days is not None:
                 _materialize_hourly(con, *days)
+            opened.setdefault(REQUESTS.name, requests)
+        return any(table is not None for table in opened.values())
+
+    def holds_a_table(self) -> bool:
+        """Whether any table of the lake was ever written."""
+        return any(self.lake.open(spec) is not None for spec in TABLES)
 
     def read_only(
         self,
@@ -338,6 +356,11 @@ class DuckDBSession:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
 
+    def interrupt(self) -> None:
+        """Stop the query running on the connection (from another thread): it raises
+        :class:`duckdb.InterruptException` there, and the connection stays usable."""
+        self.con.interrupt()
+
     def run(
         self, sql: str, params: dict[str, Any] | None = None, *, limit: int | None = None
     ) -> Result:
@@ -349,6 +372,8 @@ class DuckDBSession:
             if limit is None:
                 return Result(columns, cursor.fetchall())
             rows = cursor.fetchmany(limit + 1)  # one more tells that there are more
+        except duckdb.InterruptException:  # interrupt(): the user cancelled it
+            raise KeyboardInterrupt from None
         except duckdb.Error as exc:
             raise damaged_file(exc) or QueryError(f"sql: {first_line(exc)}") from None
         return Result(columns, rows[:limit], more=len(rows) > limit)
