@@ -11,6 +11,7 @@ the SQL typed may hold addresses or URLs.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import shutil
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from cdnlake.config import Config
     from cdnlake.warehouse.engine import Session
     from cdnlake.warehouse.relations import Result
+
+log = logging.getLogger(__name__)
 
 PROMPT = "cdnlake> "
 MORE = "    ...> "
@@ -151,6 +154,7 @@ class Shell:
 
         limit = self.limit or None if self.format == "table" else None
         session = self.session
+        log.debug("sql: running a statement")  # never its text: it may hold personal data
         result = self.guarded(
             lambda: run_cancellable(session, lambda: session.run(statement, limit=limit))
         )
