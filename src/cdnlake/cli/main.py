@@ -118,11 +118,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(
         sub,
         "status",
-        "Per zone: watermark, lag, last run, rows today, gaps.\n"
+        "Per zone: lag, last run and health (--wide: watermark, rows today, gaps, ...),\n"
+        "under the lake and storage root read.\n"
         "Exits 1 when a zone is failing or behind by more than status.max_lag_seconds.",
         "cdnlake.cli.status_cmd:status",
     )
     p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="every column (watermark, freshest row, rejected, rows today, gaps, owner, "
+        "forwarding); the default table fits 80 columns",
+    )
     p.add_argument(
         "--max-lag",
         type=whole_number("seconds"),
