@@ -161,7 +161,27 @@ class Warehouse:
         require_lake: bool = False,
     ) -> Iterator[duckdb.DuckDBPyConnection]:
         """A session over the lake with a view per relation of ``relations`` (all of
-        :data:`RELATIONS` by default).
+        :data:`RELATIONS` by default), closed at the end (see :meth:`open_connection`).
+        A query of the session that meets a damaged data file raises :func:`damaged_file`.
+        """
+        con = self.open_connection(relations, days=days, require_lake=require_lake)
+        try:
+            try:
+                yield con
+            except duckdb.Error as exc:  # a query met a file no footer read had opened
+                raise damaged_file(exc) or exc from None
+        finally:
+            con.close()
+
+    def open_connection(
+        self,
+        relations: Collection[str] | None = None,
+        *,
+        days: tuple[date, date] | None = None,
+        require_lake: bool = False,
+    ) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection over the lake with a view per relation of ``relations``
+        (all of :data:`RELATIONS` by default); the caller closes it.
 
         ``require_lake``: a lake that holds no table at all (nothing was ever written
         there, or the configuration points elsewhere) raises :class:`NoLakeError` naming
@@ -174,7 +194,6 @@ class Warehouse:
         partitions (chosen on the log, so a day's report on a lake of 100,000 files reads
         the footers of that day's files alone), and ``requests_hourly`` only those days,
         computed once for the session (a report's sections then aggregate no row twice).
-        A query of the session that meets a damaged data file raises :func:`damaged_file`.
         """
         wanted = set(RELATIONS if relations is None else relations)
         hourly = HOURLY in wanted
@@ -194,12 +213,10 @@ class Warehouse:
                     "(run `cdnlake ingest` or the daemon first, or check storage.root and "
                     "storage.lake_uri in the config)"
                 )
-            try:
-                yield con
-            except duckdb.Error as exc:  # a query met a file no footer read had opened
-                raise damaged_file(exc) or exc from None
-        finally:
+        except BaseException:
             con.close()
+            raise
+        return con
 
     def _set_up(
         self,
