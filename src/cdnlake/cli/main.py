@@ -20,6 +20,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # The optional extras (pyproject.toml): a module they install -> the extra's name.
 EXTRAS = {"sqlglot": "spark", "pyspark": "spark", "psycopg": "postgres"}
 DEFAULT_TABLE_ROWS = 1000  # a terminal table is for reading; csv and json write every row
+# What shtab completes an option's value with (shtab.FILE, without importing shtab here).
+FILE = {"bash": "_shtab_compgen_files", "zsh": "_files"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,11 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(Delta Lake tables, DuckDB or Spark) with cache and error reports.",
     )
     parser.add_argument("--version", action="version", version=f"cdnlake {__version__}")
-    parser.add_argument(
+    config = parser.add_argument(
         "--config",
         metavar="PATH",
         help="config file (default: $CDNLAKE_CONFIG, else ./config.toml)",
     )
+    config.complete = FILE  # type: ignore[attr-defined]
     parser.add_argument(
         "--log-level",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -156,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="SQL text (one or more statements; the last one's result is printed), "
         "or - to read it from standard input",
     )
-    p.add_argument("--file", metavar="PATH", help="read the SQL from this file")
+    p.add_argument("--file", metavar="PATH", help="read the SQL from this file").complete = FILE  # type: ignore[attr-defined]
     p.add_argument("--query", dest="named", metavar="NAME", help="run a named query from sql/")
     p.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="named query parameter"
@@ -271,6 +274,16 @@ def build_parser() -> argparse.ArgumentParser:
     from cdnlake.cli.api_cmd import add_arguments as add_api_arguments
 
     add_api_arguments(p)
+
+    p = _command(
+        sub,
+        "completion",
+        "Print the shell completion script for bash or zsh, generated from this parser:\n"
+        '  bash: eval "$(cdnlake completion bash)" in ~/.bashrc\n'
+        "  zsh:  cdnlake completion zsh > ~/.zfunc/_cdnlake (a folder on $fpath)",
+        "cdnlake.cli.completion_cmd:completion",
+    )
+    p.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete in")
     return parser
 
 
