@@ -107,7 +107,8 @@ def test_ctrl_c_cancels_the_query_not_the_shell(tmp_path):
     assert shell.exitstatus == 0
 
 
-def test_ctrl_c_cancels_a_one_shot_query_with_one_line_exit_1(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_cancels_a_one_shot_query_with_one_line_exit_1(tmp_path, signum):
     cfg = setup(tmp_path)
     proc = subprocess.Popen(
         [*CLI, "--config", str(cfg), "--log-level", "DEBUG", "sql", LONG_QUERY],
@@ -125,7 +126,7 @@ def test_ctrl_c_cancels_a_one_shot_query_with_one_line_exit_1(tmp_path):
         else:
             pytest.fail("the query never started")
         sent = time.monotonic()
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         rest = proc.stderr.read()
         proc.wait(timeout=30)
         assert time.monotonic() - sent < 5

@@ -111,6 +111,7 @@ def sql(args: argparse.Namespace) -> int:
         named = get_named(args.named)
         params = bind(named, args.param, config)  # bad values refused before the lake is opened
         relations = relations_named(named.sql) or None
+        stop_on_sigterm()
         with open_session(config, args.engine, relations, require_lake=True) as session:
             result = run_cancellable(session, lambda: session.run_named(named, params, limit=limit))
         show(args.format, result, limit)
@@ -121,6 +122,7 @@ def sql(args: argparse.Namespace) -> int:
 
         return shell(args, config)
     text, origin = given
+    stop_on_sigterm()
     statements = all_statements(text)
     if not statements:
         raise UsageError(f"sql: no SQL statement in {origin}")
@@ -139,6 +141,18 @@ def sql(args: argparse.Namespace) -> int:
             hide_internal(result)
     show(args.format, result, limit)
     return 0
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM as Ctrl-C: the running query is cancelled, one line, exit 1."""
+    import signal
+    import threading
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupted)
 
 
 def run_cancellable(session: Session, call: Callable[[], Result]) -> Result:
