@@ -159,3 +159,16 @@ def test_a_pipe_is_read_as_sql_not_a_shell(tmp_path):
         assert r.returncode == 0, r.stderr
         assert r.stdout == "n,semicolon\n2,;\n"
         assert "cdnlake>" not in r.stdout
+
+
+def test_the_shell_on_a_root_without_a_lake_says_so(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[storage]\nroot = "{tmp_path / "nothing"}"\n[[zones]]\nid = 1\n')
+    env = {**os.environ, "CDNLAKE_ACCESS_KEY": KEY, "XDG_STATE_HOME": str(tmp_path / "s")}
+    shell = pexpect.spawn(
+        sys.executable, [*CLI[1:], "--config", str(cfg), "sql"], env=env, encoding="utf-8"
+    )
+    shell.expect(pexpect.EOF, timeout=60)
+    shell.close()
+    assert shell.exitstatus == 1
+    assert f"cdnlake: error: no lake at {tmp_path / 'nothing' / 'lake'}" in str(shell.before)
