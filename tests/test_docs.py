@@ -11,6 +11,10 @@ command line, configuration, metrics and systemd unit, so they cannot drift apar
   command's output, line by line, as a skeleton: tables by their headers, numbers, times,
   paths and URLs left free. The demo runs once for all of them. A block named ``run``
   needs nothing else: its commands run as shown.
+- A ``python`` block right after ``<!-- run: python -->`` runs, in a process of its own, in
+  a folder holding a small lake at ``data/lake`` and its ``config.toml``; one after
+  ``<!-- run: duckdb-delta -->`` runs in ``.venv-kernel`` (``make kernel``), whose DuckDB
+  and delta extension are the versions that the page's ``pip install`` line names.
 - The configuration tables name the keys the committed config.toml has, the metrics table
   the metrics the daemon exports, and the systemd unit shown is the one in contrib/.
 """
@@ -40,6 +44,7 @@ from tests.conftest import REPO, free_port, run_cli
 PAGES = [REPO / "README.md", REPO / "data" / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+)(?P<lang>[\w-]*)\s*$")
 MARKER = re.compile(r"^\s*<!--\s*transcript:\s*(?P<name>[\w-]+)\s*-->\s*$")
+RUN = re.compile(r"^\s*<!--\s*run:\s*(?P<name>[\w-]+)\s*-->\s*$")
 UNIT = REPO / "contrib" / "systemd" / "cdnlake.service"
 
 
@@ -50,6 +55,7 @@ class Block:
     lang: str
     lines: list[str]
     transcript: str | None
+    run: str | None = None  # <!-- run: NAME --> before a python block
 
     def where(self) -> str:
         return f"{self.page.relative_to(REPO)}:{self.line}"
@@ -74,7 +80,17 @@ def code_blocks(page: Path) -> list[Block]:
             text = lines[j]
             body.append(text[indent:] if text[:indent].strip() == "" else text)
             j += 1
-        blocks.append(Block(page, i + 1, match["lang"], body, marker["name"] if marker else None))
+        run = RUN.match(previous)
+        blocks.append(
+            Block(
+                page,
+                i + 1,
+                match["lang"],
+                body,
+                marker["name"] if marker else None,
+                run["name"] if run else None,
+            )
+        )
         i = j + 1
     return blocks
 
@@ -530,3 +546,57 @@ def test_the_systemd_unit_verifies(tmp_path):
     )
     assert verify.returncode == 0, verify.stderr
     assert "cdnlake.service" not in verify.stderr + verify.stdout, verify.stderr
+
+
+# Python examples, run as shown.
+
+
+@pytest.fixture(scope="module")
+def example_folder(tmp_path_factory) -> Path:
+    """A folder with a small lake at data/lake and the config.toml naming it."""
+    from tests.fixture_lake import build_fixture_lake
+
+    where = tmp_path_factory.mktemp("examples")
+    build_fixture_lake(where / "data")
+    (where / "config.toml").write_text('[storage]\nroot = "data"\n[[zones]]\nid = 1\n')
+    return where
+
+
+def run_example(python: str, block: Block, where: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CDNLAKE_")}
+    env["CDNLAKE_ACCESS_KEY"] = "demo-key"
+    done = subprocess.run(
+        [python, "-c", "\n".join(block.lines)],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"{block.where()}:\n{done.stdout}{done.stderr}"
+    assert done.stdout.strip(), f"{block.where()}: printed nothing"
+
+
+def test_the_python_examples_run(example_folder):
+    blocks = [b for b in all_blocks() if b.run == "python"]
+    assert len(blocks) >= 3, "cdnlake.connect, deltalake and polars are shown"
+    for block in blocks:
+        assert block.lang == "python", f"{block.where()}: only python blocks run"
+        run_example(sys.executable, block, example_folder)
+
+
+def test_the_duckdb_delta_example_runs_with_the_versions_shown(example_folder):
+    """The DuckDB example, in the test-only environment ``make kernel`` builds
+    (``.venv-kernel``: no pip package ships the delta extension for cdnlake's own DuckDB
+    2.x), whose versions are the ones the page's pip line names."""
+    (block,) = [b for b in all_blocks() if b.run == "duckdb-delta"]
+    shown = [c for b in code_blocks(block.page) for c in shown_commands(b) if "pip" in c]
+    (line,) = [c for c in shown if "duckdb-ext-delta==" in c]
+    versions = dict(re.findall(r"'([\w-]+)==([\w.]+)'", line))
+    makefile = (REPO / "Makefile").read_text()
+    assert f"KERNEL_DUCKDB := {versions['duckdb']}" in makefile, versions
+    assert f"KERNEL_DELTA  := {versions['duckdb-ext-delta']}" in makefile, versions
+    python = REPO / ".venv-kernel" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"{python} is missing (make test builds it with `make kernel`)")
+    run_example(str(python), block, example_folder)

@@ -32,7 +32,8 @@ will fail the same way until something is changed by a person.
         ├── DataError                  damaged lake, state or warehouse file
         │   ├── DamagedInputError      an input file or body that ends early or is corrupt
         │   └── RejectedInputError     input of which not one line or record could be taken
-        └── StorageError               the lake or its staging area cannot be written
+        ├── StorageError               the lake or its staging area cannot be written
+        └── NoLakeError                a query of the lake where no lake was written yet
 
 Every error that came from an HTTP answer carries ``status``, ``code`` (the provider's
 error code when the body had one), ``message``, ``request_line`` (method and URL, never a
@@ -210,3 +211,9 @@ class RejectedInputError(DataError):
 
 class StorageError(TerminalError):
     """Disk full, a permission, a file where a folder should be: nothing was half written."""
+
+
+class NoLakeError(TerminalError):
+    """The storage root (or lake_uri) holds no table of the lake: nothing was ever
+    ingested there, or the configuration points somewhere else (exit 1, like a zone that
+    ``status`` finds never ingested)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from tests.cli.test_sql_cli import setup
 from tests.conftest import run_cli, start_emulator, write_config
 
 
@@ -52,3 +53,33 @@ def test_status_lists_shield_zones_apart_from_a_pull_zone_with_the_same_id(tmp_p
         assert "5001 www-shield" in table.stdout and "shield" in table.stdout
     finally:
         emu.stop()
+
+
+def test_the_table_fits_80_columns_under_the_lake_it_reads(tmp_path):
+    cfg = setup(tmp_path)  # a lake whose zones were never ingested by a pass
+    root = tmp_path / "root"
+    r = run_cli("--config", str(cfg), "status")
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"lake: {root / 'lake'} (storage root {root})"
+    header = next(line for line in lines if line.startswith("┃"))
+    assert [c.strip() for c in header.strip("┃").split("┃")] == [
+        "zone",
+        "source",
+        "lag",
+        "last run",
+        "health",
+    ]
+    table = [line for line in lines if line[:1] in "┏┃┡│└"]
+    assert table and all(len(line) <= 80 for line in table), "\n".join(table)
+    assert "PROBLEM: never ingested" in r.stdout
+
+    wide = run_cli("--config", str(cfg), "status", "--wide")
+    assert wide.returncode == 1 and wide.stdout.splitlines()[0] == lines[0]
+    header = next(line for line in wide.stdout.splitlines() if line.startswith("┃"))
+    for column in ("watermark", "freshest row", "rejected", "rows today", "gaps 7d", "owner"):
+        assert column in header, column
+    assert max(len(line) for line in wide.stdout.splitlines()) > 80
+
+    as_json = run_cli("--config", str(cfg), "status", "--format", "json")
+    assert [z["zone_id"] for z in json.loads(as_json.stdout)] == [1, 2]  # no lake: line

@@ -92,10 +92,10 @@ def test_status_shows_forwarding_live_then_silent_with_a_daemon(tmp_path):
             assert r.returncode == 0, r.stderr
 
             def live() -> bool:
-                r = run_cli(*cli, "status")
+                r = run_cli(*cli, "status", "--wide")
                 return "live, last line" in r.stdout
 
-            assert wait_for(live, 120, step=0.5), run_cli(*cli, "status").stdout
+            assert wait_for(live, 120, step=0.5), run_cli(*cli, "status", "--wide").stdout
             r = run_cli(*cli, "status", "--format", "json")
             (zone,) = json.loads(r.stdout)
             assert zone["forwarding"] == "live"

@@ -33,6 +33,8 @@ def test_sql_while_ingesting(tmp_path):
                 "csv",
                 "select count(*) - count(distinct request_id) AS dups, count(*) AS n FROM requests",
             )
+            if not counts and r.returncode == 1 and "no lake at" in r.stderr:
+                continue  # the pass's first commit is still to come: then never an error
             assert r.returncode == 0, r.stderr
             dups, n = r.stdout.splitlines()[1].split(",")
             assert dups == "0"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,6 +20,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # The optional extras (pyproject.toml): a module they install -> the extra's name.
 EXTRAS = {"sqlglot": "spark", "pyspark": "spark", "psycopg": "postgres"}
 DEFAULT_TABLE_ROWS = 1000  # a terminal table is for reading; csv and json write every row
+# What shtab completes an option's value with (shtab.FILE, without importing shtab here).
+FILE = {"bash": "_shtab_compgen_files", "zsh": "_files"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,11 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(Delta Lake tables, DuckDB or Spark) with cache and error reports.",
     )
     parser.add_argument("--version", action="version", version=f"cdnlake {__version__}")
-    parser.add_argument(
+    config = parser.add_argument(
         "--config",
         metavar="PATH",
         help="config file (default: $CDNLAKE_CONFIG, else ./config.toml)",
     )
+    config.complete = FILE  # type: ignore[attr-defined]
     parser.add_argument(
         "--log-level",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -117,11 +121,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(
         sub,
         "status",
-        "Per zone: watermark, lag, last run, rows today, gaps.\n"
+        "Per zone: lag, last run and health (--wide: watermark, rows today, gaps, ...),\n"
+        "under the lake and storage root read.\n"
         "Exits 1 when a zone is failing or behind by more than status.max_lag_seconds.",
         "cdnlake.cli.status_cmd:status",
     )
     p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="every column (watermark, freshest row, rejected, rows today, gaps, owner, "
+        "forwarding); the default table fits 80 columns",
+    )
     p.add_argument(
         "--max-lag",
         type=whole_number("seconds"),
@@ -129,15 +140,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="override status.max_lag_seconds",
     )
 
+    from cdnlake.warehouse.relations import RELATIONS
+
     p = _command(
         sub,
         "sql",
-        "Run SQL on the lake's relations (requests, requests_hourly, shield_events,\n"
-        "ingest_runs, ingest_gaps, rejected_lines), or a named query from sql/ with\n"
-        "--query NAME --param key=value.",
+        "Run SQL on the lake's relations, or a named query from sql/ with\n"
+        "--query NAME --param key=value. The relations:\n"
+        + textwrap.fill(", ".join(RELATIONS), 78, initial_indent="  ", subsequent_indent="  ")
+        + "\nWith no SQL: an interactive shell on a terminal (.help lists its commands),\n"
+        "else the SQL on standard input.",
         "cdnlake.cli.sql_cmd:sql",
     )
-    p.add_argument("query", nargs="?", metavar="QUERY", help="SQL text")
+    p.add_argument(
+        "query",
+        nargs="?",
+        metavar="QUERY",
+        help="SQL text (one or more statements; the last one's result is printed), "
+        "or - to read it from standard input",
+    )
+    p.add_argument("--file", metavar="PATH", help="read the SQL from this file").complete = FILE  # type: ignore[attr-defined]
     p.add_argument("--query", dest="named", metavar="NAME", help="run a named query from sql/")
     p.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="named query parameter"
@@ -252,6 +274,16 @@ def build_parser() -> argparse.ArgumentParser:
     from cdnlake.cli.api_cmd import add_arguments as add_api_arguments
 
     add_api_arguments(p)
+
+    p = _command(
+        sub,
+        "completion",
+        "Print the shell completion script for bash or zsh, generated from this parser:\n"
+        '  bash: eval "$(cdnlake completion bash)" in ~/.bashrc\n'
+        "  zsh:  cdnlake completion zsh > ~/.zfunc/_cdnlake (a folder on $fpath)",
+        "cdnlake.cli.completion_cmd:completion",
+    )
+    p.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete in")
     return parser
 
 

@@ -1,10 +1,14 @@
-"""``cdnlake sql``: free SQL or a named query, as a table, CSV or JSON."""
+"""``cdnlake sql``: free SQL (QUERY, a file, standard input) or a named query, as a table,
+CSV or JSON; with no SQL and a terminal, the interactive shell (:mod:`sql_shell`)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
+import logging
 import re
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from cdnlake.cli.common import load
@@ -12,8 +16,11 @@ from cdnlake.errors import UsageError
 
 if TYPE_CHECKING:
     from cdnlake.config import Config
+    from cdnlake.warehouse.engine import Session
     from cdnlake.warehouse.named import NamedQuery
     from cdnlake.warehouse.relations import Result
+
+log = logging.getLogger(__name__)
 
 
 def describe_named() -> str:
@@ -57,42 +64,112 @@ def bind(named: NamedQuery, pairs: list[str], config: Config) -> dict[str, Any]:
     return params
 
 
+def read_sql(args: argparse.Namespace) -> tuple[str, str] | None:
+    """The SQL to run and where it came from: QUERY, ``-`` or a standard input that is no
+    terminal, or ``--file PATH``. None: the interactive shell (no SQL given, and a
+    terminal to ask)."""
+    if args.file is not None:
+        if args.query:
+            raise UsageError("sql: give either QUERY or --file PATH, not both")
+        try:
+            with open(args.file, encoding="utf-8") as f:
+                return f.read(), args.file
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or type(exc).__name__
+            raise UsageError(f"sql --file: cannot read {args.file} ({reason})") from None
+    if args.query == "-" or (not args.query and not sys.stdin.isatty()):
+        try:
+            return sys.stdin.read(), "standard input"
+        except UnicodeDecodeError:
+            raise UsageError("sql: standard input is not UTF-8 text") from None
+    if args.query:
+        return args.query, "QUERY"
+    return None
+
+
 def sql(args: argparse.Namespace) -> int:
     from cdnlake.cli.main import DEFAULT_TABLE_ROWS
     from cdnlake.warehouse.engine import open_session
     from cdnlake.warehouse.named import get_named
-    from cdnlake.warehouse.output import render
     from cdnlake.warehouse.relations import relations_named
+    from cdnlake.warehouse.statements import all_statements
 
     if args.list:
         sys.stdout.write(describe_named())
         return 0
-    if bool(args.query) == bool(args.named):
-        raise UsageError("sql: give either a QUERY or --query NAME (see --list)")
+    if args.named and (args.query or args.file is not None):
+        raise UsageError("sql: give either SQL (QUERY, -, --file PATH) or --query NAME")
     if args.limit is not None and args.format != "table":
         raise UsageError("sql --limit: goes with --format table (csv and json write every row)")
+    if args.param and not args.named:
+        raise UsageError("sql: --param goes with --query NAME")
     config = load(args, default_level="WARNING")
     limit = (DEFAULT_TABLE_ROWS if args.limit is None else args.limit) or None
     if args.format != "table":
         limit = None
-    named = get_named(args.named) if args.named else None
-    if named is not None:
-        bind(named, args.param, config)  # bad values refused before the lake is opened
+    if args.named:
+        named = get_named(args.named)
+        params = bind(named, args.param, config)  # bad values refused before the lake is opened
+        relations = relations_named(named.sql) or None
+        stop_on_sigterm()
+        with open_session(config, args.engine, relations, require_lake=True) as session:
+            result = run_cancellable(session, lambda: session.run_named(named, params, limit=limit))
+        show(args.format, result, limit)
+        return 0
+    given = read_sql(args)
+    if given is None:
+        from cdnlake.cli.sql_shell import shell
+
+        return shell(args, config)
+    text, origin = given
+    stop_on_sigterm()
+    statements = all_statements(text)
+    if not statements:
+        raise UsageError(f"sql: no SQL statement in {origin}")
     # Only the relations the SQL names are set up; SQL naming none (SHOW TABLES) gets all.
-    relations = relations_named(named.sql if named is not None else args.query) or None
-    with open_session(config, args.engine, relations) as session:
-        if named is not None:
-            result = session.run_named(named, bind(named, args.param, config), limit=limit)
-        else:
-            if args.param:
-                raise UsageError("sql: --param goes with --query NAME")
-            result = session.run(args.query, limit=limit)
-            if _SHOW_TABLES.match(args.query):
-                hide_internal(result)
-    sys.stdout.write(render(args.format, result.columns, result.rows))
+    # SQL that reads the lake needs one: a storage root without it is an error, not zeros.
+    relations = relations_named(text)
+    needs_lake = relations is None or bool(relations)
+    with open_session(config, args.engine, relations or None, require_lake=needs_lake) as session:
+        for number, statement in enumerate(statements, 1):
+            last = number == len(statements)
+            log.debug("sql: running statement %d of %d", number, len(statements))
+            result = run_cancellable(
+                session, functools.partial(session.run, statement, limit=limit if last else 1)
+            )
+        if _SHOW_TABLES.match(statements[-1]):
+            hide_internal(result)
+    show(args.format, result, limit)
+    return 0
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM as Ctrl-C: the running query is cancelled, one line, exit 1."""
+    import signal
+    import threading
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupted)
+
+
+def run_cancellable(session: Session, call: Callable[[], Result]) -> Result:
+    """``call()`` on ``session``, which Ctrl-C cancels: the query stops within a second
+    and KeyboardInterrupt goes on (one line and exit 1 from main; the shell carries on)."""
+    from cdnlake.warehouse.cancel import cancellable
+
+    return cancellable(call, getattr(session, "interrupt", None))
+
+
+def show(fmt: str, result: Result, limit: int | None, *, width: int | None = None) -> None:
+    """A result on standard output, and how to see the rows a table left out."""
+    from cdnlake.warehouse.output import render
+
+    sys.stdout.write(render(fmt, result.columns, result.rows, width=width))
     if result.more:
         sys.stdout.write(
             f"(only the first {limit:,} rows are shown: --limit 0 shows every row, "
             "--format csv or json writes them all)\n"
         )
-    return 0

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from cdnlake.config import Config
     from cdnlake.status import ZoneStatus
 
 
@@ -40,6 +42,74 @@ def _forwarding(s: ZoneStatus) -> str:
     return s.forwarding
 
 
+WIDTH = 80  # the compact table's columns; --wide takes what every column needs
+
+
+def _last_run(s: ZoneStatus, now: datetime) -> str:
+    if s.last_finished is None:
+        return "-"
+    return f"{s.last_outcome} {_age((now - s.last_finished).total_seconds())} ago"
+
+
+def compact(statuses: list[ZoneStatus]) -> tuple[list[str], list[tuple[object, ...]]]:
+    """What fits 80 columns: zone, source, lag, the last run's outcome and age, health."""
+    now = datetime.now(UTC)
+    columns = ["zone", "source", "lag", "last run", "health"]
+    rows: list[tuple[object, ...]] = [
+        (
+            f"{s.zone_id} {s.name}".strip(),
+            s.source,
+            _age(s.lag_seconds),
+            _last_run(s, now),
+            "ok" if s.healthy else f"PROBLEM: {s.problem}",
+        )
+        for s in statuses
+    ]
+    return columns, rows
+
+
+def wide(config: Config, statuses: list[ZoneStatus]) -> tuple[list[str], list[tuple[object, ...]]]:
+    """Every column (``--wide``)."""
+    columns = [
+        "zone",
+        "source",
+        "watermark",
+        "lag",
+        "freshest row",
+        "last run",
+        "rejected",
+        "rows today",
+        "gaps 7d",
+        "owner",
+        "health",
+    ]
+    rows: list[tuple[object, ...]] = [
+        (
+            f"{s.zone_id} {s.name}".strip(),
+            s.source,
+            s.watermark.strftime("%Y-%m-%d %H:%M:%SZ") if s.watermark else "-",
+            _age(s.lag_seconds),
+            _freshest(s),
+            f"{s.last_outcome} {s.last_finished:%Y-%m-%d %H:%M}Z" if s.last_finished else "-",
+            s.last_rejected,
+            s.rows_today,
+            f"{s.gaps_7d} ({_age(s.lost_seconds_7d)} lost)" if s.gaps_7d else "0",
+            s.owner or "-",
+            "ok" if s.healthy else f"PROBLEM: {s.problem}",
+        )
+        for s in statuses
+    ]
+    # The forwarding column where it says something: a receiver configured, or a
+    # zone's rows forwarded (to another daemon of the fleet).
+    if config.forwarding.enabled or any(s.forwarded_at for s in statuses):
+        columns.insert(columns.index("owner"), "forwarding")
+        at = columns.index("forwarding")
+        rows = [
+            (*row[:at], _forwarding(s), *row[at:]) for row, s in zip(rows, statuses, strict=True)
+        ]
+    return columns, rows
+
+
 def status(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load
     from cdnlake.status import full_status
@@ -52,45 +122,11 @@ def status(args: argparse.Namespace) -> int:
         json.dump([s.as_dict() for s in statuses], sys.stdout, indent=1)  # as /healthz
         sys.stdout.write("\n")
     else:
-        columns = [
-            "zone",
-            "source",
-            "watermark",
-            "lag",
-            "freshest row",
-            "last run",
-            "rejected",
-            "rows today",
-            "gaps 7d",
-            "owner",
-            "health",
-        ]
-        rows: list[tuple[object, ...]] = [
-            (
-                f"{s.zone_id} {s.name}".strip(),
-                s.source,
-                s.watermark.strftime("%Y-%m-%d %H:%M:%SZ") if s.watermark else "-",
-                _age(s.lag_seconds),
-                _freshest(s),
-                f"{s.last_outcome} {s.last_finished:%Y-%m-%d %H:%M}Z" if s.last_finished else "-",
-                s.last_rejected,
-                s.rows_today,
-                f"{s.gaps_7d} ({_age(s.lost_seconds_7d)} lost)" if s.gaps_7d else "0",
-                s.owner or "-",
-                "ok" if s.healthy else f"PROBLEM: {s.problem}",
-            )
-            for s in statuses
-        ]
-        # The forwarding column where it says something: a receiver configured, or a
-        # zone's rows forwarded (to another daemon of the fleet).
-        if config.forwarding.enabled or any(s.forwarded_at for s in statuses):
-            columns.insert(columns.index("owner"), "forwarding")
-            at = columns.index("forwarding")
-            rows = [
-                (*row[:at], _forwarding(s), *row[at:])
-                for row, s in zip(rows, statuses, strict=True)
-            ]
-        sys.stdout.write(render("table", columns, rows))
+        # Where the numbers come from: a config copied elsewhere moves the storage root.
+        storage = config.storage
+        sys.stdout.write(f"lake: {storage.lake_location} (storage root {storage.root})\n")
+        columns, rows = wide(config, statuses) if args.wide else compact(statuses)
+        sys.stdout.write(render("table", columns, rows, width=None if args.wide else WIDTH))
         audits = [
             f"zone {s.zone_id} {a['day']} {a['verdict']} (ratio {a['ratio']:.6f})"
             for s in statuses

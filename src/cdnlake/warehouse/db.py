@@ -24,7 +24,7 @@ import duckdb
 from deltalake import DeltaTable
 
 from cdnlake.config import StorageConfig
-from cdnlake.errors import DataError, QueryError, StorageError
+from cdnlake.errors import DataError, NoLakeError, QueryError, StorageError
 from cdnlake.lake.rollups import ROLLUP, Partitions, fresh, partitions, stale
 from cdnlake.lake.schema import REQUESTS, TABLES, ColumnType, TableSpec
 from cdnlake.lake.store import Lake, add_actions_table, first_line
@@ -158,9 +158,34 @@ class Warehouse:
         relations: Collection[str] | None = None,
         *,
         days: tuple[date, date] | None = None,
+        require_lake: bool = False,
     ) -> Iterator[duckdb.DuckDBPyConnection]:
         """A session over the lake with a view per relation of ``relations`` (all of
-        :data:`RELATIONS` by default).
+        :data:`RELATIONS` by default), closed at the end (see :meth:`open_connection`).
+        A query of the session that meets a damaged data file raises :func:`damaged_file`.
+        """
+        con = self.open_connection(relations, days=days, require_lake=require_lake)
+        try:
+            try:
+                yield con
+            except duckdb.Error as exc:  # a query met a file no footer read had opened
+                raise damaged_file(exc) or exc from None
+        finally:
+            con.close()
+
+    def open_connection(
+        self,
+        relations: Collection[str] | None = None,
+        *,
+        days: tuple[date, date] | None = None,
+        require_lake: bool = False,
+    ) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection over the lake with a view per relation of ``relations``
+        (all of :data:`RELATIONS` by default); the caller closes it.
+
+        ``require_lake``: a lake that holds no table at all (nothing was ever written
+        there, or the configuration points elsewhere) raises :class:`NoLakeError` naming
+        its location, rather than answering every question with zero rows.
 
         Defining a view over a month of files, or ``requests_hourly`` (it reads the
         rollups' fingerprints), costs more than many questions: commands ask only for
@@ -169,7 +194,6 @@ class Warehouse:
         partitions (chosen on the log, so a day's report on a lake of 100,000 files reads
         the footers of that day's files alone), and ``requests_hourly`` only those days,
         computed once for the session (a report's sections then aggregate no row twice).
-        A query of the session that meets a damaged data file raises :func:`damaged_file`.
         """
         wanted = set(RELATIONS if relations is None else relations)
         hourly = HOURLY in wanted
@@ -178,17 +202,21 @@ class Warehouse:
         con = duckdb.connect(":memory:")
         try:
             try:
-                self._set_up(con, wanted, hourly, days)
+                found = self._set_up(con, wanted, hourly, days)
             except duckdb.Error as exc:  # a set-up query (the hourly rollups) met a file
                 raise damaged_file(exc) or StorageError(
                     f"the lake at {self.lake.uri} cannot be read: {first_line(exc)}"
                 ) from None
-            try:
-                yield con
-            except duckdb.Error as exc:  # a query met a file no footer read had opened
-                raise damaged_file(exc) or exc from None
-        finally:
+            if require_lake and not found and not self.holds_a_table():
+                raise NoLakeError(
+                    f"no lake at {self.lake.uri}: none of its tables was ever written there "
+                    "(run `cdnlake ingest` or the daemon first, or check storage.root and "
+                    "storage.lake_uri in the config)"
+                )
+        except BaseException:
             con.close()
+            raise
+        return con
 
     def _set_up(
         self,
@@ -196,8 +224,9 @@ class Warehouse:
         wanted: set[str],
         hourly: bool,
         days: tuple[date, date] | None,
-    ) -> None:
-        """The session's views (see :meth:`connect`)."""
+    ) -> bool:
+        """The session's views (see :meth:`connect`); whether one of the tables they read
+        exists."""
         con.execute("SET TimeZone = 'UTC'")
         opened = {}
         for spec in TABLES:
@@ -216,6 +245,12 @@ class Warehouse:
             self._requests_hourly(con, requests, days)
             if days is not None:
                 _materialize_hourly(con, *days)
+            opened.setdefault(REQUESTS.name, requests)
+        return any(table is not None for table in opened.values())
+
+    def holds_a_table(self) -> bool:
+        """Whether any table of the lake was ever written."""
+        return any(self.lake.open(spec) is not None for spec in TABLES)
 
     def read_only(
         self,
@@ -338,6 +373,11 @@ class DuckDBSession:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
 
+    def interrupt(self) -> None:
+        """Stop the query running on the connection (from another thread): it raises
+        :class:`duckdb.InterruptException` there, and the connection stays usable."""
+        self.con.interrupt()
+
     def run(
         self, sql: str, params: dict[str, Any] | None = None, *, limit: int | None = None
     ) -> Result:
@@ -349,6 +389,8 @@ class DuckDBSession:
             if limit is None:
                 return Result(columns, cursor.fetchall())
             rows = cursor.fetchmany(limit + 1)  # one more tells that there are more
+        except duckdb.InterruptException:  # interrupt(): the user cancelled it
+            raise KeyboardInterrupt from None
         except duckdb.Error as exc:
             raise damaged_file(exc) or QueryError(f"sql: {first_line(exc)}") from None
         return Result(columns, rows[:limit], more=len(rows) > limit)

@@ -38,15 +38,19 @@ def open_session(
     relations: Collection[str] | None = None,
     *,
     days: tuple[date, date] | None = None,
+    require_lake: bool = False,
 ) -> Iterator[Session]:
     """A session of ``engine`` over the lake that ``config`` names, with ``relations``
     (the names the SQL to run mentions, :func:`relations_named`; all by default).
     ``days``: the only days the session asks about (``requests`` and ``requests_hourly``
-    then hold only those; see :meth:`Warehouse.connect`)."""
+    then hold only those; see :meth:`Warehouse.connect`). ``require_lake``: a lake that
+    holds no table raises :class:`NoLakeError` (DuckDB; Spark says so in its own words)."""
     if engine == "duckdb":
         from cdnlake.warehouse.db import DuckDBSession, Warehouse
 
-        with Warehouse(config.storage).connect(relations, days=days) as con:
+        with Warehouse(config.storage).connect(
+            relations, days=days, require_lake=require_lake
+        ) as con:
             yield DuckDBSession(con)
     elif engine == "spark":
         if not config.engine.spark_remote:

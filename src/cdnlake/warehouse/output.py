@@ -99,19 +99,31 @@ def table_cell(value: Any) -> str:
     return str(value)
 
 
-def write_table(out: TextIO, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
+def write_table(
+    out: TextIO, columns: list[str], rows: list[tuple[Any, ...]], width: int | None = None
+) -> None:
+    """A table for people; ``width``: the columns it may take (default: the terminal's,
+    or at least 100 when the output is no terminal)."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table(*columns, show_lines=False)
     for row in rows:
         table.add_row(*(table_cell(plain(v)) for v in row))
-    console = Console(file=out, width=max(100, 20 * len(columns)) if not out.isatty() else None)
+    if width is None and not out.isatty():
+        width = max(100, 20 * len(columns))
+    console = Console(file=out, width=width)
     console.print(table, markup=False, highlight=False)
     console.print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})", highlight=False)
 
 
-def render(fmt: str, columns: list[str], rows: list[tuple[Any, ...]]) -> str:
+def render(
+    fmt: str, columns: list[str], rows: list[tuple[Any, ...]], *, width: int | None = None
+) -> str:
+    """Rows as ``fmt`` (table, csv, json); ``width``: a table's columns (see write_table)."""
     buffer = io.StringIO()
-    {"csv": write_csv, "json": write_json, "table": write_table}[fmt](buffer, columns, rows)
+    if fmt == "table":
+        write_table(buffer, columns, rows, width)
+    else:
+        {"csv": write_csv, "json": write_json}[fmt](buffer, columns, rows)
     return buffer.getvalue()

@@ -1,12 +1,13 @@
-"""What every engine's session shares: the result of a query, and the relations' names."""
+"""What every engine's session shares: the result of a query, and the relations' names.
+
+Cheap to import (``cdnlake --help`` names the relations): DuckDB is imported by the
+function that parses SQL."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from typing import Any
-
-import duckdb
 
 # Relations keep the names users already query by: the bookkeeping tables are
 # partitioned by ``zone``, which the relations also show as ``pull_zone_id``.
@@ -28,6 +29,8 @@ def relations_named(sql: str) -> set[str] | None:
     """The lake's relations a query reads, as DuckDB's own parser finds them (not a
     column or a CTE of the same name): those a session needs to define. None when the
     parser cannot tell (a syntax error, several statements): then every relation is."""
+    import duckdb
+
     try:
         names = duckdb.get_table_names(_PARAMETER.sub("NULL", sql))
     except duckdb.Error:

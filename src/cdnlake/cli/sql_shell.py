@@ -1,0 +1,290 @@
+"""``cdnlake sql`` with no SQL on a terminal: an interactive shell over the lake.
+
+A statement ends at ``;`` and may span lines; a line starting with ``.`` is a command of
+the shell (``.help``). Ctrl-C cancels the running query (or the statement being typed),
+not the shell; Ctrl-D or ``.quit`` leaves it. The lines typed are kept by readline in
+``$XDG_STATE_HOME/cdnlake/sql_history`` (``~/.local/state/cdnlake/sql_history``), in the
+user's home rather than the storage root's shared work folder, readable by the user alone:
+the SQL typed may hold addresses or URLs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import shutil
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cdnlake.errors import CdnlakeError, UsageError
+
+if TYPE_CHECKING:
+    from cdnlake.config import Config
+    from cdnlake.warehouse.engine import Session
+    from cdnlake.warehouse.relations import Result
+
+log = logging.getLogger(__name__)
+
+PROMPT = "cdnlake> "
+MORE = "    ...> "
+HISTORY_LENGTH = 1000
+FORMATS = ("table", "csv", "json")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+HELP = """\
+SQL statements end with ; and may span lines. Commands:
+  .tables                    the relations and their columns
+  .schema NAME               the columns of a relation, with their types
+  .queries                   the named queries and their parameters
+  .run NAME [KEY=VALUE ...]  run a named query, e.g. .run hit_ratio day=2026-11-23
+  .format table|csv|json     how results are printed (now: {format})
+  .limit N                   rows a table shows (0: all; now: {limit})
+  .refresh                   read the lake's newest commits (the shell reads the lake
+                             as it was when it opened, or at the last .refresh)
+  .help                      this text
+  .quit                      leave (or Ctrl-D)
+Ctrl-C cancels the running query, or the statement being typed."""
+
+
+def history_path() -> Path:
+    """Where readline keeps the lines typed: ``$XDG_STATE_HOME/cdnlake/sql_history``, by
+    default ``~/.local/state/cdnlake/sql_history``."""
+    state = os.environ.get("XDG_STATE_HOME", "").strip()
+    base = Path(state) if state else Path.home() / ".local" / "state"
+    return base / "cdnlake" / "sql_history"
+
+
+class History:
+    """readline's history, read at start and written back at the end (mode 0600)."""
+
+    def __init__(self) -> None:
+        try:
+            import readline
+        except ImportError:  # no readline on this platform: no history, still a shell
+            self.readline = None
+            return
+        self.readline = readline
+        self.path = history_path()
+        readline.set_history_length(HISTORY_LENGTH)
+        try:
+            readline.read_history_file(self.path)
+        except OSError:
+            pass  # none yet, or unreadable: start afresh
+
+    def save(self) -> None:
+        if self.readline is None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.readline.write_history_file(self.path)
+            self.path.chmod(0o600)
+        except OSError as exc:
+            print(f"cdnlake: history not kept: {exc.strerror or exc}", file=sys.stderr)
+
+
+class Shell:
+    """Reads statements and commands, prints results; errors are one line, and the shell
+    goes on."""
+
+    def __init__(
+        self,
+        config: Config,
+        connect: Callable[[], AbstractContextManager[Session]],
+        fmt: str = "table",
+        limit: int | None = None,
+    ) -> None:
+        from cdnlake.cli.main import DEFAULT_TABLE_ROWS
+
+        self.config = config
+        self.connect = connect
+        self.format = fmt
+        self.limit = DEFAULT_TABLE_ROWS if limit is None else limit
+        self.stack = ExitStack()
+        self.session = self.stack.enter_context(connect())
+
+    def close(self) -> None:
+        self.stack.close()
+
+    pending = False  # a statement is being typed: the prompt says so
+
+    def lines(self) -> Iterator[str | None]:
+        """The lines typed; None for a Ctrl-C at the prompt. Ends with Ctrl-D."""
+        while True:
+            try:
+                yield input(MORE if self.pending else PROMPT)
+            except EOFError:
+                print()
+                return
+            except KeyboardInterrupt:
+                print()
+                yield None
+
+    def loop(self) -> int:
+        from cdnlake.warehouse.statements import has_code, split_statements
+
+        print(
+            f"cdnlake sql on the lake at {self.config.storage.lake_location}: "
+            ".help for help, .quit or Ctrl-D to leave"
+        )
+        text = ""
+        for line in self.lines():
+            if line is None:  # Ctrl-C while typing: the statement is dropped
+                text = ""
+                self.pending = False
+                continue
+            if not text and line.strip().startswith("."):
+                if not self.command(line.strip()):
+                    return 0
+                continue
+            statements, rest = split_statements(text + line + "\n")
+            text = rest if has_code(rest) else ""
+            self.pending = bool(text)
+            for statement in statements:
+                self.execute(statement)
+        return 0
+
+    def execute(self, statement: str) -> None:
+        from cdnlake.cli.sql_cmd import hide_internal, run_cancellable
+
+        limit = self.limit or None if self.format == "table" else None
+        session = self.session
+        log.debug("sql: running a statement")  # never its text: it may hold personal data
+        result = self.guarded(
+            lambda: run_cancellable(session, lambda: session.run(statement, limit=limit))
+        )
+        if result is not None:
+            if re.match(r"^\s*SHOW\s+(ALL\s+)?TABLES\s*$", statement, re.IGNORECASE):
+                hide_internal(result)
+            self.show(result, limit)
+
+    def guarded(self, call: Callable[[], Result]) -> Result | None:
+        """``call()``; an error or a cancel said in one line, and None."""
+        try:
+            return call()
+        except KeyboardInterrupt:
+            print("\nquery cancelled", file=sys.stderr)
+        except CdnlakeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+        return None
+
+    def show(self, result: Result, limit: int | None) -> None:
+        from cdnlake.warehouse.output import render
+
+        if not result.columns:
+            print("ok")
+            return
+        width = shutil.get_terminal_size().columns if self.format == "table" else None
+        sys.stdout.write(render(self.format, result.columns, result.rows, width=width))
+        if result.more:
+            print(f"(only the first {limit:,} rows are shown: .limit 0 shows every row)")
+        sys.stdout.flush()
+
+    def command(self, line: str) -> bool:
+        """Run one ``.`` command; False to leave the shell."""
+        name, _, rest = line.partition(" ")
+        words = rest.split()
+        try:
+            if name in (".quit", ".exit", ".q"):
+                return False
+            if name == ".help":
+                print(HELP.format(format=self.format, limit=self.limit or "all"))
+            elif name == ".format":
+                if len(words) != 1 or words[0] not in FORMATS:
+                    raise UsageError(f".format: expected one of {'|'.join(FORMATS)}")
+                self.format = words[0]
+            elif name == ".limit":
+                if len(words) != 1 or not words[0].isdigit():
+                    raise UsageError(".limit: expected a whole number of rows (0: all)")
+                self.limit = int(words[0])
+            elif name == ".tables":
+                self.tables()
+            elif name == ".schema":
+                if len(words) != 1 or not _NAME.match(words[0]):
+                    raise UsageError(".schema: expected one relation name, e.g. .schema requests")
+                self.schema(words[0])
+            elif name == ".queries":
+                from cdnlake.cli.sql_cmd import describe_named
+
+                sys.stdout.write(describe_named())
+            elif name == ".run":
+                self.run_named(words)
+            elif name == ".refresh":
+                self.refresh()
+            else:
+                raise UsageError(f"{name}: no such command (.help lists them)")
+        except CdnlakeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+        return True
+
+    def describe(self, name: str) -> Result | None:
+        # An identifier cannot be a bound parameter: the name is checked (_NAME) and quoted.
+        session = self.session
+        return self.guarded(lambda: session.run(f'DESCRIBE "{name}"'))
+
+    def tables(self) -> None:
+        from cdnlake.warehouse.output import render
+        from cdnlake.warehouse.relations import RELATIONS
+
+        rows = []
+        for name in RELATIONS:
+            described = self.describe(name)
+            if described is not None:
+                rows.append((name, ", ".join(str(r[0]) for r in described.rows)))
+        if self.format == "table":
+            width = shutil.get_terminal_size().columns
+            for name, columns in rows:
+                print(textwrap.fill(f"{name}: {columns}", width, subsequent_indent="    "))
+        else:
+            sys.stdout.write(render(self.format, ["relation", "columns"], rows))
+
+    def schema(self, name: str) -> None:
+        from cdnlake.warehouse.relations import Result
+
+        described = self.describe(name)
+        if described is not None:
+            self.show(Result(["column", "type"], [r[:2] for r in described.rows]), None)
+
+    def run_named(self, words: list[str]) -> None:
+        from cdnlake.cli.sql_cmd import bind, run_cancellable
+        from cdnlake.warehouse.named import get_named
+
+        if not words:
+            raise UsageError(".run: expected a query name and its KEY=VALUE parameters")
+        named = get_named(words[0])
+        params = bind(named, words[1:], self.config)
+        limit = self.limit or None if self.format == "table" else None
+        session = self.session
+        result = self.guarded(
+            lambda: run_cancellable(session, lambda: session.run_named(named, params, limit=limit))
+        )
+        if result is not None:
+            self.show(result, limit)
+
+    def refresh(self) -> None:
+        fresh = ExitStack()
+        self.session = fresh.enter_context(self.connect())
+        self.stack.close()
+        self.stack = fresh
+        print("the lake as it is now")
+
+
+def shell(args: argparse.Namespace, config: Config) -> int:
+    """The interactive shell, until .quit or Ctrl-D (exit 0)."""
+    from cdnlake.warehouse.engine import open_session
+
+    def connect() -> AbstractContextManager[Session]:
+        return open_session(config, args.engine, None, require_lake=True)
+
+    session = Shell(config, connect, args.format, args.limit)
+    history = History()
+    try:
+        return session.loop()
+    finally:
+        history.save()
+        session.close()
