@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 
-from cdnlake.errors import CdnlakeError, UsageError
+from cdnlake.errors import CdnlakeError, StopRequested, UsageError
 
 MAX_RANGE_DAYS = 31
 
@@ -62,7 +62,7 @@ def audit(args: argparse.Namespace) -> int:
     from cdnlake.audit.compare import COLUMNS, row
     from cdnlake.audit.run import audit as audit_hours
     from cdnlake.audit.run import keep
-    from cdnlake.cli.common import load, open_api
+    from cdnlake.cli.common import interruptible, load, open_api, say
     from cdnlake.client.statistics import StatisticsApi
     from cdnlake.warehouse.output import render
 
@@ -72,9 +72,14 @@ def audit(args: argparse.Namespace) -> int:
     zones = [config.zone(z).id for z in args.zone] if args.zone else [z.id for z in config.zones]
     if not zones:
         raise UsageError("audit: no pull zones are configured ([[zones]] in the config)")
-    with open_api(config) as api:
+    with interruptible("audit") as stop, open_api(config, abort=stop.event) as api:
         try:
-            hours = audit_hours(config, StatisticsApi(api), zones, first, last, now)
+            hours = stop.run(
+                lambda: audit_hours(config, StatisticsApi(api), zones, first, last, now)
+            )
+        except StopRequested:
+            say(f"cdnlake: interrupted ({stop.signal}): audit stopped; no verdict was kept")
+            return 1
         except CdnlakeError as exc:
             print(
                 "cdnlake: error: audit: the provider's statistics could not be read, so no "

@@ -19,6 +19,7 @@ from cdnlake.client.stats import RequestStats
 from cdnlake.errors import (
     CdnlakeError,
     DataError,
+    HttpError,
     RejectedInputError,
     StopRequested,
     StorageError,
@@ -191,6 +192,8 @@ def classify(exc: BaseException | None) -> tuple[str, str | None]:
     if isinstance(exc, StopRequested):
         return "stopped", "stopped before the pass completed"
     if isinstance(exc, (DataError, StorageError)):  # the message names the file and fault
+        return "failed", str(exc)
+    if isinstance(exc, HttpError) and exc.transient:  # the message says what went wrong
         return "failed", str(exc)
     if isinstance(exc, CdnlakeError):
         return "failed", f"{type(exc).__name__}: {exc}"
