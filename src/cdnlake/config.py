@@ -406,6 +406,9 @@ class Config(Table, frozen=True):
 _RESOLVED_FIELDS = {"access_key", "bearer_token", "postgres_dsn"}
 # CDNLAKE_* variables that are not overrides of a config key.
 OTHER_VARIABLES = {"CDNLAKE_CONFIG", "CDNLAKE_SQL_DIR"}
+# The default names of the variables holding a secret (api.access_key_env,
+# api.bearer_token_env): exported for one config, they must not break another.
+SECRET_DEFAULTS = {"CDNLAKE_ACCESS_KEY", "CDNLAKE_LOGGING_TOKEN"}
 
 
 def _hints(cls: type) -> dict[str, Any]:
@@ -634,8 +637,12 @@ def _from_text(name: str, tp: Any, text: str) -> Any:
 
 
 def _check_environment(config: Config, env: dict[str, str]) -> None:
-    """A CDNLAKE_* variable that overrides nothing is a mistake, as an unknown key is."""
-    known = OTHER_VARIABLES | {
+    """A CDNLAKE_* variable that overrides nothing is a mistake, as an unknown key is.
+
+    The variables that hold a secret by default stay known when the config names others
+    (``access_key_env = "MY_KEY"`` with CDNLAKE_ACCESS_KEY still exported): the config's
+    choice wins, and the default one is simply not read."""
+    known = OTHER_VARIABLES | SECRET_DEFAULTS | {
         config.api.access_key_env,
         config.api.bearer_token_env,
         config.coordination.postgres_dsn_env,
