@@ -290,3 +290,14 @@ def test_a_key_variable_of_ones_own_leaves_the_default_one_unread(tmp_path):
     assert loose.api.access_key is None
     with pytest.raises(ConfigError, match="CDNLAKE_ACESS_KEY: unknown environment variable"):
         load_config(p, env={"CDNLAKE_ACESS_KEY": "typo"})
+
+
+def test_log_levels_agree_between_the_command_line_and_the_file(tmp_path):
+    from cdnlake.cli import main
+    from cdnlake.config import LOG_LEVELS
+
+    assert main.LOG_LEVELS == LOG_LEVELS
+    p = write(tmp_path, '[log]\nlevel = "CRITICAL"\n[[zones]]\nid = 1\n')
+    assert load_config(p, env=ENV).log.level == "CRITICAL"
+    result = run_cli("--config", str(p), "--log-level", "CRITICAL", "sql", "SELECT 1")
+    assert "invalid choice" not in result.stderr, result.stderr

@@ -18,6 +18,9 @@ from cdnlake.errors import CdnlakeError, ConfigError, RequestValidationError, Us
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # The optional extras (pyproject.toml): a module they install -> the extra's name.
 EXTRAS = {"sqlglot": "spark", "pyspark": "spark", "psycopg": "postgres"}
+# The levels log.level takes in the file (cdnlake.config.LOG_LEVELS, not imported here so
+# that --help starts fast; a test keeps them equal).
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_TABLE_ROWS = 1000  # a terminal table is for reading; csv and json write every row
 
 
@@ -68,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--log-level",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        choices=LOG_LEVELS,
         help="log level (default: log.level from the config)",
     )
     parser.add_argument(
