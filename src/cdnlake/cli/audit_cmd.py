@@ -16,10 +16,19 @@ from cdnlake.errors import CdnlakeError, StopRequested, UsageError
 MAX_RANGE_DAYS = 31
 
 
-def add_arguments(p: argparse.ArgumentParser, zone_id: Callable[[str], int]) -> None:
-    p.add_argument("--date", metavar="YYYY-MM-DD", help="UTC day (default: yesterday)")
-    p.add_argument("--from", dest="from_day", metavar="YYYY-MM-DD", help="first day of a range")
-    p.add_argument("--to", dest="to_day", metavar="YYYY-MM-DD", help="last day of a range")
+def add_arguments(
+    p: argparse.ArgumentParser, zone_id: Callable[[str], int], once: type[argparse.Action]
+) -> None:
+    """``once``: the action of an option given at most once (cli.main.Once)."""
+    p.add_argument(
+        "--date", action=once, metavar="YYYY-MM-DD", help="UTC day (default: yesterday)"
+    )
+    p.add_argument(
+        "--from", dest="from_day", action=once, metavar="YYYY-MM-DD", help="first day of a range"
+    )
+    p.add_argument(
+        "--to", dest="to_day", action=once, metavar="YYYY-MM-DD", help="last day of a range"
+    )
     p.add_argument(
         "--zone",
         type=zone_id,

@@ -29,6 +29,23 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+class Once(argparse.Action):
+    """An option that takes one value: given twice, it is refused (argparse would keep
+    the last in silence: ``import-v1 --zone 1234 --zone 1235`` imported into 1235)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if getattr(namespace, self.dest, None) not in (None, self.default):
+            before = getattr(namespace, self.dest)
+            parser.error(f"{option_string} given twice ({before} and {values}): give it once")
+        setattr(namespace, self.dest, values)
+
+
 def _command(sub: Any, name: str, help_text: str, func: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = sub.add_parser(
         name, help=help_text, description=help_text, formatter_class=argparse.RawTextHelpFormatter
@@ -97,11 +114,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--from",
         dest="span_from",
+        action=Once,
         metavar="TIME",
         help="with --to and one --zone: read this past span again (e.g. 2026-11-23T05:00Z), "
         "storing what the lake lacks; the zone's watermark does not move",
     )
-    p.add_argument("--to", dest="span_to", metavar="TIME", help="end of the span (excluded)")
+    p.add_argument(
+        "--to", dest="span_to", action=Once, metavar="TIME", help="end of the span (excluded)"
+    )
 
     p = _command(
         sub,
@@ -111,7 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
         "cdnlake.cli.ingest_cmd:import_v1",
     )
     p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--zone", type=zone_id, required=True, metavar="ID", help="pull zone id")
+    p.add_argument(
+        "--zone", type=zone_id, required=True, action=Once, metavar="ID", help="pull zone id"
+    )
 
     p = _command(
         sub, "daemon", "Run the scheduler until SIGINT / SIGTERM.", "cdnlake.cli.daemon_cmd:daemon"
@@ -164,14 +186,27 @@ def build_parser() -> argparse.ArgumentParser:
         "and error rates).",
         "cdnlake.cli.report_cmd:report",
     )
-    p.add_argument("--date", metavar="YYYY-MM-DD", help="UTC day (default: yesterday)")
-    p.add_argument("--from", dest="from_day", metavar="YYYY-MM-DD", help="first day of a range")
-    p.add_argument("--to", dest="to_day", metavar="YYYY-MM-DD", help="last day of a range")
-    p.add_argument("--zone", type=zone_id, metavar="ID", help="one zone (default: all)")
     p.add_argument(
-        "--format", metavar="FORMATS", help="comma list of html,csv,json,md (default: config)"
+        "--date", action=Once, metavar="YYYY-MM-DD", help="UTC day (default: yesterday)"
     )
-    p.add_argument("--out", metavar="DIR", help="output folder (default: <root>/reports)")
+    p.add_argument(
+        "--from", dest="from_day", action=Once, metavar="YYYY-MM-DD", help="first day of a range"
+    )
+    p.add_argument(
+        "--to", dest="to_day", action=Once, metavar="YYYY-MM-DD", help="last day of a range"
+    )
+    p.add_argument(
+        "--zone", type=zone_id, action=Once, metavar="ID", help="one zone (default: all)"
+    )
+    p.add_argument(
+        "--format",
+        action=Once,
+        metavar="FORMATS",
+        help="comma list of html,csv,json,md (default: config)",
+    )
+    p.add_argument(
+        "--out", action=Once, metavar="DIR", help="output folder (default: <root>/reports)"
+    )
     _engine_option(p)
 
     p = _command(
@@ -226,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from cdnlake.cli.audit_cmd import add_arguments as add_audit_arguments
 
-    add_audit_arguments(p, zone_id)
+    add_audit_arguments(p, zone_id, Once)
 
     p = _command(
         sub,
