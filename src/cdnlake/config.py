@@ -642,11 +642,15 @@ def _check_environment(config: Config, env: dict[str, str]) -> None:
     The variables that hold a secret by default stay known when the config names others
     (``access_key_env = "MY_KEY"`` with CDNLAKE_ACCESS_KEY still exported): the config's
     choice wins, and the default one is simply not read."""
-    known = OTHER_VARIABLES | SECRET_DEFAULTS | {
-        config.api.access_key_env,
-        config.api.bearer_token_env,
-        config.coordination.postgres_dsn_env,
-    }
+    known = (
+        OTHER_VARIABLES
+        | SECRET_DEFAULTS
+        | {
+            config.api.access_key_env,
+            config.api.bearer_token_env,
+            config.coordination.postgres_dsn_env,
+        }
+    )
     for section, cls in SECTIONS.items():
         known |= {env_variable(section, key) for key in _overridable(cls)}
     for name in sorted(env):

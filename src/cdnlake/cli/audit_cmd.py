@@ -20,9 +20,7 @@ def add_arguments(
     p: argparse.ArgumentParser, zone_id: Callable[[str], int], once: type[argparse.Action]
 ) -> None:
     """``once``: the action of an option given at most once (cli.main.Once)."""
-    p.add_argument(
-        "--date", action=once, metavar="YYYY-MM-DD", help="UTC day (default: yesterday)"
-    )
+    p.add_argument("--date", action=once, metavar="YYYY-MM-DD", help="UTC day (default: yesterday)")
     p.add_argument(
         "--from", dest="from_day", action=once, metavar="YYYY-MM-DD", help="first day of a range"
     )

@@ -186,9 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and error rates).",
         "cdnlake.cli.report_cmd:report",
     )
-    p.add_argument(
-        "--date", action=Once, metavar="YYYY-MM-DD", help="UTC day (default: yesterday)"
-    )
+    p.add_argument("--date", action=Once, metavar="YYYY-MM-DD", help="UTC day (default: yesterday)")
     p.add_argument(
         "--from", dest="from_day", action=Once, metavar="YYYY-MM-DD", help="first day of a range"
     )
