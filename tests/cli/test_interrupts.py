@@ -158,3 +158,28 @@ def test_sigint_stops_import_v1_between_chunks(tmp_path):
     assert took < STOP_WITHIN, (took, out, err)
     assert "interrupted (SIGTERM)" in err and "not started" in err, err
     assert "Traceback" not in err
+
+
+def test_a_zone_another_process_ingests_is_skipped_not_failed(tmp_path):
+    """A cron job's ingest beside its last one still going: exit 0, the zone skipped."""
+    from cdnlake.lake.lock import zone_lock
+
+    emu = start_emulator("1234,1236")
+    try:
+        config = write_config(tmp_path, emu, zones=[(1234, "v2"), (1236, "v2")])
+        with zone_lock(tmp_path / "data" / "work" / "locks", "requests", 1234):
+            result = subprocess.run(
+                cli(config, "ingest"),
+                env={**os.environ, "CDNLAKE_ACCESS_KEY": KEY},
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+    finally:
+        emu.stop()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        "zone 1234 [v2] skipped: pull zone 1234 is being ingested by another cdnlake process"
+        in result.stdout
+    ), result.stdout
+    assert "zone 1236 [v2] ok" in result.stdout

@@ -172,7 +172,7 @@ def ingest(args: argparse.Namespace) -> int:
     if stop.is_set():
         say(interrupted_line(stop, results, total))
         return 1
-    return 0 if all(r.ok for r in results) else 1
+    return 0 if all(r.ok or r.skipped for r in results) else 1
 
 
 def interrupted_line(stop: Interrupt, results: list[ZoneResult], total: int) -> str:

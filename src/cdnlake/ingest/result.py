@@ -87,6 +87,12 @@ class ZoneResult:
         return self.outcome == "ok"
 
     @property
+    def skipped(self) -> bool:
+        """Another cdnlake process was ingesting the zone (``busy``): nothing failed, it
+        reads what this pass would have (an ``ingest`` beside a cron job's last one)."""
+        return self.outcome == "busy"
+
+    @property
     def rows_read(self) -> int:
         """Records (v2, shield) or lines (v1) the provider served in this pass, new or not:
         each one either parsed or rejected."""
@@ -124,6 +130,8 @@ class ZoneResult:
             return self._reread_summary(counts)
         reached = self.reached.strftime("%Y-%m-%d %H:%M:%SZ") if self.reached else "-"
         kind = "shield zone" if self.source == "shield" else "zone"
+        if self.outcome == "busy":  # not a failure: the other process reads it
+            return f"{kind} {self.zone_id} [{self.source}] skipped: {self.error or 'busy'}"
         text = f"{kind} {self.zone_id} [{self.source}] {self.outcome}: reached {reached}, {counts}"
         if self.gaps:
             text += f", {len(self.gaps)} gap(s)"
