@@ -88,9 +88,10 @@ class RichProgress:
 class LineProgress:
     """On a pipe: one summary line per zone, when it finishes."""
 
-    def __init__(self) -> None:
+    def __init__(self, json_lines: bool = False) -> None:
         self._lock = threading.Lock()
         self.seen: dict[int, ZoneResult] = {}  # the passes heard of so far, by zone
+        self.json_lines = json_lines  # --log-format json: a JSON object per summary
 
     def __enter__(self) -> LineProgress:
         return self
@@ -105,7 +106,20 @@ class LineProgress:
     def finished(self, result: ZoneResult) -> None:
         with self._lock:
             self.seen[result.zone_id] = result
-            print(result.summary(), flush=True)
+            print(summary_of(result, self.json_lines), flush=True)
+
+
+def json_wanted(args: argparse.Namespace, config: Any) -> bool:
+    """Whether summaries go as JSON objects: ``--log-format json``, else log.format."""
+    return bool((getattr(args, "log_format", None) or config.log.format) == "json")
+
+
+def summary_of(result: ZoneResult, json_lines: bool) -> str:
+    if not json_lines:
+        return result.summary()
+    import json
+
+    return json.dumps(result.record())
 
 
 def print_notes(results: list[ZoneResult]) -> None:
@@ -135,7 +149,8 @@ def ingest(args: argparse.Namespace) -> int:
     if not zones and not shield_zones:
         raise UsageError("ingest: no zones configured ([[zones]] in the config file)")
     require_writable_root(config)
-    progress = RichProgress(zones) if is_tty() else LineProgress()
+    as_json = json_wanted(args, config)
+    progress = RichProgress(zones) if is_tty() and not as_json else LineProgress(as_json)
     total = len(zones) + len(shield_zones)
 
     def abandon() -> None:
@@ -156,7 +171,7 @@ def ingest(args: argparse.Namespace) -> int:
         shield = ShieldApi(api)
 
         def shield_pass(zone: Any) -> ZoneResult:
-            line = LineProgress()
+            line = LineProgress(as_json)
             return stop.run(
                 lambda: ingest_shield_zone(config, shield, zone, progress=line, stop=stop.event),
                 on_abandon=lambda: say(
@@ -220,7 +235,7 @@ def reread(args: argparse.Namespace) -> int:
     check_span(start, end, datetime.now(UTC))
     require_writable_root(config)
     with interruptible("the re-read") as stop, open_api(config, abort=stop.event) as api:
-        line = LineProgress()
+        line = LineProgress(json_wanted(args, config))
         ingestor = Ingestor(config, LoggingClient(api), progress=line, stop=stop.event)
         result = stop.run(
             lambda: ingestor.reread(zone, start, end),

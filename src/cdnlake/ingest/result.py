@@ -141,6 +141,28 @@ class ZoneResult:
             text += f" - {self.error}"
         return text
 
+    def record(self) -> dict[str, Any]:
+        """The summary as fields (``--log-format json``): one JSON object per pass."""
+        seconds = ((self.finished or utcnow()) - self.started).total_seconds()
+        return {
+            "zone": self.zone_id,
+            "source": self.source,
+            "run_id": self.run_id,
+            "outcome": self.outcome,
+            "reached": self.reached.isoformat() if self.reached else None,
+            "pages": self.pages,
+            "rows": self.rows,
+            "duplicates": self.duplicates,
+            "rejected": self.rejected,
+            "rejected_by_kind": dict(self.reasons),
+            "rate_limited": self.stats.rate_limited,
+            "seconds": round(seconds, 3),
+            "gaps": len(self.gaps),
+            "late": self.late,
+            "error": self.error,
+            "message": self.summary(),
+        }
+
     def _reread_summary(self, counts: str) -> str:
         """A span read again: the watermark is not its to move, nor the next pass's
         progress its to speak of; a re-read that did not finish is to be run again."""
