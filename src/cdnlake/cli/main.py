@@ -205,6 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out", action=Once, metavar="DIR", help="output folder (default: <root>/reports)"
     )
+    p.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="name every file written (default: the folder and the formats, in a line)",
+    )
     _engine_option(p)
 
     p = _command(
