@@ -24,6 +24,10 @@ from msgspec import Meta
 from cdnlake.errors import ConfigError
 
 RETENTION_SECONDS = 72 * 3600
+# A record stamped later than now by more than this is refused ("future timestamp", by the
+# v1 parser and v2 normalisation) and a zone whose freshest row is is unhealthy: our clock
+# and the provider's differ by seconds, not hours; a record from 2030 is a fault.
+FUTURE_TOLERANCE_SECONDS = 3600
 
 SECRET_KEY_NAMES = {
     "access_key",
