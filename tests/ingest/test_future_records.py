@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from cdnlake.ingest.decode import decode_v2_batch
 from cdnlake.config import FUTURE_TOLERANCE_SECONDS
+from cdnlake.ingest.decode import decode_v2_batch
 from cdnlake.ingest.normalize import normalize_v2
 from cdnlake.ingest.v1_parser import Block, parse_block
 from tests.ingest.test_decode import page_body
