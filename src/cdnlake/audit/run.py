@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
 
-from cdnlake.audit.compare import HOUR, Counts, HourAudit, audit_hour
+from cdnlake.audit.compare import HOUR, RETENTION, Counts, HourAudit, audit_hour
 from cdnlake.audit.days import DayAudit, record, summarize
 from cdnlake.client.statistics import StatisticsApi, ZoneStatistics
 from cdnlake.config import Config
 from cdnlake.lake.progress import from_ms
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
 from cdnlake.lake.store import Lake
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.engine import open_session
@@ -72,6 +72,34 @@ def zone_watermarks(config: Config, zones: Sequence[int]) -> dict[int, datetime]
     return marks
 
 
+def zone_starts(config: Config, zones: Sequence[int]) -> dict[int, datetime]:
+    """Where cdnlake first read each zone: the earliest window of its pull-zone passes
+    (re-reads included) in ``ingest_runs``, and never before what the provider still
+    served when its first pass ran (a v1 pass's window starts at midnight, but the day's
+    file holds only the retained part). An hour before it is not audited."""
+    table = Lake.from_config(config.storage).open(INGEST_RUNS)
+    if table is None:
+        return {}
+    starts: dict[int, datetime] = {}
+    for zone in zones:
+        runs = table.to_pyarrow_table(
+            partitions=[(INGEST_RUNS.zone_column, "=", str(zone))],
+            columns=["window_from", "started", "source"],
+        ).to_pylist()
+        runs = [r for r in runs if r["window_from"] and r["started"] and r["source"] != "shield"]
+        if runs:
+            first = max(
+                min(_utc(r["window_from"]) for r in runs),
+                min(_utc(r["started"]) for r in runs) - RETENTION,
+            )
+            starts[zone] = first
+    return starts
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def judge(
     config: Config,
     zones: Sequence[int],
@@ -82,6 +110,7 @@ def judge(
     *,
     now: datetime,
     marks: dict[int, datetime] | None = None,
+    starts: dict[int, datetime] | None = None,
 ) -> list[HourAudit]:
     """One row per zone and hour of the days ``first``..``last`` that has begun by ``now``."""
     lag = timedelta(seconds=config.ingest.lag_seconds)
@@ -99,6 +128,7 @@ def judge(
                     now=now,
                     lag=lag,
                     watermark=(marks or {}).get(zone),
+                    started=(starts or {}).get(zone),
                 )
             )
             hour += HOUR
@@ -112,8 +142,9 @@ def audit(
     error there is raised before the lake is read, and no hour is judged)."""
     provider = provider_counts(api, zones, first, last)
     marks = zone_watermarks(config, zones)
+    starts = zone_starts(config, zones)
     lake = lake_counts(config, zones, first, last)
-    return judge(config, zones, first, last, provider, lake, now=now, marks=marks)
+    return judge(config, zones, first, last, provider, lake, now=now, marks=marks, starts=starts)
 
 
 def keep(config: Config, hours: Sequence[HourAudit], now: datetime) -> list[DayAudit]:

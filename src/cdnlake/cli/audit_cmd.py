@@ -108,9 +108,11 @@ def audit(args: argparse.Namespace) -> int:
         print(f"cdnlake: warning: audit: the days' verdicts were not kept: {exc}", file=sys.stderr)
     failed = [h for h in hours if h.failed]
     pending = sum(h.verdict == "pending" for h in hours)
+    before = sum(h.verdict == "before" for h in hours)
     summary = (
-        f"audit: {len(hours)} zone-hours, {len(failed)} short or missing, {pending} pending "
-        f"(tolerance {config.audit.tolerance:g})"
+        f"audit: {len(hours)} zone-hours, {len(failed)} short or missing, {pending} pending"
+        + (f", {before} before cdnlake started (not audited)" if before else "")
+        + f" (tolerance {config.audit.tolerance:g})"
     )
     print(summary, file=sys.stderr)
     return 1 if failed else 0

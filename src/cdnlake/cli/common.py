@@ -85,8 +85,10 @@ def open_api(
 
 
 def say_retry(notice: RetryNotice) -> None:
-    """A request about to be retried: a line on stderr, so that waiting is never silent."""
-    say(f"cdnlake: {notice.text()}")
+    """A request about to be retried after a wait: a line on stderr, so that waiting is
+    never silent (a refused connection retried at once is said by its error alone)."""
+    if notice.slow:
+        say(f"cdnlake: {notice.text()}")
 
 
 def is_tty() -> bool:

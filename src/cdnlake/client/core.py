@@ -53,6 +53,8 @@ MAX_REQUEST_LINE = 300
 # A refused connection is tried once more, not through the whole backoff: nobody listens
 # there, and a daemon's next pass tries again anyway.
 REFUSED_ATTEMPTS = 2
+# A retry after this long of waiting on one request is said on a pipe (RetryNotice.slow).
+SLOW_RETRY_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,13 @@ class RetryNotice:
     delay: float  # seconds until it
     timeout: float  # seconds each attempt waits for an answer
     reason: str  # the failure, short: no URL
+    waited: float = 0.0  # seconds since the request's first attempt was sent
+
+    @property
+    def slow(self) -> bool:
+        """Worth saying on a pipe: the provider kept it waiting (a timeout, or a second
+        gone), not a refused connection retried at once."""
+        return self.waited >= SLOW_RETRY_SECONDS or "timed out" in self.reason
 
     def text(self) -> str:
         where = f"zone {self.zone}" if self.zone is not None else "the provider"
@@ -317,6 +326,7 @@ class ApiClient:
                 delay,
                 self.api.timeout_seconds,
                 getattr(error, "detail", str(error)),
+                time.monotonic() - started,
             )
             log.debug("%s", notice.text())
             if self.on_retry is not None:
