@@ -278,3 +278,26 @@ def test_config_is_immutable():
     config = load_config(REPO / "config.toml", env=ENV)
     with pytest.raises(AttributeError):
         config.ingest.lag_seconds = 0  # type: ignore[misc]
+
+
+def test_a_key_variable_of_ones_own_leaves_the_default_one_unread(tmp_path):
+    """The README's tour exports CDNLAKE_ACCESS_KEY; a config naming MY_KEY still loads,
+    and the key is MY_KEY's."""
+    p = write(tmp_path, '[api]\naccess_key_env = "MY_KEY"\n[[zones]]\nid = 1\n')
+    config = load_config(p, env={"CDNLAKE_ACCESS_KEY": "old", "MY_KEY": "mine"})
+    assert config.api.access_key is not None and config.api.access_key.reveal() == "mine"
+    loose = load_config(p, env={"CDNLAKE_ACCESS_KEY": "old", "CDNLAKE_LOGGING_TOKEN": "t"})
+    assert loose.api.access_key is None
+    with pytest.raises(ConfigError, match="CDNLAKE_ACESS_KEY: unknown environment variable"):
+        load_config(p, env={"CDNLAKE_ACESS_KEY": "typo"})
+
+
+def test_log_levels_agree_between_the_command_line_and_the_file(tmp_path):
+    from cdnlake.cli import main
+    from cdnlake.config import LOG_LEVELS
+
+    assert main.LOG_LEVELS == LOG_LEVELS
+    p = write(tmp_path, '[log]\nlevel = "CRITICAL"\n[[zones]]\nid = 1\n')
+    assert load_config(p, env=ENV).log.level == "CRITICAL"
+    result = run_cli("--config", str(p), "--log-level", "CRITICAL", "sql", "SELECT 1")
+    assert "invalid choice" not in result.stderr, result.stderr

@@ -127,3 +127,27 @@ def test_status_counts_the_union_of_gap_spans(tmp_path):
     got = {s.source: s for s in zone_statuses(config, now=DAY + timedelta(days=1))}
     assert (got["v2"].gaps_7d, got["v2"].lost_seconds_7d) == (2, 5 * 3600)
     assert (got["shield"].gaps_7d, got["shield"].lost_seconds_7d) == (1, 3600)
+
+
+def test_a_freshest_row_from_the_future_is_not_healthy(tmp_path):
+    """A row stamped 2030 (stored before such records were refused): the zone is unhealthy,
+    its problem says so, rather than a negative age shown as healthy."""
+    config = build_config(
+        {"storage": {"root": str(tmp_path)}, "zones": [{"id": 1, "source": "v2"}]},
+        base_dir=tmp_path,
+        env={},
+    )
+    lake = Lake.from_config(config.storage)
+    now = DAY + timedelta(minutes=10)
+    # no file in the days around now: the freshest row is looked for in every file
+    old = DAY - timedelta(days=3)
+    ZoneWriter(session_of(lake), REQUESTS, 1).commit(rows(0, 3, old, "a"), {"": to_ms(now)})
+    Bookkeeping(session_of(lake)).record_run(1, run(DAY + timedelta(minutes=5)))
+    (fine,) = zone_statuses(config, now=now)
+    assert fine.healthy, fine.problem
+    ZoneWriter(session_of(lake), REQUESTS, 1).commit(
+        rows(0, 1, datetime(2030, 1, 1, tzinfo=UTC), "z"), {}
+    )
+    (status,) = zone_statuses(config, now=now)
+    assert not status.healthy
+    assert status.problem is not None and "in the future" in status.problem, status.problem

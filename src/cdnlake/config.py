@@ -24,6 +24,11 @@ from msgspec import Meta
 from cdnlake.errors import ConfigError
 from cdnlake.retention import RETENTION_SECONDS
 
+# A record stamped later than now by more than this is refused ("future timestamp", by the
+# v1 parser and v2 normalisation) and a zone whose freshest row is is unhealthy: our clock
+# and the provider's differ by seconds, not hours; a record from 2030 is a fault.
+FUTURE_TOLERANCE_SECONDS = 3600
+
 SECRET_KEY_NAMES = {
     "access_key",
     "key",
@@ -405,6 +410,9 @@ class Config(Table, frozen=True):
 _RESOLVED_FIELDS = {"access_key", "bearer_token", "postgres_dsn"}
 # CDNLAKE_* variables that are not overrides of a config key.
 OTHER_VARIABLES = {"CDNLAKE_CONFIG", "CDNLAKE_SQL_DIR"}
+# The default names of the variables holding a secret (api.access_key_env,
+# api.bearer_token_env): exported for one config, they must not break another.
+SECRET_DEFAULTS = {"CDNLAKE_ACCESS_KEY", "CDNLAKE_LOGGING_TOKEN"}
 
 
 def _hints(cls: type) -> dict[str, Any]:
@@ -633,12 +641,20 @@ def _from_text(name: str, tp: Any, text: str) -> Any:
 
 
 def _check_environment(config: Config, env: dict[str, str]) -> None:
-    """A CDNLAKE_* variable that overrides nothing is a mistake, as an unknown key is."""
-    known = OTHER_VARIABLES | {
-        config.api.access_key_env,
-        config.api.bearer_token_env,
-        config.coordination.postgres_dsn_env,
-    }
+    """A CDNLAKE_* variable that overrides nothing is a mistake, as an unknown key is.
+
+    The variables that hold a secret by default stay known when the config names others
+    (``access_key_env = "MY_KEY"`` with CDNLAKE_ACCESS_KEY still exported): the config's
+    choice wins, and the default one is simply not read."""
+    known = (
+        OTHER_VARIABLES
+        | SECRET_DEFAULTS
+        | {
+            config.api.access_key_env,
+            config.api.bearer_token_env,
+            config.coordination.postgres_dsn_env,
+        }
+    )
     for section, cls in SECTIONS.items():
         known |= {env_variable(section, key) for key in _overridable(cls)}
     for name in sorted(env):

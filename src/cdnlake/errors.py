@@ -93,6 +93,11 @@ class HttpError(CdnlakeError):
         self.body = body
         self.retry_after = retry_after
 
+    def tried(self, attempts: int, seconds: float) -> None:
+        """Say that this is the last of ``attempts`` over ``seconds``."""
+        where = f" ({self.request_line})" if self.request_line else ""
+        self.message = f"{self.detail}, after {attempts} attempts over {seconds:.0f}s{where}"
+
 
 class TransportError(HttpError, TransientError):
     pass

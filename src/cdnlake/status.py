@@ -18,7 +18,7 @@ import duckdb
 from deltalake import DeltaTable
 
 from cdnlake.audit.days import from_row
-from cdnlake.config import Config, ForwardingConfig
+from cdnlake.config import FUTURE_TOLERANCE_SECONDS, Config, ForwardingConfig
 from cdnlake.coordination import lease_key, lease_keys
 from cdnlake.lake.progress import WATERMARK, from_ms
 from cdnlake.lake.schema import (
@@ -275,6 +275,13 @@ def zone_statuses(
             problem = f"behind by {lag:.0f}s (more than {max_lag}s)"
         n_gaps, lost = gaps.get((zone_id, shield), (0, 0.0))
         newest = freshest.newest.get(zone_id)
+        ahead = (newest - now).total_seconds() if newest else 0.0
+        if problem is None and ahead > FUTURE_TOLERANCE_SECONDS:
+            # A row from the future (stored before such records were refused): no age.
+            problem = (
+                f"freshest row {newest:%Y-%m-%d %H:%M:%S}Z is {ahead:.0f}s in the future "
+                "(a record with a wrong timestamp)"
+            )
         forwarded_at = freshest.forwarded.get(zone_id)
         out.append(
             ZoneStatus(

@@ -180,3 +180,25 @@ def test_audit_is_listed_and_has_help() -> None:
     assert "audit" in run_cli("--help").stdout
     r = run_cli("audit", "--help")
     assert r.returncode == 0 and "--from" in r.stdout and "verdict" in r.stdout
+
+
+def test_hours_before_cdnlake_started_are_not_audited_nor_kept(ingested: Setup) -> None:
+    """The first, partial day (ingestion began 3 days back) and a day years before: their
+    hours before the zones' first read are 'before', never short, and no day is kept."""
+    first = ingested.day - timedelta(days=2)
+    code, rows, err = audit_json(ingested, "--from", str(first), "--to", str(first))
+    assert code == 0, err
+    before = [row for row in rows if row["verdict"] == "before"]
+    assert before and all("before cdnlake started" in str(r["advice"]) for r in before)
+    assert not failed(rows), failed(rows)
+    assert "before cdnlake started (not audited)" in err
+    code, rows, err = audit_json(ingested, "--date", "2020-01-01", "--zone", "1236")
+    assert code == 0, err
+    assert {row["verdict"] for row in rows} == {"before"}
+    kept = run_cli(
+        "--config", str(ingested.config), "sql", "--format", "json",
+        "SELECT count(*) AS n FROM audit_days WHERE day IN (DATE '2020-01-01', $first)"
+        .replace("$first", f"DATE '{first}'"),
+    )  # fmt: skip
+    assert kept.returncode == 0, kept.stderr
+    assert json.loads(kept.stdout) == [{"n": 0}]

@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 
 import pytest
@@ -188,23 +188,50 @@ def test_json_counts_are_whole_numbers_and_buckets_are_named(tmp_path):
     assert report["partial_days"] == {}
     markdown = (out / "report-all-2026-11-20.md").read_text()
     assert "Bucket" not in markdown
-    assert (
-        "| Edge location | Requests |" in markdown and "| Hour \\(UTC\\) | Requests |" in markdown
-    )
+    assert "| Edge location | Requests |" in markdown and "| Hour (UTC) | Requests |" in markdown
 
 
 def test_a_range_without_data_speaks_of_a_period(tmp_path):
-    cfg = fixture_config(tmp_path)
+    from cdnlake.reports.build import write_reports
+    from tests.fixture_lake import build_fixture_lake
+
+    config = build_fixture_lake(tmp_path / "root")
     out = tmp_path / "out"
-    result = run_cli(
-        "--config", str(cfg), "report", "--from", "2026-10-01", "--to", "2026-10-03",
-        "--format", "md,html", "--out", str(out),
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
+    write_reports(config, date(2026, 10, 1), end=date(2026, 10, 3), formats=("md", "html"), out=out)
     markdown = (out / "report-all-2026-10-01--2026-10-03.md").read_text()
     assert "No traffic was recorded for this period." in markdown and "this day" not in markdown
     html = (out / "report-all-2026-10-01--2026-10-03.html").read_text()
     assert "this day" not in html and "percentage points" not in html  # no changes shown
+
+
+def test_a_report_of_days_outside_the_lake_says_so(tmp_path):
+    """Not an empty report and exit 0: one line naming the days the lake holds."""
+    cfg = fixture_config(tmp_path)
+    out = tmp_path / "out"
+    for days in (["--from", "2026-10-01", "--to", "2026-10-03"], ["--date", "2020-01-01"]):
+        result = run_cli("--config", str(cfg), "report", *days, "--out", str(out))
+        one_line_error(result, "is outside what the lake holds (2026-11-")
+    assert not out.exists()
+    empty = tmp_path / "empty.toml"
+    empty.write_text(f'[storage]\nroot = "{tmp_path / "nothing"}"\n[[zones]]\nid = 1\n')
+    result = run_cli("--config", str(empty), "report", "--date", "2026-11-20")
+    one_line_error(result, "the lake holds no requests yet")
+
+
+def test_a_report_names_its_folder_and_formats_in_a_line(tmp_path):
+    cfg = fixture_config(tmp_path)
+    out = tmp_path / "out"
+    result = run_cli("--config", str(cfg), "report", "--date", "2026-11-20", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    written = sorted(out.iterdir())
+    assert len(written) > 10 and len(lines) == 1, lines
+    assert lines[0].startswith(f"wrote {len(written)} files to {out}: report-all-2026-11-20 ")
+    assert ".html" in lines[0] and "--verbose" in lines[0]
+    verbose = run_cli(
+        "--config", str(cfg), "report", "--date", "2026-11-20", "--out", str(out), "--verbose"
+    )
+    assert sorted(verbose.stdout.split()) == sorted(str(p) for p in written)
 
 
 def test_partial_days_are_said_wherever_their_figures_appear(tmp_path):

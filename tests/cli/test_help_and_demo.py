@@ -119,3 +119,18 @@ def test_emulator_help_names_the_demo_zones_without_importing_the_emulator():
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     assert DEMO_ZONES in parser.format_help().replace("\n", "").replace(" ", "")
+
+
+def test_demo_on_a_root_it_cannot_write_is_one_line(tmp_path):
+    """Not a chained traceback per zone: the folder, in one line, exit 2."""
+    result = run_cli(
+        "--config",
+        str(REPO / "config.toml"),
+        "demo",
+        env={"CDNLAKE_STORAGE_ROOT": "/proc/x"},
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "cannot create or write to /proc/x" in lines[0], result.stderr

@@ -7,7 +7,9 @@ that is not yet closed, still inside ``lag_seconds`` (records may still arrive),
 wholly behind the zone's watermark (ingestion has not read all of it yet: the zone is
 only behind), which is never short. A short or missing hour says what to do next: read
 it again while the provider's logging API still serves it (3 days), or that it is past
-retention.
+retention. ``before``: an hour that began before cdnlake first read the zone (the earliest
+window of its passes), wholly or in part: not audited, never short, and a day holding one
+is not kept (it never feeds the completeness alert).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, Literal
 
 from cdnlake.retention import RETENTION
 
-Verdict = Literal["ok", "short", "missing", "pending"]
+Verdict = Literal["ok", "short", "missing", "pending", "before"]
 HOUR = timedelta(hours=1)
 MEASURES = ("requests", "errors_4xx", "errors_5xx", "bytes")
 
@@ -114,9 +116,13 @@ def verdict(
     now: datetime,
     lag: timedelta,
     watermark: datetime | None,
+    started: datetime | None = None,
 ) -> Verdict:
     """``watermark``: the zone's (None: not set), before which ingestion has read all the
-    provider served; an hour it has not passed yet is pending, not short."""
+    provider served; an hour it has not passed yet is pending, not short. ``started``:
+    where cdnlake first read the zone; an hour that began before it is ``before``."""
+    if started is not None and hour < started:
+        return "before"
     if hour + HOUR > now - lag or watermark is None or hour + HOUR > watermark:
         return "pending"
     if provider.requests > 0 and lake.requests == 0:
@@ -157,12 +163,26 @@ def audit_hour(
     now: datetime,
     lag: timedelta,
     watermark: datetime | None,
+    started: datetime | None = None,
 ) -> HourAudit:
     found = verdict(
-        hour, provider, lake, tolerance=tolerance, now=now, lag=lag, watermark=watermark
+        hour,
+        provider,
+        lake,
+        tolerance=tolerance,
+        now=now,
+        lag=lag,
+        watermark=watermark,
+        started=started,
     )
     note = ""
-    if found == "pending" and hour + HOUR <= now - lag:  # closed: the zone is only behind
+    if found == "before":
+        assert started is not None
+        note = (
+            f"before cdnlake started: zone {zone_id} was first read from "
+            f"{started:%Y-%m-%d %H:%M} UTC; not audited"
+        )
+    elif found == "pending" and hour + HOUR <= now - lag:  # closed: the zone is only behind
         where = f"at {watermark:%Y-%m-%d %H:%M} UTC" if watermark else "not set"
         note = (
             f"not ingested yet (zone {zone_id}'s watermark is {where}): the next "

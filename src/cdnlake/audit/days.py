@@ -71,8 +71,8 @@ def summarize(hours: Sequence[HourAudit]) -> list[DayAudit]:
         by_day.setdefault((h.zone_id, h.hour.date()), []).append(h)
     out = []
     for (zone, day), judged in sorted(by_day.items()):
-        if len(judged) < 24 or any(h.verdict == "pending" for h in judged):
-            continue
+        if len(judged) < 24 or any(h.verdict in ("pending", "before") for h in judged):
+            continue  # not whole, or not all of it read by cdnlake: no day's verdict
         failed = [h for h in judged if h.failed]
         out.append(
             DayAudit(
@@ -96,8 +96,11 @@ def unkept(hours: Sequence[HourAudit]) -> list[tuple[int, date, str]]:
         by_day.setdefault((h.zone_id, h.hour.date()), []).append(h)
     out = []
     for (zone, day), judged in sorted(by_day.items()):
+        before = [h for h in judged if h.verdict == "before"]
         waiting = [h for h in judged if h.verdict == "pending"]
-        if waiting:
+        if before:
+            out.append((zone, day, f"{len(before)} hour(s) {before[0].advice}"))
+        elif waiting:
             first = waiting[0]
             why = first.advice or "not closed, or inside lag_seconds: records may still arrive"
             out.append(

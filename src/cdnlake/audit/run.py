@@ -14,18 +14,15 @@ from cdnlake.audit.compare import HOUR, Counts, HourAudit, audit_hour
 from cdnlake.audit.days import DayAudit, record, summarize
 from cdnlake.client.statistics import StatisticsApi, ZoneStatistics
 from cdnlake.config import Config
-from cdnlake.lake.progress import from_ms
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.progress import day_start, from_ms
+from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
 from cdnlake.lake.session import LakeSession
 from cdnlake.lake.store import Lake
+from cdnlake.retention import RETENTION
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.engine import open_session
 
 DAY = timedelta(days=1)
-
-
-def day_start(day: date) -> datetime:
-    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def provider_counts(
@@ -73,6 +70,34 @@ def zone_watermarks(config: Config, zones: Sequence[int]) -> dict[int, datetime]
     return marks
 
 
+def zone_starts(config: Config, zones: Sequence[int]) -> dict[int, datetime]:
+    """Where cdnlake first read each zone: the earliest window of its pull-zone passes
+    (re-reads included) in ``ingest_runs``, and never before what the provider still
+    served when its first pass ran (a v1 pass's window starts at midnight, but the day's
+    file holds only the retained part). An hour before it is not audited."""
+    table = Lake.from_config(config.storage).open(INGEST_RUNS)
+    if table is None:
+        return {}
+    starts: dict[int, datetime] = {}
+    for zone in zones:
+        runs = table.to_pyarrow_table(
+            partitions=[(INGEST_RUNS.zone_column, "=", str(zone))],
+            columns=["window_from", "started", "source"],
+        ).to_pylist()
+        runs = [r for r in runs if r["window_from"] and r["started"] and r["source"] != "shield"]
+        if runs:
+            first = max(
+                min(_utc(r["window_from"]) for r in runs),
+                min(_utc(r["started"]) for r in runs) - RETENTION,
+            )
+            starts[zone] = first
+    return starts
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def judge(
     config: Config,
     zones: Sequence[int],
@@ -83,6 +108,7 @@ def judge(
     *,
     now: datetime,
     marks: dict[int, datetime] | None = None,
+    starts: dict[int, datetime] | None = None,
 ) -> list[HourAudit]:
     """One row per zone and hour of the days ``first``..``last`` that has begun by ``now``."""
     lag = timedelta(seconds=config.ingest.lag_seconds)
@@ -100,6 +126,7 @@ def judge(
                     now=now,
                     lag=lag,
                     watermark=(marks or {}).get(zone),
+                    started=(starts or {}).get(zone),
                 )
             )
             hour += HOUR
@@ -113,8 +140,9 @@ def audit(
     error there is raised before the lake is read, and no hour is judged)."""
     provider = provider_counts(api, zones, first, last)
     marks = zone_watermarks(config, zones)
+    starts = zone_starts(config, zones)
     lake = lake_counts(config, zones, first, last)
-    return judge(config, zones, first, last, provider, lake, now=now, marks=marks)
+    return judge(config, zones, first, last, provider, lake, now=now, marks=marks, starts=starts)
 
 
 def keep(session: LakeSession, hours: Sequence[HourAudit], now: datetime) -> list[DayAudit]:

@@ -11,15 +11,22 @@ import sys
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 
-from cdnlake.errors import CdnlakeError, UsageError
+from cdnlake.errors import CdnlakeError, StopRequested, UsageError
 
 MAX_RANGE_DAYS = 31
 
 
-def add_arguments(p: argparse.ArgumentParser, zone_id: Callable[[str], int]) -> None:
-    p.add_argument("--date", metavar="YYYY-MM-DD", help="UTC day (default: yesterday)")
-    p.add_argument("--from", dest="from_day", metavar="YYYY-MM-DD", help="first day of a range")
-    p.add_argument("--to", dest="to_day", metavar="YYYY-MM-DD", help="last day of a range")
+def add_arguments(
+    p: argparse.ArgumentParser, zone_id: Callable[[str], int], once: type[argparse.Action]
+) -> None:
+    """``once``: the action of an option given at most once (cli.main.Once)."""
+    p.add_argument("--date", action=once, metavar="YYYY-MM-DD", help="UTC day (default: yesterday)")
+    p.add_argument(
+        "--from", dest="from_day", action=once, metavar="YYYY-MM-DD", help="first day of a range"
+    )
+    p.add_argument(
+        "--to", dest="to_day", action=once, metavar="YYYY-MM-DD", help="last day of a range"
+    )
     p.add_argument(
         "--zone",
         type=zone_id,
@@ -62,7 +69,7 @@ def audit(args: argparse.Namespace) -> int:
     from cdnlake.audit.compare import COLUMNS, row
     from cdnlake.audit.run import audit as audit_hours
     from cdnlake.audit.run import keep
-    from cdnlake.cli.common import load, open_api
+    from cdnlake.cli.common import interruptible, load, open_api, say
     from cdnlake.client.statistics import StatisticsApi
     from cdnlake.lake.session import LakeSession
     from cdnlake.warehouse.output import render
@@ -73,9 +80,14 @@ def audit(args: argparse.Namespace) -> int:
     zones = [config.zone(z).id for z in args.zone] if args.zone else [z.id for z in config.zones]
     if not zones:
         raise UsageError("audit: no pull zones are configured ([[zones]] in the config)")
-    with open_api(config) as api:
+    with interruptible("audit") as stop, open_api(config, abort=stop.event) as api:
         try:
-            hours = audit_hours(config, StatisticsApi(api), zones, first, last, now)
+            hours = stop.run(
+                lambda: audit_hours(config, StatisticsApi(api), zones, first, last, now)
+            )
+        except StopRequested:
+            say(f"cdnlake: interrupted ({stop.signal}): audit stopped; no verdict was kept")
+            return 1
         except CdnlakeError as exc:
             print(
                 "cdnlake: error: audit: the provider's statistics could not be read, so no "
@@ -98,9 +110,11 @@ def audit(args: argparse.Namespace) -> int:
         print(f"cdnlake: warning: audit: the days' verdicts were not kept: {exc}", file=sys.stderr)
     failed = [h for h in hours if h.failed]
     pending = sum(h.verdict == "pending" for h in hours)
+    before = sum(h.verdict == "before" for h in hours)
     summary = (
-        f"audit: {len(hours)} zone-hours, {len(failed)} short or missing, {pending} pending "
-        f"(tolerance {config.audit.tolerance:g})"
+        f"audit: {len(hours)} zone-hours, {len(failed)} short or missing, {pending} pending"
+        + (f", {before} before cdnlake started (not audited)" if before else "")
+        + f" (tolerance {config.audit.tolerance:g})"
     )
     print(summary, file=sys.stderr)
     return 1 if failed else 0

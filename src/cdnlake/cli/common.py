@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
-from typing import TYPE_CHECKING
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cdnlake.config import Config, load_config
 from cdnlake.errors import ConfigError
 
 if TYPE_CHECKING:
-    from cdnlake.client.core import ApiClient
+    from cdnlake.client.core import ApiClient, RetryNotice
+
+T = TypeVar("T")
 
 
 def load(
@@ -62,13 +70,25 @@ def require_writable_root(config: Config) -> None:
             ) from None
 
 
-def open_api(config: Config, *, require_key: bool = True) -> ApiClient:
+def open_api(
+    config: Config, *, require_key: bool = True, abort: threading.Event | None = None
+) -> ApiClient:
+    """``abort``: set, every request stops at its next attempt or wait (StopRequested)."""
     from cdnlake.client import ApiClient, BudgetRegistry
 
     if require_key:
         config.api.require_access_key()
     budgets = BudgetRegistry(config.ingest.requests_per_window, config.ingest.window_seconds)
-    return ApiClient(config.api, budgets=budgets)
+    client = ApiClient(config.api, budgets=budgets, abort=abort)
+    client.on_retry = say_retry  # a terminal's live display may show them its own way
+    return client
+
+
+def say_retry(notice: RetryNotice) -> None:
+    """A request about to be retried after a wait: a line on stderr, so that waiting is
+    never silent (a refused connection retried at once is said by its error alone)."""
+    if notice.slow:
+        say(f"cdnlake: {notice.text()}")
 
 
 def is_tty() -> bool:
@@ -104,3 +124,95 @@ def setup_logging(level: str, fmt: str = "text") -> None:
     logging.getLogger("apscheduler").setLevel(
         logging.DEBUG if numeric <= logging.DEBUG else logging.ERROR
     )
+
+
+# After a first SIGINT / SIGTERM, work that has not ended in this many seconds (a request
+# waiting on a silent provider, a query) is abandoned: the process exits 1 there and then.
+# The lake stays whole (a Delta commit is whole or absent); what was not committed is read
+# again by the next run.
+STOP_GRACE_SECONDS = 5.0
+
+
+class Interrupt:
+    """SIGINT and SIGTERM of a command that does bulk work (``ingest``, ``import-v1``,
+    ``maintain``, ``audit``): the first sets :attr:`event` (the passes stop at their next
+    page, the API client at its next attempt or wait) and says so on stderr; a second one
+    exits at once (exit 1). Installed by :func:`interruptible`."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.event = threading.Event()
+        self.signal: str | None = None
+        self.at: float | None = None
+
+    def is_set(self) -> bool:
+        return self.event.is_set()
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        name = signal.Signals(signum).name
+        if self.event.is_set():
+            say(f"cdnlake: {name} again: exiting at once (every commit made is whole)")
+            os._exit(1)
+        self.signal, self.at = name, time.monotonic()
+        self.event.set()
+        say(
+            f"cdnlake: {name}: stopping {self.what}; what is committed stays, the rest is "
+            "read again next time (send it again to exit at once)"
+        )
+
+    def run(self, work: Callable[[], T], *, on_abandon: Callable[[], None] | None = None) -> T:
+        """``work()`` on a thread of its own, while this one stays free to hear signals;
+        once stopped, work that does not end within :data:`STOP_GRACE_SECONDS` is
+        abandoned: ``on_abandon()`` (say what was kept), then exit 1 at once."""
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["value"] = work()
+            except BaseException as exc:  # handed to the caller's thread below
+                box["error"] = exc
+
+        thread = threading.Thread(target=target, name="work", daemon=True)
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.1)
+            late = self.at is not None and time.monotonic() - self.at > STOP_GRACE_SECONDS
+            if late and thread.is_alive():
+                if on_abandon is not None:
+                    on_abandon()
+                say(
+                    f"cdnlake: {self.what} did not stop within {STOP_GRACE_SECONDS:g}s "
+                    "(waiting on the provider or the store): exiting; nothing it had "
+                    "not committed was stored"
+                )
+                os._exit(1)
+        if "error" in box:
+            raise box["error"]
+        value: T = box["value"]
+        return value
+
+
+def say(line: str) -> None:
+    """One line on stderr, now (signal handlers and progress lines)."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+@contextmanager
+def interruptible(what: str) -> Iterator[Interrupt]:
+    """SIGINT and SIGTERM stop ``what`` (see :class:`Interrupt`) while the block runs; the
+    previous handlers are put back after it."""
+    interrupt = Interrupt(what)
+    if threading.current_thread() is not threading.main_thread():  # (tests calling main)
+        yield interrupt
+        return
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, interrupt.on_signal) for s in signals}
+    try:
+        yield interrupt
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

@@ -6,12 +6,13 @@ import argparse
 
 
 def demo(args: argparse.Namespace) -> int:
-    from cdnlake.cli.common import is_tty, load
+    from cdnlake.cli.common import is_tty, load, require_writable_root
     from cdnlake.cli.ingest_cmd import LineProgress, RichProgress, print_notes
     from cdnlake.demo import run_demo
     from cdnlake.warehouse.output import render
 
     config = load(args, default_level="WARNING")
+    require_writable_root(config)  # one line naming the folder, not a traceback per zone
     print(f"cdnlake demo: emulator on loopback, storage in {config.storage.root}", flush=True)
     progress = RichProgress(list(config.zones)) if is_tty() else LineProgress()
     with progress:

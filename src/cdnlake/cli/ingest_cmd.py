@@ -6,11 +6,23 @@ import argparse
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cdnlake.cli.common import is_tty, load, open_api, require_writable_root
+from cdnlake.cli.common import (
+    Interrupt,
+    interruptible,
+    is_tty,
+    load,
+    open_api,
+    require_writable_root,
+    say,
+    say_retry,
+)
 from cdnlake.errors import UsageError
 from cdnlake.ingest.result import ZoneResult, breakdown
+
+if TYPE_CHECKING:
+    from cdnlake.client.core import RetryNotice
 
 
 class RichProgress:
@@ -35,6 +47,7 @@ class RichProgress:
             for z in zones
         }
         self._lock = threading.Lock()
+        self.seen: dict[int, ZoneResult] = {}  # the passes heard of so far, by zone
 
     def __enter__(self) -> RichProgress:
         self._progress.start()
@@ -47,9 +60,21 @@ class RichProgress:
         reached = result.reached.strftime("%Y-%m-%d %H:%M") if result.reached else "-"
         info = f"{result.rows:,} rows, {result.pages} pages, reached {reached}"
         with self._lock:
+            self.seen[result.zone_id] = result
             self._progress.update(self._tasks[result.zone_id], info=info)
 
+    def retrying(self, notice: RetryNotice) -> None:
+        """The zone's row says that its request waits on the provider, and for what."""
+        task = self._tasks.get(notice.zone) if notice.zone is not None else None
+        with self._lock:
+            if task is None:
+                self._progress.console.print(self._escape(f"cdnlake: {notice.text()}"))
+            else:
+                self._progress.update(task, info=self._escape(notice.text().split(": ", 1)[1]))
+
     def finished(self, result: ZoneResult) -> None:
+        with self._lock:
+            self.seen[result.zone_id] = result
         task = self._tasks.get(result.zone_id) if result.source != "shield" else None
         if task is None:
             return  # shield zones print their own line
@@ -63,8 +88,10 @@ class RichProgress:
 class LineProgress:
     """On a pipe: one summary line per zone, when it finishes."""
 
-    def __init__(self) -> None:
+    def __init__(self, json_lines: bool = False) -> None:
         self._lock = threading.Lock()
+        self.seen: dict[int, ZoneResult] = {}  # the passes heard of so far, by zone
+        self.json_lines = json_lines  # --log-format json: a JSON object per summary
 
     def __enter__(self) -> LineProgress:
         return self
@@ -73,11 +100,26 @@ class LineProgress:
         pass
 
     def update(self, result: ZoneResult) -> None:
-        pass
+        with self._lock:
+            self.seen[result.zone_id] = result
 
     def finished(self, result: ZoneResult) -> None:
         with self._lock:
-            print(result.summary(), flush=True)
+            self.seen[result.zone_id] = result
+            print(summary_of(result, self.json_lines), flush=True)
+
+
+def json_wanted(args: argparse.Namespace, config: Any) -> bool:
+    """Whether summaries go as JSON objects: ``--log-format json``, else log.format."""
+    return bool((getattr(args, "log_format", None) or config.log.format) == "json")
+
+
+def summary_of(result: ZoneResult, json_lines: bool) -> str:
+    if not json_lines:
+        return result.summary()
+    import json
+
+    return json.dumps(result.record())
 
 
 def print_notes(results: list[ZoneResult]) -> None:
@@ -108,21 +150,66 @@ def ingest(args: argparse.Namespace) -> int:
     if not zones and not shield_zones:
         raise UsageError("ingest: no zones configured ([[zones]] in the config file)")
     require_writable_root(config)
-    progress = RichProgress(zones) if is_tty() else LineProgress()
-    with open_api(config) as api, LakeSession.from_config(config.storage) as session:
-        with progress:
-            ingestor = Ingestor(config, LoggingClient(api), session, reporter=progress)
-            results = ingestor.run(zones)
+    as_json = json_wanted(args, config)
+    progress = RichProgress(zones) if is_tty() and not as_json else LineProgress(as_json)
+    total = len(zones) + len(shield_zones)
+
+    def abandon() -> None:
         if isinstance(progress, RichProgress):
+            progress.__exit__()
+        say(interrupted_line(stop, list(progress.seen.values()), total))
+
+    with (
+        interruptible("ingest") as stop,
+        open_api(config, abort=stop.event) as api,
+        LakeSession.from_config(config.storage) as session,
+    ):
+        if isinstance(progress, RichProgress):
+            api.on_retry = progress.retrying
+        with progress:
+            ingestor = Ingestor(
+                config, LoggingClient(api), session, reporter=progress, stop=stop.event
+            )
+            results = stop.run(lambda: ingestor.run(zones), on_abandon=abandon)
+        if isinstance(progress, RichProgress):
+            api.on_retry = say_retry
             for r in results:
                 print(r.summary())
         shield = ShieldApi(api)
-        for shield_zone in shield_zones:
-            results.append(
-                ingest_shield_zone(config, shield, shield_zone, session, reporter=LineProgress())
+
+        def shield_pass(zone: Any) -> ZoneResult:
+            line = LineProgress(as_json)
+            return stop.run(
+                lambda: ingest_shield_zone(
+                    config, shield, zone, session, reporter=line, stop=stop.event
+                ),
+                on_abandon=lambda: say(
+                    interrupted_line(stop, results + list(line.seen.values()), total)
+                ),
             )
+
+        for shield_zone in shield_zones:
+            if stop.is_set():
+                break
+            results.append(shield_pass(shield_zone))
     print_notes(results)
-    return 0 if all(r.ok for r in results) else 1
+    if stop.is_set():
+        say(interrupted_line(stop, results, total))
+        return 1
+    return 0 if all(r.ok or r.skipped for r in results) else 1
+
+
+def interrupted_line(stop: Interrupt, results: list[ZoneResult], total: int) -> str:
+    """What an interrupted ``ingest`` kept, in one line."""
+    done = [r for r in results if r.outcome == "ok"]
+    cut = [r for r in results if r.outcome != "ok" and r.rows]
+    rows = sum(r.rows for r in results)
+    untouched = total - len(done) - len(cut)
+    return (
+        f"cdnlake: interrupted ({stop.signal}): {len(done)} zone(s) done, {len(cut)} stopped "
+        f"part way, {untouched} with nothing new; {rows:,} new rows committed in all, each zone "
+        "up to its last whole commit; the next ingest reads on from there"
+    )
 
 
 def parse_time(text: str, option: str) -> datetime:
@@ -157,10 +244,21 @@ def reread(args: argparse.Namespace) -> int:
     zone = config.zone(args.zone[0])
     check_span(start, end, datetime.now(UTC))
     require_writable_root(config)
-    with open_api(config) as api, LakeSession.from_config(config.storage) as session:
-        ingestor = Ingestor(config, LoggingClient(api), session, reporter=LineProgress())
-        result = ingestor.reread(zone, start, end)
+    with (
+        interruptible("the re-read") as stop,
+        open_api(config, abort=stop.event) as api,
+        LakeSession.from_config(config.storage) as session,
+    ):
+        line = LineProgress(json_wanted(args, config))
+        ingestor = Ingestor(config, LoggingClient(api), session, reporter=line, stop=stop.event)
+        result = stop.run(
+            lambda: ingestor.reread(zone, start, end),
+            on_abandon=lambda: say(interrupted_line(stop, list(line.seen.values()), 1)),
+        )
     print_notes([result])
+    if stop.is_set():
+        say(interrupted_line(stop, [result], 1))
+        return 1
     return 0 if result.ok else 1
 
 
@@ -184,8 +282,16 @@ def import_v1(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    with LakeSession.from_config(config.storage) as session:
-        total = import_v1_files(config, session, paths, args.zone, on_file=on_file)
+    with interruptible("import-v1") as stop, LakeSession.from_config(config.storage) as session:
+        total = stop.run(
+            lambda: import_v1_files(
+                config, session, paths, args.zone, on_file=on_file, stop=stop.event
+            ),
+            on_abandon=lambda: say(
+                f"cdnlake: interrupted ({stop.signal}): the file being read keeps what it "
+                "committed; importing it again adds only what is missing"
+            ),
+        )
     failed = [r for r in total.results if not r.ok]
     detail = f" ({breakdown(total.reasons)})" if total.reasons else ""
     print(
@@ -195,4 +301,13 @@ def import_v1(args: argparse.Namespace) -> int:
         + (f"; {len(failed)} file(s) FAILED" if failed else "")
     )
     print_notes(failed)
+    if stop.is_set():
+        left = len(paths) - total.files
+        cut = [r for r in total.results if r.outcome == "stopped"]
+        say(
+            f"cdnlake: interrupted ({stop.signal}): {total.files - len(cut)} file(s) imported "
+            f"whole, {len(cut)} stopped part way (what it committed stays), {left} not started; "
+            "importing them again adds only what is missing"
+        )
+        return 1
     return 1 if failed else 0

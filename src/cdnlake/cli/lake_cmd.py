@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from cdnlake.cli.common import load
+from cdnlake.cli.common import Interrupt, interruptible, load, say
 from cdnlake.config import Config
+from cdnlake.errors import StopRequested
 
 if TYPE_CHECKING:
     from cdnlake.lake.session import LakeSession
@@ -56,22 +57,37 @@ def maintain(args: argparse.Namespace) -> int:
     config = load(args, default_level="WARNING")
     if args.zone:
         config.select_all_zones(args.zone)  # unknown ids are refused
-    with LakeSession.from_config(config.storage) as session:
+    with interruptible("maintain") as stop, LakeSession.from_config(config.storage) as session:
         if args.restore:
-            return restore(session, args.zone)
-        report = run_maintain(
-            session,
-            args.zone,
-            retention_hours=args.retention_hours,
-            check_all=args.check_all,
-            locks=config.storage.work / "locks",
-            hold=maintain_hold(config, this_daemon()),
-        )
+            return stop.run(lambda: restore(session, args.zone))
+        try:
+            report = stop.run(
+                lambda: run_maintain(
+                    session,
+                    args.zone,
+                    retention_hours=args.retention_hours,
+                    check_all=args.check_all,
+                    locks=config.storage.work / "locks",
+                    hold=maintain_hold(config, this_daemon()),
+                    stop=stop.is_set,
+                ),
+                on_abandon=lambda: say(stopped_maintain(stop)),
+            )
+        except StopRequested:
+            say(stopped_maintain(stop))
+            return 1
     for table in report.tables:
         print(table.line())
     if not report.tables:
         print("the lake has no tables yet")
     return 1 if any(t.damaged for t in report.tables) else 0
+
+
+def stopped_maintain(stop: Interrupt) -> str:
+    return (
+        f"cdnlake: interrupted ({stop.signal}): maintain stopped between steps, each step "
+        "done so far is whole; run it again to finish"
+    )
 
 
 def restore(session: LakeSession, zones: list[int] | None) -> int:

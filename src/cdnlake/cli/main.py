@@ -19,6 +19,9 @@ from cdnlake.errors import CdnlakeError, ConfigError, RequestValidationError, Us
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # The optional extras (pyproject.toml): a module they install -> the extra's name.
 EXTRAS = {"sqlglot": "spark", "pyspark": "spark", "psycopg": "postgres"}
+# The levels log.level takes in the file (cdnlake.config.LOG_LEVELS, not imported here so
+# that --help starts fast; a test keeps them equal).
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 DEFAULT_TABLE_ROWS = 1000  # a terminal table is for reading; csv and json write every row
 # What shtab completes an option's value with (shtab.FILE, without importing shtab here).
 FILE = {"bash": "_shtab_compgen_files", "zsh": "_files"}
@@ -27,6 +30,23 @@ FILE = {"bash": "_shtab_compgen_files", "zsh": "_files"}
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, exit 2
         raise UsageError(f"{self.prog}: {message}")
+
+
+class Once(argparse.Action):
+    """An option that takes one value: given twice, it is refused (argparse would keep
+    the last in silence: ``import-v1 --zone 1234 --zone 1235`` imported into 1235)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if getattr(namespace, self.dest, None) not in (None, self.default):
+            before = getattr(namespace, self.dest)
+            parser.error(f"{option_string} given twice ({before} and {values}): give it once")
+        setattr(namespace, self.dest, values)
 
 
 def _command(sub: Any, name: str, help_text: str, func: str) -> argparse.ArgumentParser:
@@ -72,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     config.complete = FILE  # type: ignore[attr-defined]
     parser.add_argument(
         "--log-level",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        choices=LOG_LEVELS,
         help="log level (default: log.level from the config)",
     )
     parser.add_argument(
@@ -98,11 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--from",
         dest="span_from",
+        action=Once,
         metavar="TIME",
         help="with --to and one --zone: read this past span again (e.g. 2026-11-23T05:00Z), "
         "storing what the lake lacks; the zone's watermark does not move",
     )
-    p.add_argument("--to", dest="span_to", metavar="TIME", help="end of the span (excluded)")
+    p.add_argument(
+        "--to", dest="span_to", action=Once, metavar="TIME", help="end of the span (excluded)"
+    )
 
     p = _command(
         sub,
@@ -112,7 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
         "cdnlake.cli.ingest_cmd:import_v1",
     )
     p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--zone", type=zone_id, required=True, metavar="ID", help="pull zone id")
+    p.add_argument(
+        "--zone", type=zone_id, required=True, action=Once, metavar="ID", help="pull zone id"
+    )
 
     p = _command(
         sub, "daemon", "Run the scheduler until SIGINT / SIGTERM.", "cdnlake.cli.daemon_cmd:daemon"
@@ -183,14 +208,31 @@ def build_parser() -> argparse.ArgumentParser:
         "and error rates).",
         "cdnlake.cli.report_cmd:report",
     )
-    p.add_argument("--date", metavar="YYYY-MM-DD", help="UTC day (default: yesterday)")
-    p.add_argument("--from", dest="from_day", metavar="YYYY-MM-DD", help="first day of a range")
-    p.add_argument("--to", dest="to_day", metavar="YYYY-MM-DD", help="last day of a range")
-    p.add_argument("--zone", type=zone_id, metavar="ID", help="one zone (default: all)")
+    p.add_argument("--date", action=Once, metavar="YYYY-MM-DD", help="UTC day (default: yesterday)")
     p.add_argument(
-        "--format", metavar="FORMATS", help="comma list of html,csv,json,md (default: config)"
+        "--from", dest="from_day", action=Once, metavar="YYYY-MM-DD", help="first day of a range"
     )
-    p.add_argument("--out", metavar="DIR", help="output folder (default: <root>/reports)")
+    p.add_argument(
+        "--to", dest="to_day", action=Once, metavar="YYYY-MM-DD", help="last day of a range"
+    )
+    p.add_argument(
+        "--zone", type=zone_id, action=Once, metavar="ID", help="one zone (default: all)"
+    )
+    p.add_argument(
+        "--format",
+        action=Once,
+        metavar="FORMATS",
+        help="comma list of html,csv,json,md (default: config)",
+    )
+    p.add_argument(
+        "--out", action=Once, metavar="DIR", help="output folder (default: <root>/reports)"
+    )
+    p.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="name every file written (default: the folder and the formats, in a line)",
+    )
     _engine_option(p)
 
     p = _command(
@@ -245,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     from cdnlake.cli.audit_cmd import add_arguments as add_audit_arguments
 
-    add_audit_arguments(p, zone_id)
+    add_audit_arguments(p, zone_id, Once)
 
     p = _command(
         sub,

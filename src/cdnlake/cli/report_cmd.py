@@ -7,6 +7,7 @@ import argparse
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+from cdnlake.config import Config
 from cdnlake.errors import UsageError
 
 MAX_RANGE_DAYS = 400
@@ -45,7 +46,7 @@ def parse_range(args: argparse.Namespace) -> tuple[date, date | None]:
 
 def report(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load
-    from cdnlake.reports.build import write_reports
+    from cdnlake.reports.build import check_formats, write_reports
 
     day, end = parse_range(args)
     config = load(args, default_level="WARNING")
@@ -60,6 +61,8 @@ def report(args: argparse.Namespace) -> int:
     formats = None
     if args.format is not None:
         formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
+        check_formats(formats)
+    check_lake_holds(config, day, end, args.zone)
     paths = write_reports(
         config,
         day,
@@ -75,6 +78,54 @@ def report(args: argparse.Namespace) -> int:
         sys.stdout.write(paths[0].read_text(encoding="utf-8"))
         print(f"cdnlake: wrote {paths[0]}", file=sys.stderr)
         return 0
-    for path in paths:
-        print(path)
+    if getattr(args, "verbose", False):
+        for path in paths:
+            print(path)
+    else:
+        print(written_summary(paths))
     return 0
+
+
+def written_summary(paths: list[Path]) -> str:
+    """``wrote 30 files to data/reports: report-all-2026-11-26 .html, .json, .md, and 27
+    .csv (one per table); --verbose names each``: the folder and the formats, in a line."""
+    if len(paths) == 1:
+        return str(paths[0])
+    folder = paths[0].parent
+    kinds: dict[str, int] = {}
+    for path in paths:
+        kinds[path.suffix] = kinds.get(path.suffix, 0) + 1
+    stem = paths[0].name.split(".", 1)[0]
+    shown = ", ".join(
+        suffix if n == 1 else f"{n} {suffix} (one per table)" for suffix, n in kinds.items()
+    )
+    return f"wrote {len(paths)} files to {folder}: {stem} {shown}; --verbose names each"
+
+
+def check_lake_holds(config: Config, first: date, last: date | None, zone: int | None) -> None:
+    """A report of days the lake holds nothing of, before its first day or after its last,
+    is refused in one line naming the days it holds (not an empty report, exit 0)."""
+    from cdnlake.lake.schema import REQUESTS
+    from cdnlake.lake.store import Lake
+
+    last = last or first
+    table = Lake.from_config(config.storage).open(REQUESTS)
+    days = sorted(
+        {
+            date.fromisoformat(str(part["date"]))
+            for part in (table.partitions() if table is not None else [])
+            if zone is None or str(part.get(REQUESTS.zone_column)) == str(zone)
+        }
+    )
+    of = f"of zone {zone} " if zone is not None else ""
+    asked = f"{first}" if first == last else f"{first} to {last}"
+    if not days:
+        raise UsageError(
+            f"report: the lake holds no requests {of}yet, so there is no report of {asked}: "
+            "run `cdnlake ingest` first"
+        )
+    if last < days[0] or first > days[-1]:
+        raise UsageError(
+            f"report: {asked} is outside what the lake holds {of}({days[0]} to {days[-1]} "
+            "UTC): nothing was written"
+        )

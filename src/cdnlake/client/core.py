@@ -10,6 +10,7 @@ a credential: the request line is method and URL, and credentials travel in head
 from __future__ import annotations
 
 import email.utils
+import logging
 import os
 import socket
 import threading
@@ -31,6 +32,7 @@ from cdnlake.errors import (
     ApiError,
     CdnlakeError,
     ForbiddenError,
+    HttpError,
     InvalidRequestError,
     LoggingDisabledError,
     MalformedResponseError,
@@ -44,12 +46,15 @@ from cdnlake.errors import (
     UnresolvableHostError,
 )
 
+log = logging.getLogger("cdnlake.client")
 Auth = Literal["key", "logging", "none"]
 USER_AGENT = f"cdnlake/{__version__}"
 MAX_REQUEST_LINE = 300
 # A refused connection is tried once more, not through the whole backoff: nobody listens
 # there, and a daemon's next pass tries again anyway.
 REFUSED_ATTEMPTS = 2
+# A retry after this long of waiting on one request is said on a pipe (RetryNotice.slow).
+SLOW_RETRY_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,33 @@ class ErrorBody:
 
 
 ErrorParser = Callable[[Any], ErrorBody]
+
+
+@dataclass(frozen=True)
+class RetryNotice:
+    """A request that failed in a way worth trying again, about to wait and retry: what
+    :attr:`ApiClient.on_retry` hears (a terminal's display, a line on a pipe)."""
+
+    zone: int | None
+    retry: int  # this is retry ``retry`` of ``retries``
+    retries: int
+    delay: float  # seconds until it
+    timeout: float  # seconds each attempt waits for an answer
+    reason: str  # the failure, short: no URL
+    waited: float = 0.0  # seconds since the request's first attempt was sent
+
+    @property
+    def slow(self) -> bool:
+        """Worth saying on a pipe: the provider kept it waiting (a timeout, or a second
+        gone), not a refused connection retried at once."""
+        return self.waited >= SLOW_RETRY_SECONDS or "timed out" in self.reason
+
+    def text(self) -> str:
+        where = f"zone {self.zone}" if self.zone is not None else "the provider"
+        return (
+            f"{where}: {self.reason}; retry {self.retry} of {self.retries} in "
+            f"{self.delay:.1f}s (timeout {self.timeout:g}s a request)"
+        )
 
 
 def logging_error_body(body: Any) -> ErrorBody:
@@ -161,6 +193,8 @@ class ApiClient:
         )
         self.budgets = budgets or BudgetRegistry()
         self.abort = abort or threading.Event()
+        # Told of every retry before its wait (from the thread that sends); the CLI shows it.
+        self.on_retry: Callable[[RetryNotice], None] | None = None
         self._sleep = sleep
         self._http = httpx.Client(
             timeout=httpx.Timeout(api.timeout_seconds),
@@ -254,7 +288,11 @@ class ApiClient:
             except CdnlakeError as exc:
                 error = exc
             except httpx.TimeoutException as exc:
-                error = TransportError(f"timed out: {type(exc).__name__}", request_line=line)
+                error = TransportError(
+                    f"timed out: no answer within {self.api.timeout_seconds:g}s "
+                    f"({type(exc).__name__})",
+                    request_line=line,
+                )
             except httpx.ConnectError as exc:
                 error = connect_error(exc, request, line)
             except (httpx.HTTPError, OSError) as exc:
@@ -267,6 +305,8 @@ class ApiClient:
                     budget.release()
             assert error is not None
             self._count(stats, error)
+            if self.abort.is_set():  # stopping: no retry, and a failure it caused is none
+                raise StopRequested()
             retry_ok = error.transient and (
                 idempotent or not sent or isinstance(error, RateLimitedError)
             )
@@ -274,11 +314,23 @@ class ApiClient:
             if isinstance(error, UnreachableError):
                 attempts = min(attempts, REFUSED_ATTEMPTS)
             if not retry_ok or attempt >= attempts:
-                raise error
+                raise gave_up(error, attempt, started)
             delay = self.retry.delay(attempt, getattr(error, "retry_after", None))
             if time.monotonic() - started + delay > self.retry.max_total_seconds:
-                raise error
+                raise gave_up(error, attempt, started)
             stats.add("retries")
+            notice = RetryNotice(
+                zone,
+                attempt,
+                attempts - 1,
+                delay,
+                self.api.timeout_seconds,
+                getattr(error, "detail", str(error)),
+                time.monotonic() - started,
+            )
+            log.debug("%s", notice.text())
+            if self.on_retry is not None:
+                self.on_retry(notice)
             self._wait(delay)
 
     @staticmethod
@@ -338,6 +390,13 @@ class ApiClient:
             "GET", url, params=params, auth=auth, zone=zone, stats=stats, handle=handle
         )
         return result
+
+
+def gave_up(error: CdnlakeError, attempts: int, started: float) -> CdnlakeError:
+    """``error`` as the last of ``attempts``: a transient one says how long it was tried."""
+    if attempts > 1 and isinstance(error, HttpError):
+        error.tried(attempts, time.monotonic() - started)
+    return error
 
 
 def connect_error(

@@ -6,6 +6,7 @@ loads the HTTP client.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -71,11 +72,17 @@ def import_v1_files(
     zone_id: int,
     *,
     on_file: Callable[[Path, ZoneResult], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> ImportResult:
-    """Parse local v1 day files into the lake; bad lines go to ``rejected_lines``."""
-    runner = Runner(config, session, reporter=_Quiet())
+    """Parse local v1 day files into the lake; bad lines go to ``rejected_lines``.
+
+    ``stop``: once set, the file being read stops at its next chunk (what it committed
+    stays; its outcome is "stopped") and no further file is started."""
+    runner = Runner(config, session, reporter=_Quiet(), stop=stop)
     total = ImportResult()
     for path in paths:
+        if stop is not None and stop.is_set():
+            break
         result = runner.run(zone_id, _LocalV1File(path))
         total.add(result)
         if on_file is not None:

@@ -7,8 +7,11 @@ user agent and referer, whichever version it came from.
 
 from __future__ import annotations
 
+import time
+
 import polars as pl
 
+from cdnlake.config import FUTURE_TOLERANCE_SECONDS
 from cdnlake.ingest.decode import FAULT, RAW
 from cdnlake.ingest.decode import V2_WIRE_SCHEMA as V2_SCHEMA
 
@@ -26,6 +29,17 @@ REJECT_SCHEMA: dict[str, pl.DataType] = {
     "kind": pl.String(),
     "request_id": pl.String(),
 }
+
+
+def future_limit_ms() -> int:
+    """The latest record time taken now, in epoch milliseconds."""
+    return int((time.time() + FUTURE_TOLERANCE_SECONDS) * 1000)
+
+
+def future_reason(shown: pl.Expr) -> pl.Expr:
+    """The reason of a record refused as from the future, naming its time as given."""
+    hours = FUTURE_TOLERANCE_SECONDS / 3600
+    return pl.format(f"timestamp {{}} is more than {hours:g} hour(s) in the future", shown)
 
 
 def dash_to_null(column: str) -> pl.Expr:
@@ -153,6 +167,7 @@ def normalize_v2(
     undecodable = pl.col(FAULT).is_not_null()
     no_id = pl.col("requestId").is_null() | (pl.col("requestId") == "")
     bad_ts = pl.col("ts").is_null()
+    future = pl.col("ts").dt.epoch("ms") > future_limit_ms()
     other_zone = pl.col("pullZoneId").is_not_null() & (pl.col("pullZoneId") != zone_id)
     reason = (
         pl.when(undecodable)
@@ -161,6 +176,8 @@ def normalize_v2(
         .then(pl.lit("missing requestId"))
         .when(bad_ts)
         .then(pl.format("bad timestamp {}", pl.col("timestamp").fill_null("null")))
+        .when(future)
+        .then(future_reason(pl.col("timestamp")))
         .when(other_zone)
         .then(pl.format("record of pull zone {}", pl.col("pullZoneId")))
         .otherwise(None)
@@ -172,11 +189,14 @@ def normalize_v2(
         .then(pl.lit("missing request id"))
         .when(bad_ts)
         .then(pl.lit("bad timestamp"))
+        .when(future)
+        .then(pl.lit("future timestamp"))
         .when(other_zone)
         .then(pl.lit("other pull zone"))
     )
     frame = plan.collect()
-    if not frame.select((undecodable | no_id | bad_ts | other_zone).any()).item():  # usual
+    faults = undecodable | no_id | bad_ts | future.fill_null(False) | other_zone
+    if not frame.select(faults.any()).item():  # usual
         return frame.select(_v2_lake_columns()), pl.DataFrame(schema=REJECT_SCHEMA)
     frame = frame.with_columns(reason.alias("_reason"), kind.alias("_kind")).with_row_index("_row")
     good = frame.filter(pl.col("_reason").is_null()).select(_v2_lake_columns())

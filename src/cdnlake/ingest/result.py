@@ -19,6 +19,7 @@ from cdnlake.client.stats import RequestStats
 from cdnlake.errors import (
     CdnlakeError,
     DataError,
+    HttpError,
     RejectedInputError,
     StopRequested,
     StorageError,
@@ -86,6 +87,12 @@ class ZoneResult:
         return self.outcome == "ok"
 
     @property
+    def skipped(self) -> bool:
+        """Another cdnlake process was ingesting the zone (``busy``): nothing failed, it
+        reads what this pass would have (an ``ingest`` beside a cron job's last one)."""
+        return self.outcome == "busy"
+
+    @property
     def rows_read(self) -> int:
         """Records (v2, shield) or lines (v1) the provider served in this pass, new or not:
         each one either parsed or rejected."""
@@ -123,6 +130,8 @@ class ZoneResult:
             return self._reread_summary(counts)
         reached = self.reached.strftime("%Y-%m-%d %H:%M:%SZ") if self.reached else "-"
         kind = "shield zone" if self.source == "shield" else "zone"
+        if self.outcome == "busy":  # not a failure: the other process reads it
+            return f"{kind} {self.zone_id} [{self.source}] skipped: {self.error or 'busy'}"
         text = f"{kind} {self.zone_id} [{self.source}] {self.outcome}: reached {reached}, {counts}"
         if self.gaps:
             text += f", {len(self.gaps)} gap(s)"
@@ -131,6 +140,28 @@ class ZoneResult:
         if self.error:
             text += f" - {self.error}"
         return text
+
+    def record(self) -> dict[str, Any]:
+        """The summary as fields (``--log-format json``): one JSON object per pass."""
+        seconds = ((self.finished or utcnow()) - self.started).total_seconds()
+        return {
+            "zone": self.zone_id,
+            "source": self.source,
+            "run_id": self.run_id,
+            "outcome": self.outcome,
+            "reached": self.reached.isoformat() if self.reached else None,
+            "pages": self.pages,
+            "rows": self.rows,
+            "duplicates": self.duplicates,
+            "rejected": self.rejected,
+            "rejected_by_kind": dict(self.reasons),
+            "rate_limited": self.stats.rate_limited,
+            "seconds": round(seconds, 3),
+            "gaps": len(self.gaps),
+            "late": self.late,
+            "error": self.error,
+            "message": self.summary(),
+        }
 
     def _reread_summary(self, counts: str) -> str:
         """A span read again: the watermark is not its to move, nor the next pass's
@@ -191,6 +222,8 @@ def classify(exc: BaseException | None) -> tuple[str, str | None]:
     if isinstance(exc, StopRequested):
         return "stopped", "stopped before the pass completed"
     if isinstance(exc, (DataError, StorageError)):  # the message names the file and fault
+        return "failed", str(exc)
+    if isinstance(exc, HttpError) and exc.transient:  # the message says what went wrong
         return "failed", str(exc)
     if isinstance(exc, CdnlakeError):
         return "failed", f"{type(exc).__name__}: {exc}"

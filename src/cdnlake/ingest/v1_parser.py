@@ -21,7 +21,13 @@ from typing import Any, BinaryIO
 import polars as pl
 
 from cdnlake.errors import DamagedInputError
-from cdnlake.ingest.normalize import REJECT_SCHEMA, dash_to_null, with_url_parts
+from cdnlake.ingest.normalize import (
+    REJECT_SCHEMA,
+    dash_to_null,
+    future_limit_ms,
+    future_reason,
+    with_url_parts,
+)
 
 DEFAULT_BLOCK_BYTES = 16 << 20
 KEPT_FIELDS = 14  # field 15, the end user's Authorization header, is never read
@@ -278,6 +284,11 @@ def parse_block(
             "bad timestamp",
             pl.col("_ts").is_null() | ~pl.col("_ts").is_between(MIN_TS_MS, MAX_TS_MS),
             pl.format("field 3: bad timestamp '{}'", field(2)),
+        ),
+        (
+            "future timestamp",
+            pl.col("_ts") > future_limit_ms(),
+            pl.format("field 3: {}", future_reason(field(2))),
         ),
         (
             "bad bytes sent",

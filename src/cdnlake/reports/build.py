@@ -203,6 +203,17 @@ def prepare_out_dir(out: Path) -> None:
         raise UsageError(f"report --out: {out} is not writable")
 
 
+def check_formats(formats: tuple[str, ...]) -> tuple[str, ...]:
+    """The formats asked for, each once (html,html writes one file: named once)."""
+    formats = tuple(dict.fromkeys(formats))
+    if not formats:
+        raise UsageError(f"report --format: name at least one of {', '.join(FORMATS)}")
+    for fmt in formats:
+        if fmt not in FORMATS:
+            raise UsageError(f"report: unknown format {fmt!r} (use {', '.join(FORMATS)})")
+    return formats
+
+
 def write_reports(
     config: Config,
     day: date,
@@ -213,13 +224,7 @@ def write_reports(
     engine: str = "duckdb",
     end: date | None = None,
 ) -> list[Path]:
-    formats = config.report.formats if formats is None else formats
-    formats = tuple(dict.fromkeys(formats))  # html,html writes one file: name it once
-    if not formats:
-        raise UsageError(f"report --format: name at least one of {', '.join(FORMATS)}")
-    for fmt in formats:
-        if fmt not in FORMATS:
-            raise UsageError(f"report: unknown format {fmt!r} (use {', '.join(FORMATS)})")
+    formats = check_formats(config.report.formats if formats is None else formats)
     out = out or config.storage.reports
     prepare_out_dir(out)
     data = collect(config, day, zone, engine=engine, end=end)

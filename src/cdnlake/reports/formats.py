@@ -11,7 +11,13 @@ from cdnlake.reports.data import ReportData
 from cdnlake.reports.text import cell, header, metric_value
 from cdnlake.warehouse.output import plain, write_csv
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~&])")
+# What Markdown (and the HTML it may carry) reads as markup inside a table cell or a
+# heading, where every value of a report goes: emphasis, code, links and images (their
+# brackets: the parentheses and ``!`` are inert without them), HTML tags and entities,
+# strikethrough, the cell separator, and the backslash itself. Never at the start of a line
+# (a cell follows "| ", a heading's text "# "), so a dot, ``#``, ``-`` or ``+`` stays plain:
+# ``www.example.com``, not ``www\.example\.com``.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&])")
 
 
 def to_json(data: ReportData) -> str:
@@ -50,7 +56,8 @@ def to_json(data: ReportData) -> str:
 
 
 def md_escape(value: Any) -> str:
-    """Backslash-escape every Markdown (and HTML) metacharacter; fold line breaks."""
+    """Backslash-escape what Markdown (and HTML) would read as markup where a value goes
+    (a table cell, a heading's text); fold line breaks."""
     text = "NULL" if value is None else str(plain(value))
     text = text.replace("\r", " ").replace("\n", " ")
     return _MD_SPECIAL.sub(r"\\\1", text)
