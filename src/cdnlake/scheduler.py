@@ -454,8 +454,9 @@ class Daemon:
             self.scheduler.add_listener(self._polled, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
         self.scheduler.start()
         log.info(
-            "daemon started: %d zone(s) every %ss, report at %s UTC",
+            "daemon started: %d zone(s) and %d shield zone(s) every %ss, report at %s UTC",
             len(self.config.zones),
+            len(self.config.shield_zones),
             self.config.schedule.poll_seconds,
             self.config.schedule.report_at,
         )

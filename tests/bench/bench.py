@@ -604,6 +604,15 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
         0 < most <= poll,
         f"{busiest}; every table: {per_table}",
     )
+    cpu_figure = Figure(
+        f"{zones:,} quiet zones on one daemon: its CPU",
+        cpu,
+        None,
+        " of a core",
+        "<= 1 core (1,000 zones)",
+        cpu <= max(1.0, zones / 1_000),
+        "user and system time of the daemon process over the run, from /proc",
+    )
     return [
         commits_figure,
         Figure(
@@ -619,6 +628,7 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
             + busy_passes(lake_dir, since).note()
             + f"; daemon CPU {cpu:.0%} of a core",
         ),
+        cpu_figure,
     ]
 
 
@@ -1469,6 +1479,7 @@ SIZES = {
         "busy": (10_000, 600, 60, 300),
         # zones, seconds of steady state, poll_seconds, lag_seconds (see bench_many_zones)
         "zones": (1_000, 600, 60, 300),
+        "more-zones": (2_000, 600, 60, 300),  # the lag bound alone, at twice the zones
         # lines/s and seconds (latency), lines at once (throughput), flush_seconds
         "forwarding": (1_000, 30, 200_000, 5.0),
     },
@@ -1482,6 +1493,7 @@ SIZES = {
         "files": (5, 10, 200),
         "busy": (50, 6, 2, 4),
         "zones": (5, 6, 2, 4),
+        "more-zones": (10, 6, 2, 4),
         "forwarding": (50, 3, 2_000, 1.0),
     },
 }
@@ -1516,6 +1528,7 @@ def run_all(
             ("status", lambda: bench_status(work, *s["range"])),
             ("busy", lambda: bench_busy_zone(work, *s["busy"])),
             ("zones", lambda: bench_many_zones(work, *s["zones"])),
+            ("more-zones", lambda: bench_many_zones(work / "more", *s["more-zones"])[1:2]),
             ("forwarding", lambda: bench_forwarding(work, *s["forwarding"])),
         ]
         for name, fn in plan:

@@ -27,6 +27,8 @@ BENCHMARKS = [
     "busy zone",
     "quiet zones on one daemon: commits per poll",
     "quiet zones on one daemon for",
+    "quiet zones on one daemon: its CPU",
+    "quiet zones on one daemon for",  # twice the zones: the lag bound alone
     "forwarded request to queryable row",
     "forwarded rows one daemon commits",
 ]

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
-from tests.conftest import NOW, load_test_config, run_cli, start_emulator, write_config
+from tests.conftest import load_test_config, run_cli, start_emulator, write_config
 
 
 def test_ingest_status_sql_report_maintain_on_s3(tmp_path, s3_server):
@@ -28,7 +28,7 @@ def test_ingest_status_sql_report_maintain_on_s3(tmp_path, s3_server):
             one = f"SELECT count(*) AS n FROM requests WHERE cache_status = '{row['cache_status']}'"
             got = run_cli("--config", str(path), "sql", one, "--format", "json")
             assert json.loads(got.stdout) == [{"n": row["n"]}], row
-        day = (NOW - timedelta(days=1)).date().isoformat()
+        day = (datetime.now(UTC) - timedelta(days=1)).date().isoformat()  # the emulator's
         report = run_cli("--config", str(path), "report", "--date", day, "--format", "json")
         assert report.returncode == 0, report.stderr
         maintained = run_cli("--config", str(path), "maintain", "--retention-hours", "0")

@@ -141,7 +141,7 @@ def test_three_daemons_one_killed_one_joins_database_restarts(tmp_path, postgres
         )
         rows = json.loads(status.stdout)
         assert {r["owner"] for r in rows} == set(shares())
-        table = run_cli("--config", str(path), "status", env={"PG_DSN": postgres.dsn})
+        table = run_cli("--config", str(path), "status", "--wide", env={"PG_DSN": postgres.dsn})
         assert "daemons (PostgreSQL fleet):" in table.stdout and "owner" in table.stdout
 
         for proc in (b, c, d):

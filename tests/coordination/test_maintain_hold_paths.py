@@ -122,7 +122,7 @@ def test_the_daemons_maintenance_holds_the_lease_and_leaves_its_job_open(
 ):
     config, lake, damaged = damaged_lake
     # The daily run checks what the provider still serves: the seeded days count as such.
-    monkeypatch.setattr(maintain_module, "PROVIDER_RETENTION", timedelta(days=3650))
+    monkeypatch.setattr(maintain_module, "RETENTION", timedelta(days=3650))
     day = MIDNIGHT.date()
     before = watermark(lake)
     owner = owner_of(config, postgres)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.forwarding import batch
 from tests.forwarding.helpers import (
     forwarding_config,
     send_tcp,
@@ -28,13 +28,13 @@ BOUND = MAX_LINES + 64 * 1024 // 150
 def stalled_lake(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """Commits wait until the returned event is set (a slow or unreachable lake)."""
     release = threading.Event()
-    original = ZoneWriter.commit
+    original = batch.commit_together
 
-    def slow(self: ZoneWriter, rows: Any, progress: dict[str, int]) -> Any:
+    def slow(writes: list[Any]) -> list[Any]:
         assert release.wait(120)
-        return original(self, rows, progress)
+        return original(writes)
 
-    monkeypatch.setattr(ZoneWriter, "commit", slow)
+    monkeypatch.setattr(batch, "commit_together", slow)
     return release
 
 

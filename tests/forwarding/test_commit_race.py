@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from cdnlake.config import load_config
+from cdnlake.forwarding import batch
 from cdnlake.forwarding.batch import Buffer, Flusher
 from cdnlake.ingest.v1_parser import Block, parse_block
+from cdnlake.lake import zone as zone_module
 from cdnlake.lake.progress import from_ms, rewind, to_ms
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.schema import REQUESTS, TableSpec
 from cdnlake.lake.store import Lake
 from cdnlake.lake.zone import ZoneWriter
 from tests.sessions import mark_of, session_for, session_of
@@ -53,16 +56,16 @@ def test_a_forwarded_commit_racing_a_pass_keeps_the_pass_watermark(tmp_path, mon
     # requests 0..9 and moves the watermark: the forwarded commit must lose the race,
     # read again, add only what is new, and leave the pass's watermark.
     mark = START_MS + 10_000
-    original = ZoneWriter._write_files
+    original = zone_module.write_files
     raced: list[int] = []
 
-    def racing(self: ZoneWriter, frame: pl.DataFrame):  # type: ignore[no-untyped-def]
-        if self is not passes and not raced:
+    def racing(at: Lake, spec: TableSpec, frame: pl.DataFrame) -> Any:
+        if not raced:  # the forwarded share, once (the pass's own commit comes through too)
             raced.append(frame.height)
             passes.commit(rows(range(0, 10)), {"": mark})
-        return original(self, frame)
+        return original(at, spec, frame)
 
-    monkeypatch.setattr(ZoneWriter, "_write_files", racing)
+    monkeypatch.setattr(zone_module, "write_files", racing)
     assert committer.flush()
     assert raced == [10]
     assert mark_of(passes, "") == mark
@@ -81,7 +84,7 @@ def test_a_forwarded_commit_on_a_zone_without_watermark_sets_none(tmp_path):
     buffer.put(line(1))
     committer = Flusher(config, buffer, session_for(config))
     assert committer.flush()
-    writer = ZoneWriter(session_of(committer.lake), REQUESTS, 1234)
+    writer = ZoneWriter(committer.session, REQUESTS, 1234)
     assert not mark_of(writer, "")  # 0: rows, but no watermark yet (a pass starts afresh)
 
 
@@ -93,22 +96,23 @@ def test_rows_of_a_failed_commit_are_kept_and_committed_by_the_next_flush(tmp_pa
     for i in range(3):
         buffer.put(line(i))
     committer = Flusher(config, buffer, session_for(config))
-    original = ZoneWriter.commit
+    original = batch.commit_together
     failures = [StorageError("lake commit failed: the store is away")]
 
-    def failing(self: ZoneWriter, rows: pl.DataFrame, progress: dict[str, int]):  # type: ignore[no-untyped-def]
+    def failing(writes: list[Any]) -> list[Any]:
         if failures:
-            raise failures.pop()
-        return original(self, rows, progress)
+            failure = failures.pop()
+            return [failure for _ in writes]
+        return original(writes)
 
-    monkeypatch.setattr(ZoneWriter, "commit", failing)
+    monkeypatch.setattr(batch, "commit_together", failing)
     assert not committer.flush()
     assert buffer.full()  # the rows waiting count: senders wait until they are committed
     buffer.put(line(3))
     assert committer.flush()
     assert not buffer.full()
     assert buffer.counts.rows == 4
-    table = pl.from_arrow(committer.lake.open(REQUESTS).to_pyarrow_table())  # type: ignore[union-attr]
+    table = pl.from_arrow(committer.session.lake.open(REQUESTS).to_pyarrow_table())  # type: ignore[union-attr]
     assert isinstance(table, pl.DataFrame)
     assert sorted(table["request_id"]) == [f"req{i:08d}" for i in range(4)]
 

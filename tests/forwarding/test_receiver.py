@@ -28,7 +28,7 @@ from tests.forwarding.helpers import (
     until,
     v1_lines,
 )
-from tests.sessions import session_of
+from tests.sessions import mark_of, session_of
 
 
 def forwarded(config, zone: int) -> pl.DataFrame:
@@ -37,7 +37,7 @@ def forwarded(config, zone: int) -> pl.DataFrame:
 
 
 def watermark(config, zone: int) -> dt.datetime | None:
-    return from_ms(ZoneWriter(session_of(lake_of(config)), REQUESTS, zone).progress(""))
+    return from_ms(mark_of(ZoneWriter(session_of(lake_of(config)), REQUESTS, zone)))
 
 
 def test_tcp_frames_land_once_and_the_next_pass_does_not_double_them(tmp_path, emulator):

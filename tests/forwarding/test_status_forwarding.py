@@ -129,7 +129,7 @@ def test_a_compaction_does_not_make_a_silent_forwarding_look_live(tmp_path, monk
     import time as real_time
     from types import SimpleNamespace
 
-    from cdnlake.lake import commit as commit_module
+    from cdnlake.lake import files as files_module
     from cdnlake.lake import maintain as maintain_module
     from cdnlake.lake.maintain import OpenDays
 
@@ -146,7 +146,7 @@ def test_a_compaction_does_not_make_a_silent_forwarding_look_live(tmp_path, monk
     assert before.forwarding == "silent" and before.forwarded_at is not None
     # The compaction runs at that later time (its commit's clock five minutes on).
     fake = SimpleNamespace(time=lambda: real_time.time() + 290, sleep=real_time.sleep)
-    monkeypatch.setattr(commit_module, "time", fake)
+    monkeypatch.setattr(files_module, "time", fake)
     monkeypatch.setattr(maintain_module, "time", fake)
     assert OpenDays(session_of(lake)).compact(REQUESTS, [1], now.date()) == 8
     (after,) = [s for s in zone_statuses(config, now=later) if s.zone_id == 1]  # type: ignore[arg-type]

@@ -61,18 +61,21 @@ def test_counters_match_ingest_runs_and_lag_is_right_from_the_first_scrape(tmp_p
         Ingestor(config, logging_client(config), session_for(config), clock=emu.clock.now).run(
             config.zones[:1]
         )
-        metrics = DaemonMetrics(config, watermarks=lambda: zone_watermarks(config))
+        session = session_for(config)  # the daemon's, which its lag gauge reads
+        metrics = DaemonMetrics(config, watermarks=lambda: zone_watermarks(session, config))
         server = MetricsServer("127.0.0.1", 0, metrics, lambda: health(config))
         server.start()
         first = scrape(server.url)
         lag = per_zone(first, "cdnlake_watermark_lag_seconds")
-        marks = zone_watermarks(config)
+        marks = zone_watermarks(session, config)
         expected = (datetime.now(UTC) - marks[("1234", "v2")]).total_seconds()
         assert set(lag) == {"1234"} and abs(lag["1234"] - expected) < 30
         # Every zone's counters exist at zero before its first pass.
         assert per_zone(first, "cdnlake_rows_ingested_total") == {"1234": 0.0, "1235": 0.0}
 
-        daemon = Daemon(config, make_client(config), clock=emu.clock.now, metrics=metrics)
+        daemon = Daemon(
+            config, make_client(config), clock=emu.clock.now, metrics=metrics, session=session
+        )
         started = datetime.now(UTC)
         daemon.start()
         seen_mid_run = scrape(server.url)  # scraped while the daemon ingests

@@ -118,6 +118,7 @@ def test_an_unreachable_spark_endpoint_is_one_line_and_exit_1(tmp_path):
         assert r.stderr.strip() == (
             f"cdnlake: error: engine: cannot reach Spark Connect at {dead}: Connection refused"
         )
+        ingest_all(load_test_config(path), emu)  # DAY in the lake: only the engine is away
         r = run_cli("--config", str(path), "report", "--engine", "spark", "--date", str(DAY))
         assert r.returncode == 1 and "cannot reach Spark Connect" in r.stderr
         assert "sekrit" not in r.stderr

@@ -75,22 +75,24 @@ def zone_starts(config: Config, zones: Sequence[int]) -> dict[int, datetime]:
     (re-reads included) in ``ingest_runs``, and never before what the provider still
     served when its first pass ran (a v1 pass's window starts at midnight, but the day's
     file holds only the retained part). An hour before it is not audited."""
-    table = Lake.from_config(config.storage).open(INGEST_RUNS)
-    if table is None:
+    import pyarrow.dataset as ds
+
+    lake = Lake.from_config(config.storage)
+    table = lake.open(INGEST_RUNS)
+    if table is None or not zones:
         return {}
+    runs = lake.dataset(INGEST_RUNS, table, [(INGEST_RUNS.zone_column, "in", list(zones))])
+    passes = (
+        ds.field("window_from").is_valid()
+        & ds.field("started").is_valid()
+        & (ds.field("source") != "shield")
+    )
+    found = runs.to_table(columns=["zone", "window_from", "started"], filter=passes)
+    firsts = found.group_by("zone").aggregate([("window_from", "min"), ("started", "min")])
     starts: dict[int, datetime] = {}
-    for zone in zones:
-        runs = table.to_pyarrow_table(
-            partitions=[(INGEST_RUNS.zone_column, "=", str(zone))],
-            columns=["window_from", "started", "source"],
-        ).to_pylist()
-        runs = [r for r in runs if r["window_from"] and r["started"] and r["source"] != "shield"]
-        if runs:
-            first = max(
-                min(_utc(r["window_from"]) for r in runs),
-                min(_utc(r["started"]) for r in runs) - RETENTION,
-            )
-            starts[zone] = first
+    columns = ("zone", "window_from_min", "started_min")
+    for zone, window, started in zip(*(firsts[c].to_pylist() for c in columns), strict=True):
+        starts[int(zone)] = max(_utc(window), _utc(started) - RETENTION)
     return starts
 
 

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 def _age(seconds: float | None) -> str:
     if seconds is None:
         return "-"
+    if seconds < 0:  # a row stamped ahead of now: the zone is unhealthy, said so
+        return "in the future"
     if seconds < 120:
         return f"{seconds:.0f}s"
     if seconds < 7200:

@@ -10,6 +10,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -22,8 +25,10 @@ from deltalake.exceptions import TableNotFoundError
 from cdnlake.config import StorageConfig
 from cdnlake.errors import ConfigError, DataError, StorageError
 from cdnlake.lake.schema import TableSpec
+from cdnlake.sqlfiles import internal_sql
 
 if TYPE_CHECKING:
+    import duckdb
     import pyarrow as pa
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
@@ -242,29 +247,28 @@ class Lake:
         stats: tuple[str, ...] = (),
     ) -> list[dict[str, Any]]:
         """:meth:`add_actions` of the add actions ``log`` already read (and perhaps
-        filtered, as the nightly check's files reaching into retention): chosen in Arrow,
-        only the chosen ones made Python values."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        table = pa.table(log)
+        filtered, as the nightly check's files reaching into retention)."""
         wanted = ["path", *(f"partition.{c}" for c in spec.partition_by)]
-        wanted += [c for c in ("min.ts", "max.ts", "null_count.ts") if c in table.column_names]
+        wanted += [c for c in ("min.ts", "max.ts", "null_count.ts") if c in log.column_names]
         wanted += [c for c in stats if c not in wanted]
-        if table.num_rows == 0:  # a new table: nothing to choose
+        if log.num_rows == 0:  # a new table: nothing to choose (nor DuckDB to load)
             return []
         zones, days = _conditions(spec, partitions or [])
-        chosen: list[tuple[str, list[Any] | None]] = [(f"partition.{spec.zone_column}", zones)]
+        actions = log.select([c for c in wanted if c in log.column_names])
+        actions = actions.append_column("chosen_zone", log.column(f"partition.{spec.zone_column}"))
         if spec.by_date:
-            chosen.append(("partition.date", days))
-        for column, values in chosen:
-            if values is not None:
-                kind = table.column(column).type
-                table = table.filter(pc.is_in(table.column(column), pa.array(values, kind)))
-        present = [c for c in wanted if c in table.column_names]
-        rows = table.select(present).to_pylist()
-        missing = dict.fromkeys(c for c in wanted if c not in present)
-        return [{**missing, **row} for row in rows]
+            actions = actions.append_column("chosen_day", log.column("partition.date"))
+        params: dict[str, list[Any] | None] = {"zones": zones}
+        query = "chosen_files"
+        if spec.by_date:
+            query, params["days"] = "chosen_day_files", days
+        with _duckdb() as con:
+            con.register("actions", actions)
+            found = con.execute(internal_sql(query), params)
+            names = [d[0] for d in found.description or []]
+            chosen = found.fetchall()
+        missing = dict.fromkeys(c for c in wanted if c not in names)
+        return [{**missing, **dict(zip(names, row, strict=True))} for row in chosen]
 
 
 def _conditions(
@@ -288,6 +292,26 @@ def _conditions(
         None if zones is None else sorted(zones),
         None if days is None else sorted(days),
     )
+
+
+_DUCKDB: list[duckdb.DuckDBPyConnection] = []
+_DUCKDB_LOCK = threading.Lock()
+
+
+@contextmanager
+def _duckdb() -> Iterator[duckdb.DuckDBPyConnection]:
+    """A cursor of the process's in-memory DuckDB (a cursor per call: threads share
+    nothing), opened once: a new database costs ten times the query."""
+    import duckdb
+
+    with _DUCKDB_LOCK:
+        if not _DUCKDB:
+            _DUCKDB.append(duckdb.connect())
+        con = _DUCKDB[0].cursor()
+    try:
+        yield con
+    finally:
+        con.close()
 
 
 # What both S3 clients of the lake take from the environment (delta-rs for the log and

@@ -173,5 +173,7 @@ def parse_params(pairs: list[str]) -> dict[str, str | None]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise UsageError(f"--param: expected KEY=VALUE, got {pair!r}")
+        if key.strip() in out:
+            raise UsageError(f"--param {key.strip()} given twice: give it once")
         out[key.strip()] = value
     return out
