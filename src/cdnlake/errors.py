@@ -222,3 +222,10 @@ class NoLakeError(TerminalError):
     """The storage root (or lake_uri) holds no table of the lake: nothing was ever
     ingested there, or the configuration points somewhere else (exit 1, like a zone that
     ``status`` finds never ingested)."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An error's first line (a library's message may run to a chain of lines, a
+    traceback's worth): what one line of ours says of it."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING
 
 import duckdb
 import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: tests/
 from tests.sessions import session_of
 
 if TYPE_CHECKING:

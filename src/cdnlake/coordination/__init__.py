@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 from cdnlake.config import Config
+from cdnlake.lake.progress import ZoneHold
 from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS
 
 
@@ -88,9 +89,6 @@ def lease_keys(config: Config) -> list[str]:
     return keys + [lease_key(SHIELD_EVENTS.name, z.id) for z in config.shield_zones]
 
 
-# What ``maintain`` holds while it rewinds a zone: (table, zone id) -> a context whose
-# value is the fence generation to rewind under (see lake.maintain.ZoneHold).
-ZoneHold = Callable[[str, int], contextlib.AbstractContextManager[int | None]]
 MAINTAIN_WAIT_SECONDS = 120.0  # how long maintain waits for a zone's lease, at least
 
 

@@ -47,7 +47,7 @@ from typing import Any
 
 from cdnlake.coordination import Hold, Turn, never
 from cdnlake.coordination.assign import share
-from cdnlake.errors import CoordinationError, StopRequested, ZoneBusyError
+from cdnlake.errors import CoordinationError, StopRequested, ZoneBusyError, first_line
 from cdnlake.sqlfiles import postgres_sql
 
 log = logging.getLogger("cdnlake.coordination")
@@ -80,13 +80,8 @@ def connect(dsn: str, *, timeout: float) -> Any:
         )
     except psycopg.Error as exc:
         raise CoordinationError(
-            f"coordination: cannot connect to PostgreSQL: {_first(exc)}"
+            f"coordination: cannot connect to PostgreSQL: {first_line(exc)}"
         ) from None
-
-
-def _first(exc: BaseException) -> str:
-    """The first line of a driver error, which never holds the DSN's password."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def ensure_schema(conn: Any) -> None:
@@ -181,7 +176,7 @@ class PostgresFleet:
                 conn.execute(postgres_sql("leave"), params)
             conn.close()
         except Exception as exc:  # the leases lapse on their own within ttl
-            log.warning("could not leave the fleet cleanly: %s", _first(exc))
+            log.warning("could not leave the fleet cleanly: %s", first_line(exc))
         self._conn = None
         with self._lock:
             for lease in self.leases.values():
@@ -232,7 +227,9 @@ class PostgresFleet:
                 mine = conn.execute(postgres_sql("claim_job"), params).fetchone() is not None
             except Exception as exc:
                 conn.close()
-                raise CoordinationError(f"coordination: PostgreSQL failed: {_first(exc)}") from None
+                raise CoordinationError(
+                    f"coordination: PostgreSQL failed: {first_line(exc)}"
+                ) from None
         except CoordinationError as exc:
             log.warning("%s: cannot tell whether it is done in the fleet: %s", job, exc)
             yield Turn.UNKNOWN
@@ -251,7 +248,7 @@ class PostgresFleet:
                             "%s: %s here, but not recorded in PostgreSQL: %s",
                             job,
                             "done" if done else "not done",
-                            _first(exc),
+                            first_line(exc),
                         )
 
     # -- the tick ----------------------------------------------------------------------
@@ -283,7 +280,7 @@ class PostgresFleet:
             raise
         except Exception as exc:
             self._disconnected()
-            raise CoordinationError(f"coordination: PostgreSQL failed: {_first(exc)}") from None
+            raise CoordinationError(f"coordination: PostgreSQL failed: {first_line(exc)}") from None
 
     def _disconnected(self) -> None:
         if self.connected:
@@ -468,7 +465,7 @@ class MaintainHold:
         except StopRequested:
             raise
         except Exception as exc:
-            raise ZoneBusyError(f"{key}: its lease could not be had: {_first(exc)}") from None
+            raise ZoneBusyError(f"{key}: its lease could not be had: {first_line(exc)}") from None
         raise ZoneBusyError(
             f"{key}: its lease is still held by {owners.get(key) or 'another holder'} "
             f"after {self.wait:.0f}s"
@@ -487,7 +484,7 @@ class MaintainHold:
                 try:
                     kept = conn.execute(postgres_sql("keep_wanted_lease"), params).fetchone()
                 except Exception as exc:
-                    log.warning("maintain: %s: lease not renewed: %s", key, _first(exc))
+                    log.warning("maintain: %s: lease not renewed: %s", key, first_line(exc))
                     continue
                 if kept is None:
                     log.warning("maintain: %s: its lease lapsed while maintain held it", key)
@@ -515,5 +512,5 @@ def fleet_view(dsn: str, fleet: str, *, timeout: float = 5.0) -> FleetView:
                     return FleetView({}, [])
                 raise
     except Exception as exc:
-        raise CoordinationError(f"coordination: PostgreSQL failed: {_first(exc)}") from None
+        raise CoordinationError(f"coordination: PostgreSQL failed: {first_line(exc)}") from None
     return FleetView(owners, daemons)  # type: ignore[arg-type]

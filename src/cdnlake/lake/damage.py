@@ -26,10 +26,16 @@ from urllib.parse import unquote
 
 from deltalake import DeltaTable
 
-from cdnlake.errors import StopRequested, StorageError, StorageUnavailableError, ZoneBusyError
+from cdnlake.errors import (
+    StopRequested,
+    StorageError,
+    StorageUnavailableError,
+    ZoneBusyError,
+    first_line,
+)
 from cdnlake.lake.retry import retrying
 from cdnlake.lake.schema import TableSpec
-from cdnlake.lake.store import Lake, add_actions_table, first_line
+from cdnlake.lake.store import Lake, add_actions_table
 
 if TYPE_CHECKING:
     import pyarrow as pa

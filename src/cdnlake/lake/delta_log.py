@@ -36,9 +36,9 @@ from deltalake import DeltaTable
 from deltalake.transaction import AddAction
 
 from cdnlake import __version__
-from cdnlake.errors import StorageError
+from cdnlake.errors import StorageError, first_line
 from cdnlake.lake.schema import TableSpec
-from cdnlake.lake.store import Lake, first_line
+from cdnlake.lake.store import Lake
 
 if TYPE_CHECKING:
     from deltalake import Transaction

@@ -19,8 +19,9 @@ from typing import Any
 import polars as pl
 from deltalake.transaction import AddAction
 
+from cdnlake.errors import first_line
 from cdnlake.lake.schema import TableSpec, conform
-from cdnlake.lake.store import Lake, first_line
+from cdnlake.lake.store import Lake
 
 log = logging.getLogger(__name__)
 

@@ -38,6 +38,7 @@ from cdnlake.errors import (
     StorageError,
     StorageUnavailableError,
     ZoneBusyError,
+    first_line,
 )
 from cdnlake.lake import rollups
 from cdnlake.lake.damage import BeforeMove, DamagedFile, unreadable_files
@@ -48,7 +49,7 @@ from cdnlake.lake.retry import retrying
 from cdnlake.lake.rollups import ROLLUP
 from cdnlake.lake.schema import REQUESTS, TABLES, TableSpec
 from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import Lake, add_actions_table, first_line
+from cdnlake.lake.store import Lake, add_actions_table
 from cdnlake.lake.table import COMMIT_ATTEMPTS
 from cdnlake.lake.zone import ZoneWriter
 from cdnlake.retention import RETENTION

@@ -24,7 +24,7 @@ import polars as pl
 from deltalake import write_deltalake
 
 from cdnlake.config import StorageConfig
-from cdnlake.errors import StorageError
+from cdnlake.errors import StorageError, first_line
 from cdnlake.lake.legacy import LEGACY_TABLES, legacy_lake
 from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, to_ms
 from cdnlake.lake.schema import (
@@ -36,7 +36,7 @@ from cdnlake.lake.schema import (
     polars_schema,
 )
 from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import Lake, first_line
+from cdnlake.lake.store import Lake
 from cdnlake.lake.zone import ZoneWriter
 
 if TYPE_CHECKING:

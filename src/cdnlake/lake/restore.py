@@ -18,11 +18,10 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from cdnlake.errors import CdnlakeError, StorageError, StorageUnavailableError
+from cdnlake.errors import CdnlakeError, StorageError, StorageUnavailableError, first_line
 from cdnlake.lake.damage import QUARANTINE, with_retries
 from cdnlake.lake.schema import TABLES_BY_NAME
 from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import first_line
 from cdnlake.lake.zone import ZoneWriter
 
 if TYPE_CHECKING:

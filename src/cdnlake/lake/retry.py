@@ -26,6 +26,8 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from cdnlake.errors import first_line
+
 log = logging.getLogger(__name__)
 
 
@@ -42,7 +44,7 @@ def retrying(
     def before_sleep(state: RetryCallState) -> None:
         outcome = state.outcome
         error = outcome.exception() if outcome is not None else None
-        text = (str(error).strip().splitlines() or [type(error).__name__])[0] if error else ""
+        text = first_line(error) if error is not None else ""
         log.info("%s: %s; attempt %d of %d", what, text, state.attempt_number + 1, attempts)
 
     return Retrying(

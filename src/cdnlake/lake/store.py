@@ -23,7 +23,7 @@ from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from cdnlake.config import StorageConfig
-from cdnlake.errors import ConfigError, DataError, StorageError
+from cdnlake.errors import ConfigError, DataError, StorageError, first_line
 from cdnlake.lake.schema import TableSpec
 from cdnlake.sqlfiles import internal_sql
 
@@ -349,8 +349,3 @@ def add_actions_table(table: DeltaTable) -> ArrowTable:
     """The table's add actions (flattened), as delta-rs returns them: an arro3 table,
     which needs neither pyarrow nor (for its instants) pandas."""
     return table.get_add_actions(flatten=True)
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING
 from deltalake import CommitProperties, DeltaTable
 from deltalake.exceptions import CommitFailedError
 
-from cdnlake.errors import StorageError
+from cdnlake.errors import StorageError, first_line
 from cdnlake.lake.committer import Committer
 from cdnlake.lake.delta_log import File, Learned, TableLog
 from cdnlake.lake.progress import MARKS
 from cdnlake.lake.retry import retrying
 from cdnlake.lake.schema import TableSpec, conform
-from cdnlake.lake.store import Lake, first_line
+from cdnlake.lake.store import Lake
 
 if TYPE_CHECKING:
     import polars as pl

@@ -39,14 +39,20 @@ import polars as pl
 from deltalake import Transaction
 from deltalake.exceptions import DeltaError
 
-from cdnlake.errors import CdnlakeError, DataError, FencedError, StorageError, ZoneBusyError
+from cdnlake.errors import (
+    CdnlakeError,
+    DataError,
+    FencedError,
+    StorageError,
+    ZoneBusyError,
+    first_line,
+)
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.dedup import Dedup, Reads
 from cdnlake.lake.files import prepare, take_back, write_files
 from cdnlake.lake.progress import FENCE, WATERMARK, Versions, holder_of, rewind, taken_by
 from cdnlake.lake.schema import TableSpec, polars_schema
 from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import first_line
 from cdnlake.lake.table import AGAIN, Prepared, Snapshot
 from cdnlake.retention import oldest_served
 

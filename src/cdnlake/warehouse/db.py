@@ -24,10 +24,10 @@ import duckdb
 from deltalake import DeltaTable
 
 from cdnlake.config import StorageConfig
-from cdnlake.errors import DataError, NoLakeError, QueryError, StorageError
+from cdnlake.errors import DataError, NoLakeError, QueryError, StorageError, first_line
 from cdnlake.lake.rollups import ROLLUP, Partitions, fresh, partitions, stale
 from cdnlake.lake.schema import REQUESTS, TABLES, ColumnType, TableSpec
-from cdnlake.lake.store import Lake, add_actions_table, first_line
+from cdnlake.lake.store import Lake, add_actions_table
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.named import NamedQuery
 from cdnlake.warehouse.relations import ALIASES, HOURLY, RELATIONS, Result

@@ -21,9 +21,9 @@ from urllib.parse import urlparse
 import pyarrow as pa
 
 from cdnlake.config import StorageConfig
-from cdnlake.errors import EngineError, QueryError
+from cdnlake.errors import EngineError, QueryError, first_line
 from cdnlake.lake.schema import TABLES, TableSpec
-from cdnlake.lake.store import Lake, first_line
+from cdnlake.lake.store import Lake
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.dialect import to_spark
 from cdnlake.warehouse.named import NamedQuery
