@@ -477,7 +477,7 @@ def running_daemon(config: Path) -> Iterator[subprocess.Popen[bytes]]:
         cdnlake("--config", str(config), "daemon"),
         env=env(),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=open(os.environ.get("BENCH_DAEMON_LOG", os.devnull), "w"),
     )
     try:
         yield daemon
@@ -950,6 +950,8 @@ def busy_passes(lake: Path, since: datetime) -> Passes:
     """The passes ``ingest_runs`` recorded from ``since`` on."""
     from deltalake import DeltaTable
 
+    if not (lake / "ingest_runs" / "_delta_log").exists():  # no pass began (a short run)
+        return Passes(0, 0.0, 0.0)
     runs = [
         run
         for run in DeltaTable(str(lake / "ingest_runs")).to_pyarrow_table().to_pylist()
