@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from cdnlake.errors import FencedError
+from cdnlake.errors import FencedError, StopRequested
 from cdnlake.lake import committer as committer_module
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.committer import Committer
@@ -383,5 +383,16 @@ def test_an_error_reaches_each_caller_of_its_group_and_the_committer_goes_on():
         group.run(-2)
     assert group.run(3) == 3
     group.close()
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(StopRequested, match="closed"):  # the process is ending
         group.run(4)
+
+
+def test_a_cancelled_future_leaves_the_committer_working():
+    batches: list[list[int]] = []
+    group = echo(batches)
+    with group.passing(), group.passing():  # held, so the cancel comes before the group
+        (cancelled,) = group.submit([1])
+        assert cancelled.cancel()
+        assert group.run(2, patient=False) == 2
+    assert batches == [[2]]
+    assert group.run(3) == 3

@@ -8,13 +8,14 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from cdnlake.errors import ZoneBusyError
-from cdnlake.lake.maintain import maintain
+from cdnlake.lake.maintain import UNNAMED_FILE_HOURS, maintain
 from cdnlake.lake.progress import WATERMARK
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.session import LakeSession
@@ -116,6 +117,14 @@ def test_files_on_disk_are_the_files_the_log_knows(tmp_path, writers):
     unnamed = data_files(uri) - logged_files(Lake(uri, {}))
     assert len(unnamed) == 1, unnamed
 
+    # Young, it may be a commit still on its way: kept, whatever the retention asked.
+    report = maintain(LakeSession(Lake(uri, {})), retention_hours=0)
+    (requests,) = [t for t in report.tables if t.table == REQUESTS.name]
+    assert requests.unnamed == 0 and data_files(uri) - logged_files(Lake(uri, {})) == unnamed
+    # A day old, it is no commit's any more: removed, and said so.
+    (path,) = unnamed
+    old = time.time() - (UNNAMED_FILE_HOURS + 1) * 3600
+    os.utime(Path(uri) / REQUESTS.name / path, (old, old))
     report = maintain(LakeSession(Lake(uri, {})), retention_hours=0)
     (requests,) = [t for t in report.tables if t.table == REQUESTS.name]
     assert requests.unnamed == 1 and "1 never committed" in requests.line()

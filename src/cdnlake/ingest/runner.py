@@ -45,7 +45,7 @@ HOUR_SECONDS = 3600
 # Passes of one process in flight at once: ``ingest.concurrency`` of them read the
 # provider; the rest have read and wait for their last commit, which the process's group
 # commit lands for all of them at once, about one a second while passes are in flight
-# (see :mod:`cdnlake.lake.shared`). So commits per poll do not follow the number of zones.
+# (see :mod:`cdnlake.lake.committer`). So commits per poll do not follow the number of zones.
 PASSES_IN_FLIGHT = 128
 # A last commit this small waits outside the readers' slots (a quiet zone's pass: a few
 # minutes of records); a larger one keeps its slot, so the rows held in memory by waiting
@@ -367,16 +367,20 @@ class Runner:
                 # was refused (a rewind or a new holder since it began: said above all).
                 if reading:
                     self.reading.release()
+                self._record_rejects_left(ctx, failing=True)
                 if pending is not None:
                     failure = pending[0].exception()
                     if failure is None or isinstance(failure, FencedError):
                         done(*pending)
-                self._record_rejects_left(ctx, failing=True)
                 raise
             if reading:
                 self.reading.release()
-            if pending is not None:
-                done(*pending)  # its failure is the pass's
+            try:
+                if pending is not None:
+                    done(*pending)  # its failure is the pass's
+            except BaseException:
+                self._record_rejects_left(ctx, failing=True)
+                raise
             self._record_rejects_left(ctx, failing=False)
 
     def _record_rejects_left(self, ctx: PassContext, *, failing: bool) -> None:

@@ -22,6 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from cdnlake.errors import StopRequested
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -69,8 +71,8 @@ class Committer(Generic[T, R]):
         """Queue ``items`` together (they land in one group); their futures."""
         queued = [_Queued[T, R](item, patient) for item in items]
         with self._changed:
-            if self._closed:
-                raise RuntimeError(f"the {self.name} committer is closed")
+            if self._closed:  # the process is ending: nothing of these was sent
+                raise StopRequested(f"the {self.name} committer is closed: nothing was sent")
             self._queue.extend(queued)
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -112,8 +114,11 @@ class Committer(Generic[T, R]):
                     return
                 while not self._ready():
                     self._changed.wait(self._queue[0].at + GROUP_WAIT - time.monotonic())
-                group, self._queue = self._queue, []
-            self._settle(group)
+                taken, self._queue = self._queue, []
+            # (a future its caller cancelled is left out: nobody waits for it)
+            group = [q for q in taken if q.future.set_running_or_notify_cancel()]
+            if group:
+                self._settle(group)
 
     def _settle(self, group: list[_Queued[T, R]]) -> None:
         items = [q.item for q in group]

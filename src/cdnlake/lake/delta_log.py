@@ -82,7 +82,7 @@ class Learned:
 class TableLog:
     """One exactly-once table's state, as of :attr:`version`, advanced entry by entry.
 
-    Not thread-safe: its owner (:class:`cdnlake.lake.shared.SharedTable`) holds a lock."""
+    Not thread-safe: its owner (:class:`cdnlake.lake.table.LogTable`) holds a lock."""
 
     def __init__(self, lake: Lake, spec: TableSpec) -> None:
         self.lake = lake
@@ -248,8 +248,16 @@ class TableLog:
             if not self._ours(following, txn_id):
                 raise
             landed = True
-        if not landed and not self._ours(following, txn_id):
-            return None
+        if not landed:
+            ours = self._ours(following, txn_id)
+            if ours is None:  # never "another's" unseen: its files might be named
+                raise StorageError(
+                    f"lake table {self.uri()}: whether the commit at version {following} "
+                    "landed cannot be told (its entry does not read back); nothing is taken "
+                    "back, and the zone's next pass reads again from its progress"
+                )
+            if not ours:
+                return None
         apps = self._apply(following, text)
         assert apps is not None
         self._learned_at = time.time()
@@ -260,15 +268,16 @@ class TableLog:
         every entry since the first)."""
         return version % self.checkpoint_interval == 0
 
-    def _ours(self, version: int, txn_id: str) -> bool:
-        """Whether ``version``'s entry is the commit ``txn_id`` (False where unread)."""
+    def _ours(self, version: int, txn_id: str) -> bool | None:
+        """Whether ``version``'s entry is the commit ``txn_id``: True, False (another
+        writer's entry), or None where that cannot be told (unread, or not there)."""
         try:
             text = self._entries.read(version)
         except Exception as exc:
             log.info("%s: log entry %s unread (%s)", self.spec.name, version, first_line(exc))
-            return False
+            return None
         if not text:
-            return False
+            return None
         try:
             first = json.loads(text.splitlines()[0])
         except ValueError:  # not an entry of ours (advance() judges it)

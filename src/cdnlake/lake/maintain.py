@@ -57,6 +57,9 @@ from cdnlake.retention import RETENTION
 log = logging.getLogger(__name__)
 
 DEFAULT_RETENTION_HOURS = 168  # Delta's default: readers of week-old snapshots still work
+# A data file no log entry names is removed once this old: a commit is never on its way so
+# long (whatever --retention-hours says: 0 must not delete a commit's files in flight).
+UNNAMED_FILE_HOURS = 24
 TARGET_FILE_BYTES = 256 << 20
 CONFLICT_ROUNDS = 5  # readings of a partition whose files another commit kept rewriting
 SORTED_FILES = WriterProperties(max_row_group_size=ROW_GROUP_ROWS, compression="ZSTD")
@@ -197,29 +200,34 @@ def maintain(
 
 
 def _vacuum(spec: TableSpec, table: DeltaTable, retention_hours: int) -> tuple[int, int]:
-    """Remove the data files no version within ``retention_hours`` needs, and those no log
-    entry ever named that are as old (delta-rs's full vacuum: a process killed between
-    writing a file and committing it, or a commit whose files could not be taken back):
-    the files removed, and of them the ones never named."""
+    """Remove the data files no version within ``retention_hours`` needs, then those no
+    log entry ever named once they are ``UNNAMED_FILE_HOURS`` old at least (delta-rs's full
+    vacuum: a process killed between writing a file and committing it, or a commit whose
+    files could not be taken back; a younger one may be a commit still on its way): the
+    files removed, and of them the ones never named."""
     enforce = retention_hours >= DEFAULT_RETENTION_HOURS
 
     def named(paths: list[str]) -> set[str]:  # relative to the table, as some come whole
         return {path.split(f"/{spec.name}/", 1)[-1] for path in paths}
 
-    expired = named(table.vacuum(retention_hours, dry_run=True, enforce_retention_duration=enforce))
-    removed = named(
-        table.vacuum(retention_hours, dry_run=False, enforce_retention_duration=enforce, full=True)
+    expired = named(
+        table.vacuum(retention_hours, dry_run=False, enforce_retention_duration=enforce)
     )
-    # (an object store's folder markers, also removed, are no data files)
-    unnamed = sum(path.endswith(".parquet") for path in removed - expired)
-    if unnamed:
+    # Never younger than retention_hours: no removed file a reader may need goes either.
+    floor = max(retention_hours, UNNAMED_FILE_HOURS)
+    full = table.vacuum(
+        floor, dry_run=False, enforce_retention_duration=floor >= DEFAULT_RETENTION_HOURS, full=True
+    )
+    unnamed = named(full) - expired  # (it names again the removed files deleted just now)
+    data = {path for path in expired | unnamed if path.endswith(".parquet")}  # no folder markers
+    if unnamed & data:
         log.warning(
             "%s: %d data file(s) that no commit named removed (older than %d h)",
             spec.name,
-            unnamed,
-            retention_hours,
+            len(unnamed & data),
+            floor,
         )
-    return sum(path.endswith(".parquet") for path in removed), unnamed
+    return len(data), len(unnamed & data)
 
 
 def _partition_of(damaged: DamagedFile) -> tuple[int, str]:

@@ -87,7 +87,7 @@ ZoneHold = Callable[[str, int], contextlib.AbstractContextManager[int | None]]
 
 
 class Rewinder(Protocol):
-    """What a rewind needs of a zone's writer (``lake.commit.ZoneWriter``), named here so
+    """What a rewind needs of a zone's writer (``lake.zone.ZoneWriter``), named here so
     that progress, which ``status`` reads without polars, imports no writer."""
 
     def rewind(self, plan: Callable[[Versions], dict[str, int]]) -> None: ...

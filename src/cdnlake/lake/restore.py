@@ -2,7 +2,7 @@
 
 A file in ``<lake>/_quarantine/<table>/<its path>.<stamp>`` (see :mod:`cdnlake.lake.damage`)
 is read whole; one whose bytes still do not decode stays where it is. The rows of one that
-decodes are committed again to their zone (:class:`~cdnlake.lake.commit.ZoneWriter`: new
+decodes are committed again to their zone (:class:`~cdnlake.lake.zone.ZoneWriter`: new
 data files with their statistics, one atomic commit), less those whose key the table holds
 already: the span may have been read again since it was set aside. Only once that commit
 landed is the quarantined copy removed: every one of its rows is then in the table. Running

@@ -28,12 +28,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from deltalake import CommitProperties, DeltaTable
+from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties
 from deltalake.exceptions import CommitFailedError
 
 from cdnlake.errors import StorageError, first_line
 from cdnlake.lake.committer import Committer
-from cdnlake.lake.delta_log import File, Learned, TableLog
+from cdnlake.lake.delta_log import DEFAULT_CHECKPOINT_INTERVAL, File, Learned, TableLog
 from cdnlake.lake.progress import MARKS
 from cdnlake.lake.retry import retrying
 from cdnlake.lake.schema import TableSpec, conform
@@ -52,6 +52,7 @@ COMMIT_ATTEMPTS = 200
 # A MERGE that delta-rs refused (a concurrent write to the zone's rows, or its own commit
 # whose answer was lost) is run again, this many times in all.
 MERGE_ATTEMPTS = 10
+NO_CHECKPOINT = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 AGAIN = "again"  # the zone was touched since its share was prepared: prepare it again
 
 
@@ -95,8 +96,7 @@ class LogTable:
         # the last one whose commit is not known (it may carry any).
         self._touched_at: dict[str, int] = {}
         self._unknown_at = -1
-        self._checkpoints = ThreadPoolExecutor(1, thread_name_prefix=f"checkpoint-{spec.name}")
-        self._checkpoint_wanted = -1
+        self._checkpoints = Checkpoints(lake, spec)
         self.committer: Committer[Prepared, int | str] = Committer(spec.name, self._commit)
 
     def uri(self) -> str:
@@ -179,7 +179,7 @@ class LogTable:
                     self._learn(landed)  # our own commit touches its zones, as any other
                     outcome.update((id(p), landed.version) for p in live)
         if landed is not None and self._log.checkpoint_due(landed.version):
-            self._checkpoint_later(landed.version)
+            self._checkpoints.want(landed.version)
         return [outcome[id(p)] for p in shares]
 
     def _write(self, live: list[Prepared]) -> Learned:
@@ -196,20 +196,39 @@ class LogTable:
             raise _Outpaced
         return landed
 
-    def _checkpoint_later(self, version: int) -> None:
-        """A checkpoint at ``version`` on the checkpoint thread (a newer one wanted by the
-        time it runs takes its place)."""
-        self._checkpoint_wanted = version
-        self._checkpoints.submit(self._checkpoint, version)
+    def close(self) -> None:
+        """Commit what is queued, then finish the checkpoint under way."""
+        self.committer.close()
+        self._checkpoints.close()
 
-    def _checkpoint(self, version: int) -> None:
+
+class Checkpoints:
+    """A table's checkpoints, written on a thread of their own after the commit that lands
+    on a ``delta.checkpointInterval`` version is acknowledged: a slow store delays the
+    readers' next checkpoint, never a commit (on S3 under faults one took 38 s). A newer
+    version wanted by the time one is written takes its place."""
+
+    def __init__(self, lake: Lake, spec: TableSpec) -> None:
+        self.lake = lake
+        self.spec = spec
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"checkpoint-{spec.name}")
+        self._wanted = -1
+
+    def want(self, version: int) -> None:
+        if version > self._wanted:
+            self._wanted = version
+            self._pool.submit(self._write, version)
+
+    def _write(self, version: int) -> None:
         """A checkpoint at ``version`` and the expired log entries removed, as delta-rs's
         post-commit hook does; a failure is logged (readers only read more entries)."""
-        if version < self._checkpoint_wanted:
+        if version < self._wanted:
             return
         try:
             table = DeltaTable(
-                self.uri(), version=version, storage_options=self.lake.storage_options
+                self.lake.table_uri(self.spec),
+                version=version,
+                storage_options=self.lake.storage_options,
             )
             table.create_checkpoint()
             cleanup = table.metadata().configuration.get("delta.enableExpiredLogCleanup")
@@ -221,9 +240,8 @@ class LogTable:
             )
 
     def close(self) -> None:
-        """Commit what is queued, then finish the checkpoint under way."""
-        self.committer.close()
-        self._checkpoints.shutdown(wait=True, cancel_futures=True)
+        """Finish the checkpoint under way (one not begun is left: the next comes)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 @dataclass(frozen=True)
@@ -254,6 +272,9 @@ class MergeTable:
         self.spec = spec
         self._lock = threading.Lock()
         self._table = lake.open_or_create(spec)
+        self._checkpoints = Checkpoints(lake, spec)
+        interval = self._table.metadata().configuration.get("delta.checkpointInterval")
+        self._interval = int(interval or DEFAULT_CHECKPOINT_INTERVAL)
         self.committer: Committer[Merge, None] = Committer(spec.name, self._merge_group)
 
     @contextmanager
@@ -322,12 +343,15 @@ class MergeTable:
                             source_alias="s",
                             target_alias="t",
                             commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
+                            post_commithook_properties=NO_CHECKPOINT,  # on its own thread
                         )
                         if first.update:
                             merger = merger.when_matched_update(
                                 first.update, predicate=first.update_if
                             )
                         merger.when_not_matched_insert_all().execute()
+                        if table.version() % self._interval == 0:
+                            self._checkpoints.want(table.version())
         except CommitFailedError as exc:
             raise StorageError(
                 f"cannot write {self.spec.name}: {first_line(exc)} ({MERGE_ATTEMPTS} attempts)"
@@ -339,6 +363,7 @@ class MergeTable:
 
     def close(self) -> None:
         self.committer.close()
+        self._checkpoints.close()
 
 
 def _literal(value: object) -> str:

@@ -30,6 +30,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -43,6 +44,7 @@ from cdnlake.errors import (
     CdnlakeError,
     DataError,
     FencedError,
+    StopRequested,
     StorageError,
     ZoneBusyError,
     first_line,
@@ -225,7 +227,8 @@ class ZoneWriter:
         reads = Reads()
         for _preparation in range(CONFLICT_RETRIES + 1):
             attempt = self._prepare(frame, progress, rewinding, reads)
-            outcome = self.table.committer.run(attempt.share, patient=self._in_pass)
+            (future,) = self._submit([attempt], patient=self._in_pass)
+            outcome = future.result()
             if outcome != AGAIN:
                 assert isinstance(outcome, int)
                 return self._landed(attempt, outcome, behind)
@@ -275,6 +278,16 @@ class ZoneWriter:
         if self.count_traffic:
             written.traffic = traffic(attempt.new)
         return written
+
+    def _submit(self, attempts: list[_Attempt], *, patient: bool) -> list[Future[int | str]]:
+        """The shares queued together for the table's committer; refused (the session is
+        closing), their files are taken back: no entry will name them."""
+        try:
+            return self.table.committer.submit([a.share for a in attempts], patient=patient)
+        except StopRequested:
+            for attempt in attempts:
+                take_back(self.session.lake, self.spec, attempt.share.actions)
+            raise
 
     def _again(self, attempt: _Attempt) -> None:
         """A share that did not land (its zone was committed to meanwhile): its files are
@@ -337,8 +350,12 @@ def commit_together(writes: list[tuple[ZoneWriter, pl.DataFrame]]) -> list[Writt
                 outcomes[key] = exc
         if not attempts:
             break
-        table = attempts[0][0].table
-        futures = table.committer.submit([a.share for _, a in attempts], patient=False)
+        try:
+            futures = attempts[0][0]._submit([a for _, a in attempts], patient=False)
+        except StopRequested as exc:
+            outcomes.update((id(writer), exc) for writer, _ in attempts)
+            pending = {}
+            break
         pending = {}
         for (writer, attempt), future in zip(attempts, futures, strict=True):
             try:
