@@ -364,3 +364,39 @@ def test_a_commit_whose_answer_was_lost_is_known_as_ours(storage, answer):  # no
     assert writer.commit(rows(0, 20, BASE), {}).new == 0
     frame = pl.from_arrow(delta_rs(lake).to_pyarrow_table(columns=["request_id"]))
     assert isinstance(frame, pl.DataFrame) and frame.height == 20
+
+
+def test_a_lost_answer_whose_entry_does_not_read_back_keeps_its_files(tmp_path, monkeypatch):
+    """The entry landed, the store's retry answered "exists", and reading the entry back
+    failed too: whether it was ours cannot be told, so the commit fails and its files stay
+    (before, it counted as another writer's, and the files the table names were deleted)."""
+    lake = Lake(str(tmp_path / "lake"), {})
+    writer = ZoneWriter(session_of(lake), REQUESTS, 1)
+    writer.commit(rows(0, 10, BASE), {WATERMARK: 1})
+    entries = delta_log._Entries
+    put, read = entries.put_if_absent, entries.read
+    state = {"lose": True, "fail_read": False}
+
+    def lost(self: Any, version: int, text: str) -> bool:
+        landed = put(self, version, text)
+        if state["lose"]:
+            state["lose"], state["fail_read"] = False, True
+            return False  # it landed; the store's retry was refused as "exists"
+        return landed
+
+    def unread(self: Any, version: int) -> str | None:
+        if state["fail_read"]:
+            state["fail_read"] = False
+            raise OSError("503 Slow Down")
+        return read(self, version)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(entries, "put_if_absent", lost)
+    monkeypatch.setattr(entries, "read", unread)
+    with pytest.raises(StorageError, match="cannot be told"):
+        writer.commit(rows(10, 20, BASE), {WATERMARK: 2})
+    monkeypatch.undo()
+    table = delta_rs(Lake(lake.uri, {}))
+    root = tmp_path / "lake" / "requests"
+    named = [uri.split("/lake/requests/", 1)[1] for uri in table.file_uris()]
+    assert all((root / path).exists() for path in named), "a file the log names was deleted"
+    assert table.to_pyarrow_table(columns=["request_id"]).num_rows == 30  # it did land
