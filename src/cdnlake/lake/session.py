@@ -3,9 +3,11 @@
 A session is built once at the composition root (each CLI command, the daemon) and passed
 to everything that touches the lake: passes, the forwarding receiver, ``maintain``, the
 daytime compaction, the audit, the metrics. So a process holds one state of each table,
-by construction, and every commit of a table, whoever makes it, goes through that table's
-one committer. Closing the session commits what is queued and finishes a checkpoint under
-way.
+by construction, and every commit of rows or progress to a table, and every bookkeeping
+MERGE, whoever makes it, goes through that table's one committer (``maintain``'s
+compactions, vacuums and rollups are delta-rs operations of their own, conflict-checked
+by delta-rs against those commits). Closing the session commits what is queued and
+finishes a checkpoint under way.
 """
 
 from __future__ import annotations
