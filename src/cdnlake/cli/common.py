@@ -78,7 +78,13 @@ def open_api(
 
     if require_key:
         config.api.require_access_key()
-    budgets = BudgetRegistry(config.ingest.requests_per_window, config.ingest.window_seconds)
+    # Each zone's recent sends are kept under the work folder, so that a process started
+    # right after another (a crash, a restart) still leaves room for that one's requests.
+    budgets = BudgetRegistry(
+        config.ingest.requests_per_window,
+        config.ingest.window_seconds,
+        folder=config.storage.work / "budget",
+    )
     client = ApiClient(config.api, budgets=budgets, abort=abort)
     client.on_retry = say_retry  # a terminal's live display may show them its own way
     return client
