@@ -130,8 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(
         sub,
         "import-v1",
-        "Parse local v1 day files (plain or .gz) into the lake.\n"
-        "Lines that cannot be parsed go to the rejected_lines relation.",
+        "Parse local v1 day files (plain or .gz) into the lake; - reads one from\n"
+        "standard input. Lines that cannot be parsed go to the rejected_lines relation.",
         "cdnlake.cli.ingest_cmd:import_v1",
     )
     p.add_argument("files", nargs="+", metavar="FILE")
