@@ -48,6 +48,8 @@ def run_demo(config: Config, reporter: Reporter | None = None, seed: int = 1) ->
     url = emulator.url
     try:
         cfg = demo_config(config, emulator.url, key)
+        # No send log under the work folder: this provider is a new emulator of our own,
+        # which has counted no one's requests yet.
         budgets = BudgetRegistry(cfg.ingest.requests_per_window, cfg.ingest.window_seconds)
         with (
             ApiClient(cfg.api, budgets=budgets) as api,

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import os
+import subprocess
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -130,6 +133,47 @@ def test_cli_import_v1_summary_and_exit_code(tmp_path, emulator):
     assert missing.returncode == 2 and "nope.log" in missing.stderr
     unknown = run_cli("--config", str(path), "import-v1", str(src), "--zone", "999")
     assert unknown.returncode == 2 and "999" in unknown.stderr
+
+
+def import_stdin(path: Path, data: bytes, *names: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cdnlake", "--config", str(path), "import-v1", *names],
+        input=data.decode("latin-1"),
+        capture_output=True,
+        text=True,
+        encoding="latin-1",
+        env={**os.environ, "CDNLAKE_ACCESS_KEY": KEY},
+        timeout=120,
+    )
+
+
+def test_cli_import_v1_reads_standard_input_plain_or_gzip(tmp_path, emulator):
+    path = write_config(tmp_path, emulator, zones=[(1234, "v2")])
+    src = write_day_file(emulator, tmp_path / "day.log", 1234)
+    data = src.read_bytes() + b"garbage line\n"
+    lines = data.count(b"\n")
+    plain = import_stdin(path, data, "-", "--zone", "1234")
+    assert plain.returncode == 0, plain.stderr
+    first, summary = plain.stdout.splitlines()
+    assert first.startswith(f"-: {lines} lines, {lines - 1} new rows, 0 duplicates dropped, ")
+    assert first.endswith(" - ok")
+    assert summary.startswith(f"imported 1 file(s) into zone 1234: {lines} lines, ")
+    assert "1 rejected" in summary
+    ids = lake_ids(tmp_path / "data", 1234)
+    assert len(ids) == lines - 1 == len(set(ids))
+    rejected = lake_frame(tmp_path / "data", "rejected_lines")
+    assert rejected["file"].to_list() == ["-"]
+    assert "downloads" not in plain.stdout + plain.stderr
+    # The same bytes gzipped (told by their magic bytes: there is no name): nothing new.
+    again = import_stdin(path, gzip.compress(data), "-", "--zone", "1234")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith(f"-: {lines} lines, 0 new rows, {lines - 1} duplicates ")
+    assert sorted(lake_ids(tmp_path / "data", 1234)) == sorted(ids)
+    # The copy is gone; standard input is read once.
+    assert not any((tmp_path / "data" / "work" / "downloads").iterdir())
+    twice = import_stdin(path, data, "-", str(src), "-", "--zone", "1234")
+    assert twice.returncode == 2 and twice.stderr.count("\n") == 1, twice.stderr
+    assert "standard input" in twice.stderr
 
 
 def test_a_lake_that_cannot_be_written_is_one_line_and_exit_code_1(tmp_path, emulator):

@@ -269,7 +269,7 @@ def api(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load, open_api
     from cdnlake.client import CdnApi
 
-    config = load(args, default_level="WARNING")
+    config = load(args, default_level="WARNING", lake=False)  # the API only
     needs_key = not (args.area == "video" and args.action == "oembed")
     with open_api(config, require_key=needs_key) as client:
         result = run(CdnApi(client), args)

@@ -23,13 +23,20 @@ T = TypeVar("T")
 
 
 def load(
-    args: argparse.Namespace, *, default_level: str | None = None, legacy_ok: bool = False
+    args: argparse.Namespace,
+    *,
+    default_level: str | None = None,
+    legacy_ok: bool = False,
+    lake: bool = True,
 ) -> Config:
     """Read the config; log level from --log-level, else ``default_level``, else config.
 
     A lake in the hour-file layout of an earlier cdnlake is refused (exit 2) by every
-    command but ``migrate-lake`` (``legacy_ok``), which converts it.
+    command but ``migrate-lake`` (``legacy_ok``), which converts it. So is an ``s3://``
+    lake that no AWS credentials can reach, by every command that uses the lake
+    (``lake``), in one line rather than the lake libraries' error chain.
     """
+    from cdnlake.cli.s3_credentials import require_credentials
     from cdnlake.lake.legacy import legacy_lake
 
     config = load_config(args.config)
@@ -37,6 +44,8 @@ def load(
         args.log_level or default_level or config.log.level,
         getattr(args, "log_format", None) or config.log.format,
     )
+    if lake:
+        require_credentials(config.storage)
     old = None if legacy_ok else legacy_lake(config.storage)
     if old is not None:
         raise ConfigError(
@@ -78,7 +87,13 @@ def open_api(
 
     if require_key:
         config.api.require_access_key()
-    budgets = BudgetRegistry(config.ingest.requests_per_window, config.ingest.window_seconds)
+    # Each zone's recent sends are kept under the work folder, so that a process started
+    # right after another (a crash, a restart) still leaves room for that one's requests.
+    budgets = BudgetRegistry(
+        config.ingest.requests_per_window,
+        config.ingest.window_seconds,
+        folder=config.storage.work / "budget",
+    )
     client = ApiClient(config.api, budgets=budgets, abort=abort)
     client.on_retry = say_retry  # a terminal's live display may show them its own way
     return client

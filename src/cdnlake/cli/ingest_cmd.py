@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from cdnlake.ingest.result import ZoneResult, breakdown
 
 if TYPE_CHECKING:
     from cdnlake.client.core import RetryNotice
+    from cdnlake.config import Config
 
 
 class RichProgress:
@@ -263,29 +265,51 @@ def reread(args: argparse.Namespace) -> int:
 
 
 def import_v1(args: argparse.Namespace) -> int:
+    """``import-v1 FILE...``; ``-`` reads one file from standard input (plain or gzip),
+    copied under the work folder while it is imported and called ``-`` throughout."""
+    from cdnlake.ingest.local_import import STDIN, stdin_copy
+
+    if args.files.count(STDIN) > 1:
+        raise UsageError("import-v1: - (standard input) can be given only once")
+    config = load(args, default_level="WARNING")
+    config.zone(args.zone)
+    for name in args.files:
+        if name != STDIN and not Path(name).is_file():
+            raise UsageError(f"import-v1: {name} is not a readable file")
+    if STDIN in args.files and sys.stdin.isatty():
+        raise UsageError("import-v1: - reads a v1 file from standard input: pipe one in")
+    require_writable_root(config)
+    if STDIN not in args.files:
+        return _import_v1(args, config, [Path(name) for name in args.files])
+    with stdin_copy(config.storage.work, sys.stdin.buffer) as copy:
+        paths = [copy if name == STDIN else Path(name) for name in args.files]
+        return _import_v1(args, config, paths)
+
+
+def _import_v1(args: argparse.Namespace, config: Config, paths: list[Path]) -> int:
     from cdnlake.ingest.local_import import import_v1_files
     from cdnlake.lake.session import LakeSession
 
-    config = load(args, default_level="WARNING")
-    config.zone(args.zone)
-    paths = [Path(f) for f in args.files]
-    for path in paths:
-        if not path.is_file():
-            raise UsageError(f"import-v1: {path} is not a readable file")
-    require_writable_root(config)
+    labels = list(args.files)
 
-    def on_file(path: Path, result: ZoneResult) -> None:
+    def on_file(label: str, result: ZoneResult) -> None:
         status = "ok" if result.ok else f"FAILED: {result.error}"
         print(
-            f"{path}: {result.lines} lines, {result.rows} new rows, {result.duplicates} duplicates "
-            f"dropped, {result.rejected_text()} - {status}",
+            f"{label}: {result.lines} lines, {result.rows} new rows, {result.duplicates} "
+            f"duplicates dropped, {result.rejected_text()} - {status}",
             flush=True,
         )
 
     with interruptible("import-v1") as stop, LakeSession.from_config(config.storage) as session:
         total = stop.run(
             lambda: import_v1_files(
-                config, session, paths, args.zone, on_file=on_file, stop=stop.event
+                config,
+                session,
+                paths,
+                args.zone,
+                labels=labels,
+                on_file=on_file,
+                stop=stop.event,
             ),
             on_abandon=lambda: say(
                 f"cdnlake: interrupted ({stop.signal}): the file being read keeps what it "

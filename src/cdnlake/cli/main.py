@@ -130,8 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(
         sub,
         "import-v1",
-        "Parse local v1 day files (plain or .gz) into the lake.\n"
-        "Lines that cannot be parsed go to the rejected_lines relation.",
+        "Parse local v1 day files (plain or .gz) into the lake; - reads one from\n"
+        "standard input. Lines that cannot be parsed go to the rejected_lines relation.",
         "cdnlake.cli.ingest_cmd:import_v1",
     )
     p.add_argument("files", nargs="+", metavar="FILE")
@@ -347,6 +347,19 @@ def _resolve(target: str) -> Callable[[argparse.Namespace], int]:
     return func
 
 
+def _no_aws_credentials(exc: CdnlakeError) -> str | None:
+    """One line for an S3 lake's error chain that ended in the search for AWS credentials
+    (when :func:`cdnlake.cli.common.load` could not tell beforehand: a lake on AWS, where
+    an instance role might have answered)."""
+    from cdnlake.cli.s3_credentials import METADATA, missing_credentials
+
+    if not METADATA.search(str(exc)):
+        return None
+    from cdnlake.lake.schema import TABLES
+
+    return missing_credentials(str(exc), tuple(spec.name for spec in TABLES))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -359,6 +372,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cdnlake: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except CdnlakeError as exc:
+        credentials = _no_aws_credentials(exc)
+        if credentials is not None:  # a configuration matter: exit 2
+            print(f"cdnlake: error: {credentials}", file=sys.stderr)
+            return EXIT_USAGE
         print(f"cdnlake: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except ModuleNotFoundError as exc:

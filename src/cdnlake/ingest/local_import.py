@@ -6,11 +6,15 @@ loads the HTTP client.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from cdnlake.config import Config
 from cdnlake.errors import DamagedInputError
@@ -57,12 +61,34 @@ class _LocalV1File(V1FileSource):
     def chunks(self, ctx: PassContext) -> Iterator[Chunk]:
         if self.path.name.endswith(".gz") and self.path.stat().st_size == 0:
             exc = DamagedInputError(
-                f"{self.path} is empty (0 bytes): a gzip file cut short before its header",
+                f"{self.label} is empty (0 bytes): a gzip file cut short before its header",
                 last_line=0,
             )
             self._record_damage(ctx, exc)
             raise exc
         yield from super().chunks(ctx)
+
+
+STDIN = "-"  # the name standard input goes by, in messages and rejected_lines.file
+COPY_BYTES = 1 << 20
+
+
+@contextmanager
+def stdin_copy(work: Path, stream: BinaryIO) -> Iterator[Path]:
+    """``stream`` (standard input) copied to a file under ``<work>/downloads/``, a block
+    at a time (a day file can be gigabytes); removed again on the way out, whatever
+    happened. The file is named ``-`` (in a folder of its own), the name messages give
+    it; the parser tells gzip from plain text by its first bytes."""
+    folder = work / "downloads"
+    folder.mkdir(parents=True, exist_ok=True)
+    own = Path(tempfile.mkdtemp(prefix="stdin-", dir=folder))
+    try:
+        path = own / STDIN
+        with path.open("wb") as out:
+            shutil.copyfileobj(stream, out, COPY_BYTES)
+        yield path
+    finally:
+        shutil.rmtree(own, ignore_errors=True)
 
 
 def import_v1_files(
@@ -71,20 +97,22 @@ def import_v1_files(
     paths: list[Path],
     zone_id: int,
     *,
-    on_file: Callable[[Path, ZoneResult], None] | None = None,
+    labels: list[str] | None = None,
+    on_file: Callable[[str, ZoneResult], None] | None = None,
     stop: threading.Event | None = None,
 ) -> ImportResult:
     """Parse local v1 day files into the lake; bad lines go to ``rejected_lines``.
 
-    ``stop``: once set, the file being read stops at its next chunk (what it committed
-    stays; its outcome is "stopped") and no further file is started."""
+    ``labels``: what to call each file (default: its path). ``stop``: once set, the file
+    being read stops at its next chunk (what it committed stays; its outcome is
+    "stopped") and no further file is started."""
     runner = Runner(config, session, reporter=_Quiet(), stop=stop)
     total = ImportResult()
-    for path in paths:
+    for path, label in zip(paths, labels or [str(p) for p in paths], strict=True):
         if stop is not None and stop.is_set():
             break
-        result = runner.run(zone_id, _LocalV1File(path))
+        result = runner.run(zone_id, _LocalV1File(path, label))
         total.add(result)
         if on_file is not None:
-            on_file(path, result)
+            on_file(label, result)
     return total

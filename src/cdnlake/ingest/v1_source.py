@@ -167,14 +167,18 @@ class OpenTail:
 
 
 class V1FileSource:
-    """One local v1 day file (plain or gzip, any size)."""
+    """One local v1 day file (plain or gzip, any size).
+
+    ``label``: what ``rejected_lines.file`` and messages call it (default: its path), so
+    that a copy of standard input is ``-``, never the temporary file it was read from."""
 
     kind = "v1-file"
     spec = REQUESTS
     noun = "lines"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, label: str | None = None) -> None:
         self.path = path
+        self.label = str(path) if label is None else label
 
     def chunks(self, ctx: PassContext) -> Iterator[Chunk]:
         result = ctx.result
@@ -192,7 +196,7 @@ class V1FileSource:
                     wf, wt = result.window_from, result.window_to
                     result.window_from = lo if wf is None else min(wf, lo)
                     result.window_to = hi if wt is None else max(wt, hi)
-                ctx.store_rejects(rejects, "v1", str(self.path))
+                ctx.store_rejects(rejects, "v1", self.label)
                 chunk = buffer.add(good)
                 if chunk is not None:
                     yield chunk
@@ -201,7 +205,7 @@ class V1FileSource:
             self._record_damage(ctx, exc)
             raise
         except OSError as exc:
-            raise DataError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+            raise DataError(f"cannot read {self.label}: {exc.strerror or exc}") from None
         result.reached = result.window_to
         yield buffer.take()
 
@@ -217,7 +221,7 @@ class V1FileSource:
             },
             schema=REJECT_SCHEMA,
         )
-        ctx.store_rejects(marker, "v1", str(self.path))
+        ctx.store_rejects(marker, "v1", self.label)
         last = ctx.result.window_to
         if last is None:
             return
