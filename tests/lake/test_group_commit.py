@@ -396,3 +396,22 @@ def test_a_cancelled_future_leaves_the_committer_working():
         assert group.run(2, patient=False) == 2
     assert batches == [[2]]
     assert group.run(3) == 3
+
+
+def test_commit_together_gives_each_zone_its_own_outcome(storage):  # noqa: F811
+    """The receiver's flush: zones submitted at once land in one group; a zone that cannot
+    be prepared (fenced by a rewind since its writer began) gets its own error, the
+    others commit."""
+    from cdnlake.lake.zone import commit_together
+
+    lake = Lake.from_config(storage)
+    writers = {zone: ZoneWriter(session_of(lake), REQUESTS, zone) for zone in (1, 2, 3)}
+    other = Lake(lake.uri, lake.storage_options)  # another process
+    rewind(ZoneWriter(session_of(other), REQUESTS, 2), BASE - timedelta(minutes=1))
+    before = versions(lake)
+    done = commit_together([(w, zone_rows(z, 0, 10)) for z, w in writers.items()])
+    assert isinstance(done[1], FencedError), done[1]  # zone 2, not "busy"
+    assert isinstance(done[0], Written) and isinstance(done[2], Written)
+    assert versions(lake) - before == 1  # the two others in one commit
+    alone = commit_together([(writers[2], zone_rows(2, 0, 10))])
+    assert isinstance(alone[0], FencedError), alone  # its only zone fenced: its own error

@@ -223,17 +223,12 @@ class ZoneWriter:
         since). The watermark never moves back but in a rewind (``rewinding``). ``behind``:
         the new rows from before it are counted apart (``Written.late``).
         """
-        frame = prepare(self.spec, self.zone_id, rows)
-        reads = Reads()
-        for _preparation in range(CONFLICT_RETRIES + 1):
-            attempt = self._prepare(frame, progress, rewinding, reads)
-            (future,) = self._submit([attempt], patient=self._in_pass)
-            outcome = future.result()
-            if outcome != AGAIN:
-                assert isinstance(outcome, int)
-                return self._landed(attempt, outcome, behind)
-            self._again(attempt)
-        raise self._busy()
+        (outcome,) = _commit_each(
+            [(self, rows)], progress, rewinding=rewinding, behind=behind, patient=self._in_pass
+        )
+        if isinstance(outcome, CdnlakeError):
+            raise outcome
+        return outcome
 
     def _prepare(
         self, frame: pl.DataFrame, progress: Plan, rewinding: bool, reads: Reads
@@ -338,25 +333,42 @@ def commit_together(writes: list[tuple[ZoneWriter, pl.DataFrame]]) -> list[Writt
     """Rows of several zones of one table, without progress, submitted at once so that
     they land in one group commit (the forwarding receiver's flush): each zone's outcome,
     its error alone where it failed."""
+    return _commit_each(writes, {}, patient=False)
+
+
+def _commit_each(
+    writes: list[tuple[ZoneWriter, pl.DataFrame]],
+    progress: Plan,
+    *,
+    rewinding: bool = False,
+    behind: datetime | None = None,
+    patient: bool,
+) -> list[Written | CdnlakeError]:
+    """The one commit loop of :meth:`ZoneWriter.commit` and :func:`commit_together`: each
+    zone's share prepared, the shares submitted together to the table's committer, those
+    sent back (their zone committed to meanwhile) prepared again, up to
+    ``CONFLICT_RETRIES`` times; each zone's outcome, its error alone where it failed."""
     outcomes: dict[int, Written | CdnlakeError] = {}
     frames = {id(w): prepare(w.spec, w.zone_id, rows) for w, rows in writes}
+    reads = {id(w): Reads() for w, _ in writes}
     pending = {id(w): w for w, _ in writes}
     for _preparation in range(CONFLICT_RETRIES + 1):
         attempts: list[tuple[ZoneWriter, _Attempt]] = []
         for key, writer in pending.items():
             try:
-                attempts.append((writer, writer._prepare(frames[key], {}, False, Reads())))
+                attempts.append(
+                    (writer, writer._prepare(frames[key], progress, rewinding, reads[key]))
+                )
             except CdnlakeError as exc:
                 outcomes[key] = exc
+        pending = {}  # from here on, those sent back again
         if not attempts:
             break
         try:
-            futures = attempts[0][0]._submit([a for _, a in attempts], patient=False)
+            futures = attempts[0][0]._submit([a for _, a in attempts], patient=patient)
         except StopRequested as exc:
             outcomes.update((id(writer), exc) for writer, _ in attempts)
-            pending = {}
             break
-        pending = {}
         for (writer, attempt), future in zip(attempts, futures, strict=True):
             try:
                 outcome = future.result()
@@ -368,7 +380,7 @@ def commit_together(writes: list[tuple[ZoneWriter, pl.DataFrame]]) -> list[Writt
                 pending[id(writer)] = writer
             else:
                 assert isinstance(outcome, int)
-                outcomes[id(writer)] = writer._landed(attempt, outcome, None)
+                outcomes[id(writer)] = writer._landed(attempt, outcome, behind)
         if not pending:
             break
     for key, writer in pending.items():
