@@ -95,12 +95,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         acts,
         "set-forwarding",
         "Have the provider push a pull zone's logs to a syslog endpoint (a daemon's "
-        "[forwarding] listen), or stop with --disable.",
+        "[forwarding] listen), as plain v1 lines or JSON objects, or stop with --disable.",
     )
     a.add_argument("--zone", type=int, required=True, help="pull zone id")
     a.add_argument("--host", help="host name or address the provider sends to")
     a.add_argument("--port", type=int, help="port the provider sends to")
     a.add_argument("--protocol", choices=["tcp", "tls", "udp"], help="as [forwarding] protocol")
+    a.add_argument(
+        "--format",
+        dest="log_format",
+        choices=["plain", "json"],
+        help="what each message carries: a plain v1 log line (the default) or a JSON object; "
+        "the receiver takes both",
+    )
     a.add_argument("--disable", action="store_true", help="stop forwarding the zone's logs")
 
     video = areas.add_parser("video", help="video library: videos, collections, oEmbed")
@@ -190,6 +197,8 @@ def log_day(text: str) -> date:
 
 def _set_forwarding(cdn: Any, args: argparse.Namespace) -> Any:
     given = [f"--{k}" for k in ("host", "port", "protocol") if getattr(args, k) is not None]
+    if args.log_format is not None:
+        given.append("--format")
     if args.disable:
         if given:
             raise UsageError(f"set-forwarding: --disable takes no {', '.join(given)}")
@@ -197,7 +206,9 @@ def _set_forwarding(cdn: Any, args: argparse.Namespace) -> Any:
     missing = [k for k in ("--host", "--port", "--protocol") if k not in given]
     if missing:
         raise UsageError(f"set-forwarding: {', '.join(missing)} needed (or --disable)")
-    return cdn.pullzone.set_forwarding(args.zone, args.host, args.port, args.protocol)
+    return cdn.pullzone.set_forwarding(
+        args.zone, args.host, args.port, args.protocol, args.log_format or "plain"
+    )
 
 
 def run(cdn: Any, args: argparse.Namespace) -> Any:

@@ -9,9 +9,11 @@ from cdnlake.client.error_bodies import field_error
 from cdnlake.errors import RequestValidationError
 
 ForwardingProtocol = Literal["udp", "tcp", "tls"]
+ForwardingFormat = Literal["plain", "json"]
 # PullZoneLogForwarderProtocolType: 0 UDP, 1 TCP, 2 TCPEncrypted (3 DataDog is not syslog)
 PROTOCOL_CODES: dict[str, int] = {"udp": 0, "tcp": 1, "tls": 2}
-PLAIN_FORMAT = 0  # PullZoneLogFormat: 0 Plain (the v1 line), 1 JSON
+# PullZoneLogFormat: 0 Plain (the v1 line), 1 JSON
+FORMAT_CODES: dict[str, int] = {"plain": 0, "json": 1}
 
 
 class LogForwarding(Model, rename="pascal"):
@@ -40,9 +42,15 @@ class PullZoneApi(Area):
         )
 
     def set_forwarding(
-        self, pull_zone_id: int, host: str, port: int, protocol: ForwardingProtocol
+        self,
+        pull_zone_id: int,
+        host: str,
+        port: int,
+        protocol: ForwardingProtocol,
+        log_format: ForwardingFormat = "plain",
     ) -> LogForwarding:
-        """Forward the zone's logs (plain v1 lines in RFC 5424 syslog) to ``host:port``."""
+        """Forward the zone's logs to ``host:port`` as RFC 5424 syslog, each message's text a
+        plain v1 line or (``log_format="json"``) a JSON object."""
         check_id("id", pull_zone_id)
         if not isinstance(host, str) or not host.strip() or any(c.isspace() for c in host):
             raise RequestValidationError("LogForwardingHostname", "a host name or address")
@@ -51,6 +59,10 @@ class PullZoneApi(Area):
             raise RequestValidationError(
                 "LogForwardingProtocol", f"one of udp, tcp, tls, got {protocol!r}"
             )
+        if log_format not in FORMAT_CODES:
+            raise RequestValidationError(
+                "LogForwardingFormat", f"one of plain, json, got {log_format!r}"
+            )
         return self._update(
             pull_zone_id,
             {
@@ -58,7 +70,7 @@ class PullZoneApi(Area):
                 "LogForwardingHostname": host,
                 "LogForwardingPort": port,
                 "LogForwardingProtocol": PROTOCOL_CODES[protocol],
-                "LogForwardingFormat": PLAIN_FORMAT,
+                "LogForwardingFormat": FORMAT_CODES[log_format],
             },
         )
 

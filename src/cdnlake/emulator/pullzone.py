@@ -11,7 +11,7 @@ from cdnlake.emulator.area import (
     field_auth,
     field_error,
 )
-from cdnlake.emulator.forwarding import TLS, UDP, Target
+from cdnlake.emulator.forwarding import JSON, PLAIN, TLS, UDP, Target
 from cdnlake.emulator.http import Request, Response, json_response
 
 FORWARDING_KEYS = (
@@ -73,6 +73,7 @@ class PullZoneRoutes(AreaBase):
                     merged["LogForwardingHostname"],
                     merged["LogForwardingPort"],
                     merged["LogForwardingProtocol"],
+                    merged["LogForwardingFormat"] or PLAIN,
                 )
         self.forwarder.set(zone, target)
         return json_response(200, {"Id": zone, "Name": f"zone-{zone}", **settings})
@@ -83,6 +84,9 @@ def _forwarding_problem(settings: dict[str, object]) -> tuple[str, str] | None:
     enabled = settings["LogForwardingEnabled"]
     if not isinstance(enabled, bool):
         return "LogForwardingEnabled", "true or false"
+    log_format = settings["LogForwardingFormat"]
+    if log_format is not None and (isinstance(log_format, bool) or log_format not in (PLAIN, JSON)):
+        return "LogForwardingFormat", "0 (Plain) or 1 (JSON)"
     if not enabled:
         return None
     host, port = settings["LogForwardingHostname"], settings["LogForwardingPort"]
@@ -93,6 +97,4 @@ def _forwarding_problem(settings: dict[str, object]) -> tuple[str, str] | None:
         return "LogForwardingPort", "an integer within 1..65535"
     if isinstance(protocol, bool) or protocol not in range(UDP, TLS + 1):
         return "LogForwardingProtocol", "0 (UDP), 1 (TCP) or 2 (TCPEncrypted)"
-    if settings["LogForwardingFormat"] not in (None, 0):
-        return "LogForwardingFormat", "only 0 (Plain) is emulated"
     return None
