@@ -135,6 +135,29 @@ def test_hostile_messages_are_rejected_alone_with_a_reason():
     assert rejects.filter(pl.col("kind") == "wrong type")["request_id"][0] == "wrongtype-01"
 
 
+def test_messages_that_make_json_only_when_joined_are_rejected_each():
+    # Joined as one array these are two good objects; each alone is no JSON.
+    texts = [
+        text(requestId="good-000001"),
+        '{"pullZoneId":1234,"requestId":"merged-0001","x":[1',
+        '{"y":2}]},{"pullZoneId":1234,"requestId":"merged-0002"}',
+        text(requestId="good-000002"),
+    ]
+    rows, rejects = parse(texts)
+    assert sorted(rows["request_id"]) == ["good-000001", "good-000002"]
+    assert rejects.select("line_number", "kind").rows() == [(2, "bad JSON"), (3, "bad JSON")]
+
+
+def test_a_batch_of_good_messages_and_one_message_at_a_time_agree():
+    texts = [text(requestId=f"batch-{i:06d}", statusCode=200 + i) for i in range(50)]
+    together, _ = parse(texts)
+    alone = pl.concat([parse([t])[0] for t in texts])
+    assert together.equals(alone)
+    # A number given as text is taken message by message (the fast reader refuses it).
+    lenient, rejects = parse([*texts, text(requestId="as-text-0002", statusCode="201")])
+    assert rejects.height == 0 and lenient.height == 51
+
+
 def test_the_zone_of_a_message_is_its_own():
     texts = [
         text(pullZoneId=777, requestId="other-zone-1"),

@@ -98,12 +98,21 @@ _TYPES: dict[str, pl.DataType] = {
     "bodyBytesSent": pl.Int64(),
     "asn": pl.Int32(),
 }
+
+
+def _type(name: str) -> pl.DataType:
+    """A field's column type, in either spelling."""
+    return _TYPES.get(name[0].lower() + name[1:], pl.String())
+
+
 _DECODER = msgspec.json.Decoder(_Record, strict=False)  # "200" is taken for 200, as in v2
+_ALL = msgspec.json.Decoder(list[_Record], strict=False)
 # Where a message that does not decode names its zone, so that it is kept under it.
 _ZONE_IN_TEXT = re.compile(r'"(?:pullZoneId|PullZoneId)"\s*:\s*"?(\d{1,18})(?![\d.eE])')
 _AUTHORIZATION = re.compile("authorization", re.IGNORECASE)
 _REQUEST_ID = r"^[0-9A-Za-z_\-]{8,64}$"  # as field 11 of a v1 line
 FAULT, ZONE, SEQ = "_fault", "_zone", "_seq"
+_READ = {name: _type(name) for name in _FIELDS}
 WRONG_TYPE, NOT_JSON = "wrong type", "bad JSON"  # the kinds of a message that does not decode
 
 
@@ -119,6 +128,39 @@ class Decoded:
 
 def decode(texts: list[str], seqs: list[int]) -> Decoded:
     """The messages as columns; one that does not decode is a row of its zone and fault."""
+    frame = _decode_all(texts)
+    if frame is None:
+        frame = _decode_each(texts)
+    return Decoded(frame.with_columns(pl.Series(SEQ, seqs, pl.Int64)), texts)
+
+
+def _decode_all(texts: list[str]) -> pl.DataFrame | None:
+    """The usual batch, every message a good record, without a Python object per message:
+    msgspec checks them all as one array (JSON, depth, types), polars' native NDJSON reader
+    makes the columns. None when either refuses (a bad message, a number given as text):
+    then message by message."""
+    try:
+        checked = _ALL.decode(("[" + ",".join(texts) + "]").encode())
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if len(checked) != len(texts):  # a message of two objects
+        return None
+    try:  # a message that only joined with the next made JSON fails here, alone
+        frame = pl.read_ndjson("\n".join(texts).encode(), schema=_READ)
+    except Exception:  # any refusal of the reader: message by message
+        return None
+    if frame.height != len(texts):
+        return None
+    half = len(NAMES)  # a field in the v2 spelling, else in the management API's
+    return frame.select(
+        *(pl.coalesce(name, _FIELDS[i + half]).alias(name) for i, name in enumerate(NAMES)),
+        pl.coalesce("pullZoneId", "PullZoneId").alias(ZONE),
+        pl.lit(None, pl.String).alias(FAULT),
+    )
+
+
+def _decode_each(texts: list[str]) -> pl.DataFrame:
+    """Message by message: a good one is its record, a bad one its fault and zone."""
     records: list[_Record] = []
     faults: list[str | None] = []
     zones: list[int | None] = []
@@ -139,23 +181,21 @@ def decode(texts: list[str], seqs: list[int]) -> Decoded:
     columns = list(zip(*map(msgspec.structs.astuple, records), strict=True)) or [
         () for _ in _FIELDS
     ]
-    half = len(NAMES)  # a field in the v2 spelling, else in the management API's
+    half = len(NAMES)
     frame = pl.DataFrame(
         [
             _series(name, columns[i]).fill_null(_series(name, columns[i + half]))
             for i, name in enumerate(NAMES)
         ]
     )
-    frame = frame.with_columns(
+    return frame.with_columns(
         pl.coalesce(pl.col("pullZoneId"), pl.Series(ZONE, zones, pl.Int64)).alias(ZONE),
         pl.Series(FAULT, faults, pl.String),
-        pl.Series(SEQ, seqs, pl.Int64),
     )
-    return Decoded(frame, texts)
 
 
 def _series(name: str, values: tuple[Any, ...]) -> pl.Series:
-    return pl.Series(name, values, _TYPES.get(name, pl.String()), strict=False)
+    return pl.Series(name, values, _type(name), strict=False)
 
 
 def _keys_of(text: str) -> tuple[int | None, str | None]:
