@@ -7,13 +7,15 @@ what was searched), so a message is read by the logging API v2's field names
 provider's management-API spelling (``PullZoneId``, ``RequestId``, ...), with ``timestamp``
 as ISO-8601 text or as the v1 line's epoch milliseconds (10 digits: seconds).
 
-Each message is decoded by msgspec into a typed record (one C call each; a message that
-is not JSON, too deeply nested or with a field of the wrong type becomes a fault of its
-own, never the batch's), then the records are checked and shaped as columns by polars,
-by the rules of a plain line (:func:`cdnlake.ingest.v1_parser.parse_block`): a known cache
-status, a status code within 100..599, a timestamp neither absurd nor in the future, a
-URL, a request id. The end user's ``authorizationHeader`` is not a field of the record, so
-it is never kept, and a rejected message's text keeps it only as ``[redacted]``.
+A batch of good messages is checked by msgspec as one array of typed records and made
+columns by polars' NDJSON reader, with no Python loop over the messages; a batch with a bad
+message is decoded message by message, so that one that is not JSON, is nested too deeply
+or has a field of the wrong type becomes a fault of its own, never the batch's. The
+columns are then checked and shaped by polars, by the rules of a plain line
+(:func:`cdnlake.ingest.v1_parser.parse_block`): a known cache status, a status code within
+100..599, a timestamp neither absurd nor in the future, a URL, a request id. The end
+user's ``authorizationHeader`` is not a field of the record, so it is never kept, and a
+rejected message's text keeps it only as ``[redacted]``.
 """
 
 from __future__ import annotations
