@@ -258,6 +258,8 @@ def test_the_wheel_carries_its_sql(tmp_path):
     zipfile.ZipFile(wheel).extractall(site)
     # The fleet's PostgreSQL statements ship too.
     assert "cdnlake/sql/postgres/take_leases.sql" in zipfile.ZipFile(wheel).namelist()
+    # So does the report's list of AI crawlers (a report reads it).
+    assert "cdnlake/reports/lists/ai_robots.json" in zipfile.ZipFile(wheel).namelist()
     python = venv / "bin" / "python"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
