@@ -155,7 +155,7 @@ BROKEN_WORDS = """() => {
 }"""
 
 
-@pytest.mark.parametrize("kind", ["daily", "range", "operator", "to_today"])
+@pytest.mark.parametrize("kind", ["daily", "operator", "to_today"])
 def test_on_a_phone_no_title_or_path_is_broken_inside_a_word(browser, pages, kind, tmp_path):
     page, _ = look(browser, pages[kind], PHONE, tmp_path)
     try:
@@ -201,3 +201,30 @@ def test_a_chart_that_scrolls_says_so(browser, pages, kind, tmp_path):
                 assert page.get_by_text("scroll sideways").first.is_visible()
         finally:
             page.close()
+
+
+def test_a_partial_day_is_marked_in_the_range_charts(browser, pages, tmp_path):
+    """Today's place in each chart is hatched, its bars pale, and the legend says why."""
+    page, _ = look(browser, pages["to_today"], DESKTOP, tmp_path)
+    try:
+        seen = page.evaluate(
+            """[...document.querySelectorAll('#charts .panel')].map(p => {
+                 const band = p.querySelector('rect.partial-band');
+                 const r = band ? band.getBoundingClientRect() : {width: 0, height: 0};
+                 const marked = [...p.querySelectorAll('svg .partial')].map(e =>
+                   e.tagName === 'rect' ? getComputedStyle(e).fillOpacity
+                                        : getComputedStyle(e).fill);
+                 const key = p.querySelector('.legend .partial-key');
+                 return {band: r.width > 10 && r.height > 100, marked,
+                         key: key ? key.innerText : null};
+               })"""
+        )
+        assert len(seen) == 4
+        for chart in seen:
+            assert chart["band"] and chart["key"] and chart["key"].startswith("partial day: ")
+            assert chart["marked"], chart
+        bars, _, points, _ = seen
+        assert bars["marked"] == ["0.45"]  # the one partial bar, pale
+        assert set(points["marked"]) == {"rgb(255, 255, 255)"}  # hollow points
+    finally:
+        page.close()
