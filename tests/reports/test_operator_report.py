@@ -133,7 +133,8 @@ def test_countries_are_named(files):
     assert buckets["JP"] == "Japan"
     page = re.sub(r"<[^>]+>", "", files[f"{STEM}.html"].read_text())  # the text, as read
     assert "Germany (DE)" in page and "Japan (JP)" in page
-    assert "| Germany |" in files[f"{STEM}.md"].read_text()
+    md = files[f"{STEM}.md"].read_text()
+    assert "| Code | Country | Requests |" in md and "| DE | Germany | 17 |" in md
 
 
 @pytest.mark.parametrize(

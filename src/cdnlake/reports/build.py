@@ -14,6 +14,7 @@ from typing import Any
 from cdnlake.config import Config
 from cdnlake.errors import UsageError
 from cdnlake.reports.data import ReportData, Table
+from cdnlake.reports.derived import derive
 from cdnlake.reports.partial import as_date, partial_days, watermarks
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.engine import open_session
@@ -122,9 +123,7 @@ def collect(
     zones = [zone] if zone is not None else [z.id for z in config.zones]
     data.partial = partial_days(runs, days, data.generated_at, watermarks(config, zones))
     _whole_counts(data)
-    _miss_byte_shares(data)
-    _country_names(data)
-    _status_classes(data)
+    derive(data)
     if "day_over_day" in data.sections:
         labels = data.sections["day_over_day"].labels
         if day in data.partial:
@@ -154,48 +153,6 @@ def collect(
             items.insert(at, (kind, Table(title, [kind, "requests", "pct"], grouped[kind])))
         data.sections = dict(items)
     return data
-
-
-def _miss_byte_shares(data: ReportData) -> None:
-    """Each miss path's share of all the bytes the day's misses fetched from the origin."""
-    table = data.sections.get("top_miss_paths_by_bytes")
-    if table is None:
-        return
-    mix = data.sections["cache_status_mix"].records()
-    total = sum(int(r["bytes"] or 0) for r in mix if r["cache_status"] == "MISS")
-    at = table.columns.index("miss_bytes")
-    table.columns.append("share_pct")
-    table.rows = [
-        (*r, round(100.0 * int(r[at] or 0) / total, 2) if total else None) for r in table.rows
-    ]
-    table.labels.update(miss_requests="Requests", miss_bytes="Bytes")
-    table.labels["share_pct"] = "Share of miss bytes"
-
-
-def _country_names(data: ReportData) -> None:
-    """A ``country`` column (its English name) beside each country code."""
-    from cdnlake.reports.countries import country_name
-
-    for name, code in (("countries", "country_code"), ("hit_ratio_by_country", "bucket")):
-        table = data.sections.get(name)
-        if table is None:
-            continue
-        at = table.columns.index(code) + 1
-        table.columns.insert(at, "country")
-        table.rows = [(*r[:at], country_name(r[at - 1]), *r[at:]) for r in table.rows]
-
-
-def _status_classes(data: ReportData) -> None:
-    """The status classes (2xx...) just before the status codes they group."""
-    codes = data.sections.get("status_codes")
-    if codes is None:
-        return
-    from cdnlake.reports.statuses import status_classes
-
-    items = list(data.sections.items())
-    at = list(data.sections).index("status_codes")
-    items.insert(at, ("status_classes", status_classes(codes)))
-    data.sections = dict(items)
 
 
 def _whole_counts(data: ReportData) -> None:
