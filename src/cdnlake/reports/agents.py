@@ -72,22 +72,28 @@ def _listed(user_agent: str) -> tuple[str, bool] | None:
     return None
 
 
-@functools.lru_cache(maxsize=4096)
 def classify(user_agent: str) -> Agent:
     """What one user-agent string is: a browser on a system, a tool, an AI crawler or
     another bot."""
+    from cdnlake.reports.ai_crawlers import ai_crawlers
+
+    (ai,) = ai_crawlers([user_agent])
+    if ai is not None:
+        agent = _classify(user_agent)
+        return Agent(ai, agent.os, ai_crawler=ai)
+    return _classify(user_agent)
+
+
+@functools.lru_cache(maxsize=4096)
+def _classify(user_agent: str) -> Agent:
+    """What a user agent that is no AI crawler is: a browser on a system, a tool, a bot."""
     if user_agent in ("-", "(others)", ""):
         return Agent(UNKNOWN, UNKNOWN)
     from ua_parser import parse
 
-    from cdnlake.reports.ai_crawlers import ai_crawlers
-
     parsed = parse(user_agent)
     family = parsed.user_agent.family if parsed.user_agent else None
     system = parsed.os.family if parsed.os else UNKNOWN
-    (ai,) = ai_crawlers([user_agent])
-    if ai is not None:
-        return Agent(ai, system, ai_crawler=ai)
     listed = _listed(user_agent)
     if listed is not None:
         matched, tool = listed
@@ -112,7 +118,7 @@ def group(rows: list[tuple[str, int]], top_n: int) -> dict[str, list[tuple[str, 
         if ai_crawler is not None:
             groups["ai_crawler"][ai_crawler] += requests
             continue
-        agent = classify(user_agent)
+        agent = _classify(user_agent)
         if agent.crawler is not None:
             groups["crawler"][agent.crawler] += requests
         elif agent.tool is not None:
