@@ -199,6 +199,11 @@ def test_a_chart_that_scrolls_says_so(browser, pages, kind, tmp_path):
             assert all(s == want for s in seen), (width, seen)
             if scrolls:  # the cue is on screen, under its chart, in the panel
                 assert page.get_by_text("scroll sideways").first.is_visible()
+                # and the fade goes once the chart is scrolled to its end
+                fade = "getComputedStyle(document.querySelector('.chartwrap'), '::after')"
+                assert page.evaluate(f"{fade}.opacity") == "1"
+                page.evaluate("document.querySelector('.chartbox').scrollLeft = 1e6")
+                page.wait_for_function(f"{fade}.opacity === '0'", timeout=10_000)
         finally:
             page.close()
 
