@@ -174,3 +174,22 @@ def test_a_partial_day_is_marked_in_the_range_charts(lake, tmp_path):
     whole = re.search(r'<div class="panel" id="chart-requests">.*?</svg>', html, re.S)
     assert whole is not None
     assert whole.group(0).count('class="partial"') == 1  # only today's bar
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "html"),
+    [
+        ("05:00 missing", False, '<span class="pieces">05:00 missing</span>'),
+        ("2026-11-20 Go-http-client", False,
+         '<span class="pieces" title="2026-11-20 Go-http-client"><span>2026-11-20</span> '
+         "<span>Go-http-client</span></span>"),
+        ("a.example/x-y/z", True,
+         '<span class="pieces" title="a.example/x-y/z"><span>a.example/</span><span>x-y/</span>'
+         "<span>z</span></span>"),
+        ("<b>x</b> y", False, '<span class="pieces"><span>&lt;b&gt;x&lt;/b&gt;</span> y</span>'),
+    ],
+)  # fmt: skip
+def test_words_a_browser_could_break_are_kept_whole(text, path, html):
+    from cdnlake.reports.html import breakable
+
+    assert str(breakable(text, path)) == html

@@ -73,6 +73,7 @@ BAR_EXTRAS = {"top_miss_paths_by_bytes": ("miss_requests",)}
 # Long tables folded under <details>; everything else that is neither a card, a chart
 # nor a bar panel is folded too. The status classes are the status codes panel's groups.
 SHOWN = {"overview", "hit_ratio", "period_overview", "status_classes"}
+SHORT_WORD = 12  # characters: a word longer may be wider than a table cell on a phone
 # A partial day's bars and the band behind it in a range report's charts, and its legend.
 PARTIAL_SWATCH = f"repeating-linear-gradient(45deg, {svg.HATCH} 0 2px, {svg.PALE} 2px 5px)"
 
@@ -245,14 +246,23 @@ def path_segments(path: str) -> list[str]:
     return [f"{p}/" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
+def _needs_box(word: str) -> bool:
+    """A word a browser could break inside (at a hyphen, a dash, a slash...: anything but
+    letters, digits and . , : % + ' ( ) _), or one long enough to be wider than its cell."""
+    return len(word) > SHORT_WORD or any(
+        not (c.isascii() and (c.isalnum() or c in ".,:%+'()_")) for c in word
+    )
+
+
 def breakable(text: str, path: bool = False) -> Markup:
     """Text that wraps between its words only (a path: after its slashes), never inside
-    one, not even at a hyphen (2026-11-20, Go-http-client): each word an unbreakable box
-    that ends in an ellipsis when wider than its cell, the whole text in the tooltip."""
-    pieces = path_segments(text) if path else text.split()
-    inner = (Markup("") if path else Markup(" ")).join(
-        Markup("<span>{}</span>").format(p) for p in pieces
-    )
+    one, not even at a hyphen (2026-11-20, Go-http-client): such a word is an unbreakable
+    box that ends in an ellipsis when wider than its cell, the whole text in the tooltip."""
+    box = Markup("<span>{}</span>")
+    if path:
+        inner = Markup("").join(box.format(p) for p in path_segments(text))
+    else:
+        inner = Markup(" ").join(box.format(w) if _needs_box(w) else w for w in text.split())
     title = Markup(' title="{}"').format(text) if path or len(text) > 24 else Markup("")
     return Markup('<span class="pieces"{}>{}</span>').format(title, inner)
 
