@@ -259,7 +259,8 @@ def test_the_wheel_carries_its_sql(tmp_path):
     # The fleet's PostgreSQL statements ship too.
     assert "cdnlake/sql/postgres/take_leases.sql" in zipfile.ZipFile(wheel).namelist()
     # So does the report's list of AI crawlers (a report reads it).
-    assert "cdnlake/reports/lists/ai_robots.json" in zipfile.ZipFile(wheel).namelist()
+    for name in ("ai_robots.json", "ai_robots.LICENSE", "README.md"):
+        assert f"cdnlake/reports/lists/{name}" in zipfile.ZipFile(wheel).namelist()
     python = venv / "bin" / "python"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

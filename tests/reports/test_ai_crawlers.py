@@ -53,6 +53,8 @@ def test_the_vendored_list_loads_and_says_where_it_comes_from():
     notes = resources.files("cdnlake.reports").joinpath("lists", "README.md").read_text()
     assert "github.com/ai-robots-txt/ai.robots.txt" in notes
     assert re.search(r"commit `[0-9a-f]{40}` of \d{4}-\d\d-\d\d", notes)
+    licence = resources.files("cdnlake.reports").joinpath("lists", "ai_robots.LICENSE")
+    assert licence.read_text().startswith("MIT License")  # shipped with the list, as it asks
 
 
 @pytest.mark.parametrize(("agent", "name"), AGENTS, ids=[n for _, n in AGENTS])
