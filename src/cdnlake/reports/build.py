@@ -49,7 +49,7 @@ SECTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("hit_ratio_by_edge", "hit_ratio_by", {"dimension": "edge"}, "Hit ratio by edge location"),
     ("hit_ratio_by_country", "hit_ratio_by", {"dimension": "country"}, "Hit ratio by country"),
     ("hit_ratio_by_host", "hit_ratio_by", {"dimension": "host"}, "Hit ratio by host"),
-    ("status_codes", "status_codes", {}, "Status codes by class"),
+    ("status_codes", "status_codes", {}, "Status codes"),
     ("errors_by_hour", "error_rate_by_hour", {}, "Error rate by hour"),
     ("top_paths_by_requests", "top_paths", {"rank_by": "requests"}, "Top paths by requests"),
     ("top_paths_by_bytes", "top_paths", {"rank_by": "bytes"}, "Top paths by bytes"),

@@ -314,7 +314,7 @@ def _bars(name: str, table: Table, data: ReportData) -> dict[str, Any]:
 
 def _status_bars(table: Table) -> dict[str, Any]:
     """The status codes panel: each class (2xx...) with its codes under it."""
-    from cdnlake.reports.statuses import grouped
+    from cdnlake.reports.statuses import TITLE, grouped
 
     classes = grouped(table)
     top = max((float(c["requests"]) for c in classes), default=0.0) or 1.0
@@ -337,7 +337,7 @@ def _status_bars(table: Table) -> dict[str, Any]:
             )
     return {
         "name": "status_codes",
-        "title": table.title,
+        "title": TITLE,
         "extras": [],
         "column": header("requests"),
         "share": "Share",

@@ -6,7 +6,7 @@ from typing import Any
 
 from cdnlake.reports.data import Table
 
-TITLE = "Status classes"
+TITLE = "Status codes by class"
 # What each class means, in RFC 9110's words.
 MEANINGS = {
     "1xx": "informational",
