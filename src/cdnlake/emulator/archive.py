@@ -43,6 +43,7 @@ DAY_MS = 24 * HOUR_MS
 WRITERS = (100, 101)
 ROOT = "pullzone-logs"
 CACHED_DAYS = 64  # finished days kept made (a month of two zones)
+CACHED_RECENT = 16  # days still being written, kept as of their last flush step
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,9 @@ class Archive:
         self.zones: dict[int, ZoneArchive] = {}
         self._lock = threading.Lock()
         self._final: OrderedDict[tuple[int, date], list[Part]] = OrderedDict()
+        # Days still being written, as of a flush step: what is stored changes only when
+        # a writer flushes, so a listing and the downloads after it share one making.
+        self._recent: dict[tuple[int, date], tuple[int, list[Part]]] = {}
 
     # -- switching ------------------------------------------------------------------------
     def enable(
@@ -182,6 +186,8 @@ class Archive:
     def _forget(self, zone_id: int) -> None:
         for key in [k for k in self._final if k[0] == zone_id]:
             del self._final[key]
+        for key in [k for k in self._recent if k[0] == zone_id]:
+            del self._recent[key]
 
     # -- reading --------------------------------------------------------------------------
     def in_storage_zone(self, storage_zone_id: int) -> list[ZoneArchive]:
@@ -213,14 +219,23 @@ class Archive:
                 self._final.move_to_end(key)
                 return cached
             limits = self.limits
+            step = now_ms // int(limits.flush_seconds * 1000)
+            recent = self._recent.get(key)
+            if recent is not None and recent[0] == step:
+                return recent[1]
         start = day_start_ms(day)
         parts = self._make(zone, day, start, now_ms, limits)
         settled = now_ms >= start + DAY_MS + MAX_DELAY_MS + limits.flush_seconds * 1000
-        if settled and all(p.closed_ms is not None for p in parts):
-            with self._lock:
+        with self._lock:
+            if settled and all(p.closed_ms is not None for p in parts):
+                self._recent.pop(key, None)
                 self._final[key] = parts
                 while len(self._final) > CACHED_DAYS:
                     self._final.popitem(last=False)
+            else:
+                self._recent[key] = (step, parts)
+                while len(self._recent) > CACHED_RECENT:
+                    del self._recent[next(iter(self._recent))]
         return parts
 
     def _records(self, zone: ZoneArchive, start: int, now_ms: int) -> Iterator[Record]:
