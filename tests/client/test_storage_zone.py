@@ -27,9 +27,8 @@ NEW_NAME = re.compile(r"^\d{2}_(100|101)-\d+-[0-9a-f]{8}\.gzip$")
 def archived(**extra: Any) -> Emulator:
     """Zone 1234 archived from 2026-11-14 (the clock stands at 2026-11-20 12:00), its
     first two days under the older naming scheme; zone 1235 not archived."""
-    return start_emulator(
-        "1234:archived,1235", rpm=1, archive_days=6, archive_legacy_days=2, **extra
-    )
+    options: dict[str, Any] = {"archive_days": 6, "archive_legacy_days": 2, **extra}
+    return start_emulator("1234:archived,1235", rpm=1, **options)
 
 
 @contextmanager
@@ -196,3 +195,38 @@ def test_paths_cannot_climb_out_of_the_zone(emu, tmp_path: Path):
 
     with pytest.raises(RequestValidationError):
         storage(emu).download("pullzone-logs/../../x", tmp_path / "x")
+
+
+def test_a_stop_keeps_the_partial_file_and_the_next_call_finishes_it(tmp_path):
+    from cdnlake.errors import StopRequested
+
+    with running(faults=Faults(storage_cut_after=3000)) as emu:
+        client = storage(emu)
+        entry = biggest(client.list(MONTH))
+        dest = tmp_path / "p.gz"
+
+        def stop_after_a_chunk(_: int) -> None:
+            client.api.abort.set()  # what Ctrl-C does to the shared client
+
+        with pytest.raises(StopRequested):
+            client.download(entry, dest, progress=stop_after_a_chunk)
+        kept = (tmp_path / "p.gz.partial").stat().st_size
+        assert 0 < kept < entry.length and not dest.exists()
+        client.api.abort.clear()
+        received: list[int] = []
+        assert client.download(entry, dest, progress=received.append) == entry.length
+        assert sum(received) == entry.length - kept
+        assert hashlib.sha256(dest.read_bytes()).hexdigest() == (entry.checksum or "").lower()
+
+
+def test_a_part_that_grew_since_the_listing_comes_as_listed(tmp_path):
+    with running(archive_days=0, archive_legacy_days=0) as emu:
+        client = storage(emu)
+        listed = client.list(MONTH)
+        entry = max(listed, key=lambda e: (e.object_name[3:6], e.last_changed))
+        emu.clock.advance(900)  # the open part takes more lines
+        grown = next(e for e in client.list(MONTH) if e.object_name == entry.object_name)
+        assert grown.length > entry.length
+        assert client.download(entry, tmp_path / "old.gz") == entry.length
+        assert client.download(grown, tmp_path / "new.gz") == grown.length
+        assert (tmp_path / "new.gz").read_bytes().startswith((tmp_path / "old.gz").read_bytes())
