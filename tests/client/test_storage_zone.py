@@ -229,4 +229,8 @@ def test_a_part_that_grew_since_the_listing_comes_as_listed(tmp_path):
         assert grown.length > entry.length
         assert client.download(entry, tmp_path / "old.gz") == entry.length
         assert client.download(grown, tmp_path / "new.gz") == grown.length
+        by_path = client.download(
+            entry.relative_path, tmp_path / "p.gz", checksum=entry.checksum, length=entry.length
+        )
+        assert by_path == entry.length
         assert (tmp_path / "new.gz").read_bytes().startswith((tmp_path / "old.gz").read_bytes())

@@ -169,6 +169,7 @@ class StorageZoneClient:
         dest: Path,
         *,
         checksum: str | None = None,
+        length: int | None = None,
         resume: bool = True,
         progress: Callable[[int], None] | None = None,
         stats: RequestStats | None = None,
@@ -176,18 +177,20 @@ class StorageZoneClient:
         """Stream file ``path`` to ``dest``; return its size in bytes.
 
         Given a listed :class:`StorageObject`, its ``Checksum`` is verified (or pass
-        ``checksum``) and only its listed ``Length`` is asked for: a part that grew by
-        appending since the listing comes as it was listed. With ``resume``, a
+        ``checksum``) and only its listed ``Length`` is asked for (or pass ``length``): a
+        part that grew by appending since the listing comes as it was listed. With ``resume``, a
         ``<dest>.partial`` left by an earlier call is continued with ``Range``; ``dest``
         only ever appears whole and verified. ``progress`` hears the size of each chunk
         written.
         """
-        expected_length: int | None = None
+        if length is not None and length < 0:
+            raise RequestValidationError("length", f"must be >= 0, got {length}")
+        expected_length = length
         if isinstance(path, StorageObject):
             if path.is_directory:
                 raise RequestValidationError("path", f"{path.object_name} is a folder")
             checksum = checksum or path.checksum
-            expected_length = path.length
+            expected_length = path.length if length is None else length
             path = path.relative_path
         if not _segments(path):
             raise RequestValidationError("path", "a file path inside the storage zone")
