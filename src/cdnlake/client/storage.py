@@ -148,7 +148,7 @@ class StorageZoneClient:
             raise UnauthorizedError(
                 f"storage zone {self.zone}: the password was refused (HTTP {exc.status}); "
                 f"{self.password_env} must hold the storage zone's password or read-only "
-                "password",
+                "password (and the storage zone must have this name)",
                 status=exc.status,
             ) from None
 
