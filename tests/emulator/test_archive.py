@@ -17,16 +17,17 @@ from tests.conftest import KEY, NOW, start_emulator
 STORE = DEFAULT_STORAGE_ZONES[0]
 MONTH = "pullzone-logs/zone-1234/2026/11/"
 MINUTE = 60_000
+HTTP = httpx.Client(timeout=60)  # one pool: a client per request costs more than the answer
 
 
 def listing(emu: Emulator, path: str = MONTH, key: str = STORE.read_only_password) -> list:
-    answer = httpx.get(f"{emu.storage_url}/{STORE.name}/{path}", headers={"AccessKey": key})
+    answer = HTTP.get(f"{emu.storage_url}/{STORE.name}/{path}", headers={"AccessKey": key})
     assert answer.status_code == 200, answer.text
     return answer.json()
 
 
 def fetch(emu: Emulator, name: str, **headers: str) -> httpx.Response:
-    return httpx.get(
+    return HTTP.get(
         f"{emu.storage_url}/{STORE.name}/{MONTH}{name}",
         headers={"AccessKey": STORE.password, **headers},
     )
@@ -203,3 +204,18 @@ def test_permanent_storage_is_switched_through_the_pull_zone(emu):
     assert listed["TotalItems"] == 1 and listed["Items"][0]["Name"] == STORE.name
     assert httpx.get(f"{emu.url}/storagezone/8001", headers={}).status_code == 401
     assert NOW.date() == date(2026, 11, 20)
+
+
+def test_the_closing_rules_change_on_demand():
+    emu = start_emulator("1234:archived", rpm=1, archive_days=0, archive_legacy_days=0)
+    control = f"{emu.url}/_emulator/archive"
+    try:
+        answer = httpx.post(control, json={"max_lines": 10})
+        assert answer.status_code == 200 and answer.json()["limits"]["max_lines"] == 10
+        assert answer.json()["zones"]["1234"]["enabled"] is True
+        assert max(len(lines_of(emu, e["ObjectName"])) for e in listing(emu)[:20]) == 10
+        refused = httpx.post(control, json={"max_lines": 0})
+        assert refused.status_code == 400 and "max_lines" in refused.text
+        assert httpx.post(control, json={"nonsense": 1}).status_code == 400
+    finally:
+        emu.stop()
