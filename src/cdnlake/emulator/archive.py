@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 DAY_MS = 24 * HOUR_MS
 WRITERS = (100, 101)
 ROOT = "pullzone-logs"
-CACHED_DAYS = 64  # finished days kept made (a month of two zones)
+CACHED_DAYS = 64  # finished days kept made (a month of two zones)...
+CACHED_BYTES = 256 << 20  # ...within this many bytes of parts
 CACHED_RECENT = 16  # days still being written, kept as of their last flush step
 
 
@@ -138,6 +139,7 @@ class Archive:
         self.zones: dict[int, ZoneArchive] = {}
         self._lock = threading.Lock()
         self._final: OrderedDict[tuple[int, date], list[Part]] = OrderedDict()
+        self._final_bytes = 0
         # Days still being written, as of a flush step: what is stored changes only when
         # a writer flushes, so a listing and the downloads after it share one making.
         self._recent: dict[tuple[int, date], tuple[int, list[Part]]] = {}
@@ -182,10 +184,12 @@ class Archive:
         with self._lock:
             self.limits = limits
             self._final.clear()
+            self._final_bytes = 0
+            self._recent.clear()
 
     def _forget(self, zone_id: int) -> None:
         for key in [k for k in self._final if k[0] == zone_id]:
-            del self._final[key]
+            self._final_bytes -= _size(self._final.pop(key))
         for key in [k for k in self._recent if k[0] == zone_id]:
             del self._recent[key]
 
@@ -230,8 +234,11 @@ class Archive:
             if settled and all(p.closed_ms is not None for p in parts):
                 self._recent.pop(key, None)
                 self._final[key] = parts
-                while len(self._final) > CACHED_DAYS:
-                    self._final.popitem(last=False)
+                self._final_bytes += _size(parts)
+                while len(self._final) > 1 and (
+                    len(self._final) > CACHED_DAYS or self._final_bytes > CACHED_BYTES
+                ):
+                    self._final_bytes -= _size(self._final.popitem(last=False)[1])
             else:
                 self._recent[key] = (step, parts)
                 while len(self._recent) > CACHED_RECENT:
@@ -342,6 +349,10 @@ class Archive:
             f"{self.seed}:{zone.zone_id}:{day}:{writer}:{index}".encode()
         ).hexdigest()[:8]
         return f"{day.day:02d}_{writer}-{index}-{tag}.gzip"
+
+
+def _size(parts: list[Part]) -> int:
+    return sum(len(m) for p in parts for m in p.members)
 
 
 def zone_name(zone_id: int) -> str:
