@@ -235,11 +235,24 @@ def test_the_alert_rules_name_only_metrics_the_daemon_exports(tmp_path):
     names |= exported
     text = (REPO / "contrib" / "prometheus" / "alerts.yml").read_text()
     rules = yaml.safe_load(text)
-    dashboard = (REPO / "contrib" / "grafana" / "cdnlake.json").read_text()
-    json.loads(dashboard)
-    for source in (text, dashboard):
+    recorded = {r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r}
+    dashboards = sorted((REPO / "contrib" / "grafana").glob("*.json"))
+    assert [d.name for d in dashboards] == ["cdnlake-traffic.json", "cdnlake.json"]
+    for source in [text] + [d.read_text() for d in dashboards]:
         used = set(re.findall(r"\b(cdnlake_[a-z_]+)\b", source))
         assert used and used <= names, used - names
+        assert set(re.findall(r"\b(cdnlake:[a-z0-9_:]+)\b", source)) <= recorded
+    for path in dashboards:  # every panel queries Prometheus, through the chosen source
+        board = json.loads(path.read_text())
+        ids = [panel["id"] for panel in board["panels"]]
+        assert len(ids) == len(set(ids)), path
+        for panel in board["panels"]:
+            assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+            assert panel["targets"] and all(t["expr"].strip() for t in panel["targets"])
+    traffic = (REPO / "contrib" / "grafana" / "cdnlake-traffic.json").read_text()
+    for name in ("cdnlake_requests_total", "cdnlake_bytes_sent_total", "cdnlake_completeness_ratio",
+                 "cdnlake_watermark_lag_seconds"):  # fmt: skip
+        assert name in traffic, name
     assert {r.get("alert") for g in rules["groups"] for r in g["rules"]} >= {
         "CdnlakeZoneBehind",
         "CdnlakeZoneFailing",
@@ -248,6 +261,7 @@ def test_the_alert_rules_name_only_metrics_the_daemon_exports(tmp_path):
         "CdnlakeRateLimited",
         "CdnlakeHigh5xxRate",
         "CdnlakeHitRatioDrop",
+        "CdnlakeTrafficStopped",
     }
 
 
