@@ -27,11 +27,17 @@ from prometheus_client.registry import Collector
 from cdnlake.ingest.v1_parser import CACHE_STATUSES
 
 OTHER = "other"
+KNOWN_CACHE_STATUSES = frozenset(CACHE_STATUSES)
 REQUEST_LABELS = ["zone", "source", "cache_status", "status_class"]
 BYTES_LABELS = ["zone", "source", "cache_status"]
 
 RequestKey = tuple[str, str, str, str]  # zone, source, cache status, status class
 BytesKey = tuple[str, str, str]  # zone, source, cache status
+
+
+def status_class(code: int | None) -> str:
+    """``2xx`` for 200-299 ..., ``other`` outside 100-599 (or none)."""
+    return f"{code // 100}xx" if code is not None and 100 <= code <= 599 else OTHER
 
 
 class TrafficCounters(Collector):
@@ -44,25 +50,21 @@ class TrafficCounters(Collector):
         self._bytes: dict[BytesKey, int] = {}
 
     def stored(self, zone_id: int, rows: pl.DataFrame) -> None:
-        """Count the requests one landed commit newly stored."""
-        status = pl.col("status_code")
-        counts = rows.group_by(
-            pl.col("source").fill_null(OTHER),
-            pl.when(pl.col("cache_status").is_in(CACHE_STATUSES))
-            .then(pl.col("cache_status"))
-            .otherwise(pl.lit(OTHER))
-            .alias("cache_status"),
-            pl.when(status.is_between(100, 599))
-            .then((status // 100).cast(pl.String) + "xx")
-            .otherwise(pl.lit(OTHER))
-            .alias("status_class"),
-        ).agg(pl.len().alias("requests"), pl.col("bytes_sent").sum().alias("bytes"))
+        """Count the requests one landed commit newly stored: grouped by their raw values
+        first (a few dozen groups however many rows), then labelled."""
+        groups = (
+            rows.lazy()
+            .group_by("source", "cache_status", "status_code")
+            .agg(pl.len(), pl.col("bytes_sent").sum())
+            .collect()
+        )
         zone = str(zone_id)
         with self._lock:
-            for source, cache_status, status_class, requests, sent in counts.iter_rows():
-                key = (zone, source, cache_status, status_class)
+            for source, cache_status, code, requests, sent in groups.iter_rows():
+                cache = cache_status if cache_status in KNOWN_CACHE_STATUSES else OTHER
+                key = (zone, source or OTHER, cache, status_class(code))
                 self._requests[key] = self._requests.get(key, 0) + requests
-                where = (zone, source, cache_status)
+                where = key[:3]
                 self._bytes[where] = self._bytes.get(where, 0) + (sent or 0)
 
     def counts(self) -> tuple[dict[RequestKey, int], dict[BytesKey, int]]:
