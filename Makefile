@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test docs lint typecheck rules unit browser postgres kernel bench soak clean
+.PHONY: demo test docs lint typecheck prometheus rules unit browser postgres kernel bench soak clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -26,17 +26,22 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy src
 
-# The alert rules, with promtool (Debian's prometheus package, installed when missing).
-rules:
-	@command -v promtool >/dev/null 2>&1 || { \
+# Prometheus (Debian's package, installed when missing): promtool checks the alert rules,
+# and the traffic test scrapes a daemon with a real Prometheus server.
+prometheus:
+	@{ command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; } || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing prometheus (promtool) for the alert rules..."; \
+	    echo "installing prometheus (prometheus, promtool) for the alert rules and the traffic test..."; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	      --no-install-recommends prometheus) >/dev/null 2>&1 || true; \
-	  fi; }
+	      --no-install-recommends prometheus) >/dev/null 2>&1 \
+	      || echo "note: prometheus could not be installed; the traffic test will be skipped"; \
+	  else echo "note: prometheus is missing; the traffic test will be skipped"; fi; }
+
+# The alert rules, with promtool.
+rules: prometheus
 	@if command -v promtool >/dev/null 2>&1; then \
 	  promtool check rules contrib/prometheus/alerts.yml && \
-	  promtool test rules contrib/prometheus/alerts_test.yml; \
+	  promtool test rules contrib/prometheus/alerts_test.yml contrib/prometheus/alerts_week_test.yml; \
 	else echo "note: promtool is missing; the alert rules were not checked"; fi
 
 # The report test renders the HTML page in headless Chromium (Debian's package).
@@ -76,7 +81,7 @@ $(KERNEL_STAMP):
 
 kernel: $(KERNEL_STAMP)
 
-unit: $(STAMP) browser postgres kernel
+unit: $(STAMP) browser postgres kernel prometheus
 	$(BIN)/pytest
 
 test: lint typecheck rules unit

@@ -486,9 +486,10 @@ def test_the_metrics_table_names_the_metrics_the_daemon_exports(tmp_path):
     from prometheus_client import generate_latest
 
     from cdnlake.monitoring.metrics import DaemonMetrics
+    from cdnlake.monitoring.traffic import TrafficCounters
     from tests.fixture_lake import fixture_config
 
-    metrics = DaemonMetrics(fixture_config(tmp_path), watermarks=dict)
+    metrics = DaemonMetrics(fixture_config(tmp_path), watermarks=dict, traffic=TrafficCounters())
     text = generate_latest(metrics.registry).decode()
     exported = {  # prometheus_client adds a *_created gauge beside each counter: not ours
         name: kind

@@ -82,10 +82,13 @@ class Daemon:
         session: LakeSession | None = None,
     ) -> None:
         """``session``: the process's lake, everything the daemon runs writes through it
-        (its own, closed as it stops, where none is given)."""
+        (its own, closed as it stops, where none is given: it tells ``metrics``' traffic
+        counters what it stores)."""
         self.config = config
         self._own_session = session is None
-        self.session = session or LakeSession.from_config(config.storage)
+        self.session = session or LakeSession.from_config(
+            config.storage, traffic=metrics.traffic if metrics is not None else None
+        )
         self.fleet = fleet or fleet_for(config, this_daemon())
         self.metrics = metrics
         self._jobs: dict[str, str] = {}  # lease key -> its poll job
@@ -100,7 +103,6 @@ class Daemon:
             self.session,
             clock=clock,
             stop=self.stop_event,
-            count_traffic=metrics is not None,  # the traffic counters need it
         )
         self.clock = clock
         self.passes = 0

@@ -1208,6 +1208,35 @@ def bench_commit_on_history(work: Path, zones: int, days: int, per_zone_day: int
     )
 
 
+def bench_traffic_counting(work: Path, rows: int, turns: int = 9) -> Figure:
+    """What the traffic counters add to a commit of ``rows`` new requests (the daemon's,
+    with /metrics on: its session tells them each landed commit's rows, which they group
+    once) against the commit itself: counting must stay a small part of storing."""
+    from cdnlake.lake.schema import REQUESTS
+    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.store import Lake
+    from cdnlake.lake.zone import ZoneWriter
+    from cdnlake.monitoring.traffic import TrafficCounters
+
+    writer = ZoneWriter(LakeSession(Lake(str(work / "lake"), {})), REQUESTS, 1)
+    writer.commit(requests_window(rows, "warm"), {})  # the first commit creates the table
+    counters = TrafficCounters()
+    counting, committing = [], []
+    for i in range(turns):  # alternated, so that the machine's moods hit both alike
+        frame = requests_window(rows, f"w{i}")
+        committing.append(timed(lambda frame=frame: writer.commit(frame, {})))
+        counting.append(timed(lambda frame=frame: counters.stored(1, frame)))
+    assert sum(counters.counts()[0].values()) == turns * rows
+    return Figure(
+        f"counting the traffic of a commit of {rows:,} new requests",
+        min(counting),
+        min(committing),
+        "s",
+        "<= 0.1x the commit",
+        min(counting) <= 0.1 * min(committing),
+    )
+
+
 def make_files_lake(root: Path, zones: int, days: int, per_file: int = 100) -> Path:
     """A ``requests`` table of ``zones`` x ``days`` data files (one per zone-day, as the
     daily ``maintain`` leaves them), named in one commit and checkpointed. All zones' files
@@ -1515,6 +1544,7 @@ SIZES = {
         "more-zones": (2_000, 600, 60, 300),  # the lag bound alone, at twice the zones
         # lines/s and seconds (latency), lines at once (throughput), flush_seconds
         "forwarding": (1_000, 30, 200_000, 5.0),
+        "traffic": 250_000,  # new requests in one commit (ingest.flush_rows)
     },
     "small": {
         "import": 2_000,
@@ -1528,6 +1558,7 @@ SIZES = {
         "zones": (5, 6, 2, 4),
         "more-zones": (10, 6, 2, 4),
         "forwarding": (50, 3, 2_000, 1.0),
+        "traffic": 20_000,
     },
 }
 
@@ -1557,6 +1588,7 @@ def run_all(
             ("spark", lambda: bench_report_spark(work, s["report"])),
             ("range", lambda: bench_range_report(work, *s["range"])),
             ("history", lambda: bench_commit_on_history(work, *s["range"])),
+            ("traffic", lambda: bench_traffic_counting(work / "traffic", s["traffic"])),
             ("files", lambda: bench_commit_on_files(work, *s["files"])),
             ("status", lambda: bench_status(work, *s["range"])),
             ("busy", lambda: bench_busy_zone(work, *s["busy"])),

@@ -133,6 +133,11 @@ def test_metrics_count_the_rows_forwarding_stored_first_per_zone(tmp_path):
             want = [
                 f'cdnlake_forwarded_rows_total{{zone="1234"}} {len(own)}.0',
                 'cdnlake_forwarded_rejected_total{zone="1234"} 1.0',
+                # the traffic counters, from the same commits (each line: HIT, 200, 100 B)
+                'cdnlake_requests_total{cache_status="HIT",source="forwarded",'
+                f'status_class="2xx",zone="1234"}} {len(own)}.0',
+                'cdnlake_bytes_sent_total{cache_status="HIT",source="forwarded",zone="1234"} '
+                f"{100 * len(own)}.0",
             ]
             assert wait_for(lambda: all(w in httpx.get(url).text for w in want), 60), httpx.get(
                 url

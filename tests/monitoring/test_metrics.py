@@ -14,8 +14,10 @@ import polars as pl
 from prometheus_client.parser import text_string_to_metric_families
 
 from cdnlake.ingest.passes import Ingestor
+from cdnlake.lake.session import LakeSession
 from cdnlake.monitoring.http import MetricsServer
 from cdnlake.monitoring.metrics import DaemonMetrics
+from cdnlake.monitoring.traffic import TrafficCounters
 from cdnlake.scheduler import Daemon, wait_for
 from cdnlake.status import health, zone_watermarks
 from tests.conftest import (
@@ -61,8 +63,12 @@ def test_counters_match_ingest_runs_and_lag_is_right_from_the_first_scrape(tmp_p
         Ingestor(config, logging_client(config), session_for(config), clock=emu.clock.now).run(
             config.zones[:1]
         )
-        session = session_for(config)  # the daemon's, which its lag gauge reads
-        metrics = DaemonMetrics(config, watermarks=lambda: zone_watermarks(session, config))
+        # The daemon's session, which its lag gauge reads and which feeds its traffic.
+        traffic = TrafficCounters()
+        session = LakeSession.from_config(config.storage, traffic=traffic)
+        metrics = DaemonMetrics(
+            config, watermarks=lambda: zone_watermarks(session, config), traffic=traffic
+        )
         server = MetricsServer("127.0.0.1", 0, metrics, lambda: health(config))
         server.start()
         first = scrape(server.url)
@@ -95,12 +101,12 @@ def test_counters_match_ingest_runs_and_lag_is_right_from_the_first_scrape(tmp_p
         ), (per_zone(scrape(server.url), "cdnlake_rows_ingested_total"), runs_rows())
         final = scrape(server.url)
         # The traffic counters add up to the rows, split by cache status and status class.
-        traffic: dict[str, float] = {}
+        requests: dict[str, float] = {}
         for labels, value in final["cdnlake_requests_total"].items():
             zone = dict(labels)["zone"]
-            traffic[zone] = traffic.get(zone, 0.0) + value
+            requests[zone] = requests.get(zone, 0.0) + value
         rows = per_zone(final, "cdnlake_rows_ingested_total")
-        assert {zone: traffic.get(zone, 0.0) for zone in rows} == rows
+        assert {zone: requests.get(zone, 0.0) for zone in rows} == rows
         classes = {dict(labels)["status_class"] for labels in final["cdnlake_requests_total"]}
         assert {"2xx", "5xx"} <= classes
         assert per_zone(final, "cdnlake_last_pass_ok") == {"1234": 1.0, "1235": 1.0}
@@ -217,7 +223,11 @@ def test_the_alert_rules_name_only_metrics_the_daemon_exports(tmp_path):
         config = load_test_config(write_config(tmp_path, emu, zones=[(1234, "v2")]))
     finally:
         emu.stop()
-    metrics = DaemonMetrics(config, watermarks=lambda: {("1234", "v2"): datetime.now(UTC)})
+    metrics = DaemonMetrics(
+        config,
+        watermarks=lambda: {("1234", "v2"): datetime.now(UTC)},
+        traffic=TrafficCounters(),
+    )
     exported = set(re.findall(r"^# TYPE (\w+)", generate_latest(metrics.registry).decode(), re.M))
     names = set()
     for suffix in ("_total", "_count", "_sum", "_bucket"):
@@ -225,11 +235,24 @@ def test_the_alert_rules_name_only_metrics_the_daemon_exports(tmp_path):
     names |= exported
     text = (REPO / "contrib" / "prometheus" / "alerts.yml").read_text()
     rules = yaml.safe_load(text)
-    dashboard = (REPO / "contrib" / "grafana" / "cdnlake.json").read_text()
-    json.loads(dashboard)
-    for source in (text, dashboard):
+    recorded = {r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r}
+    dashboards = sorted((REPO / "contrib" / "grafana").glob("*.json"))
+    assert [d.name for d in dashboards] == ["cdnlake-traffic.json", "cdnlake.json"]
+    for source in [text] + [d.read_text() for d in dashboards]:
         used = set(re.findall(r"\b(cdnlake_[a-z_]+)\b", source))
         assert used and used <= names, used - names
+        assert set(re.findall(r"\b(cdnlake:[a-z0-9_:]+)\b", source)) <= recorded
+    for path in dashboards:  # every panel queries Prometheus, through the chosen source
+        board = json.loads(path.read_text())
+        ids = [panel["id"] for panel in board["panels"]]
+        assert len(ids) == len(set(ids)), path
+        for panel in board["panels"]:
+            assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+            assert panel["targets"] and all(t["expr"].strip() for t in panel["targets"])
+    traffic = (REPO / "contrib" / "grafana" / "cdnlake-traffic.json").read_text()
+    for name in ("cdnlake_requests_total", "cdnlake_bytes_sent_total", "cdnlake_completeness_ratio",
+                 "cdnlake_watermark_lag_seconds"):  # fmt: skip
+        assert name in traffic, name
     assert {r.get("alert") for g in rules["groups"] for r in g["rules"]} >= {
         "CdnlakeZoneBehind",
         "CdnlakeZoneFailing",
@@ -238,6 +261,7 @@ def test_the_alert_rules_name_only_metrics_the_daemon_exports(tmp_path):
         "CdnlakeRateLimited",
         "CdnlakeHigh5xxRate",
         "CdnlakeHitRatioDrop",
+        "CdnlakeTrafficStopped",
     }
 
 

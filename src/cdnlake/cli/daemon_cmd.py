@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from cdnlake.lake.session import LakeSession
     from cdnlake.monitoring.http import MetricsServer
     from cdnlake.monitoring.metrics import DaemonMetrics
+    from cdnlake.monitoring.traffic import TrafficCounters
 
 
 def daemon(args: argparse.Namespace) -> int:
@@ -47,8 +48,10 @@ def daemon(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    with LakeSession.from_config(config.storage) as session:
-        metrics, server = serve_metrics(config, session)
+    # The traffic counters: every commit of the session tells them what it newly stored.
+    traffic = traffic_counters(config)
+    with LakeSession.from_config(config.storage, traffic=traffic) as session:
+        metrics, server = serve_metrics(config, session, traffic)
         try:
             with open_api(config) as api:
                 runner = Daemon(config, api, metrics=metrics, session=session)
@@ -61,11 +64,21 @@ def daemon(args: argparse.Namespace) -> int:
     return 0
 
 
+def traffic_counters(config: Config) -> TrafficCounters | None:
+    """With ``metrics.listen`` set: the traffic counters the daemon's session feeds."""
+    if config.metrics.address() is None:
+        return None
+    from cdnlake.monitoring.traffic import TrafficCounters
+
+    return TrafficCounters()
+
+
 def serve_metrics(
-    config: Config, session: LakeSession
+    config: Config, session: LakeSession, traffic: TrafficCounters | None
 ) -> tuple[DaemonMetrics | None, MetricsServer | None]:
     """With ``metrics.listen`` set: the metrics, and /metrics and /healthz serving them;
-    the watermarks come from the daemon's own ``session``."""
+    the watermarks come from the daemon's own ``session``, the traffic counters are the
+    ones it feeds."""
     address = config.metrics.address()
     if address is None:
         return None, None
@@ -77,6 +90,7 @@ def serve_metrics(
         config,
         watermarks=lambda: zone_watermarks(session, config),
         completeness=lambda: completeness(config),
+        traffic=traffic,
     )
     server = MetricsServer(*address, metrics, lambda: health(config))
     server.start()

@@ -33,16 +33,8 @@ class Ingestor:
         clock: Clock = utcnow,
         stop: threading.Event | None = None,
         reporter: Reporter | None = None,
-        count_traffic: bool = False,
     ) -> None:
-        self.runner = Runner(
-            config,
-            session,
-            clock=clock,
-            stop=stop,
-            reporter=reporter,
-            count_traffic=count_traffic,
-        )
+        self.runner = Runner(config, session, clock=clock, stop=stop, reporter=reporter)
         self.client = logging_client
         self.v1: Source = V1DaySource(logging_client)
         self.v2: Source = V2Source(logging_client)

@@ -80,7 +80,6 @@ class ZoneResult:
     late: int = 0
     stats: RequestStats = field(default_factory=RequestStats)
     notes: list[str] = field(default_factory=list)
-    traffic: Counter[tuple[str, str]] = field(default_factory=Counter)  # new rows by kind
 
     @property
     def ok(self) -> bool:
@@ -102,7 +101,6 @@ class ZoneResult:
         self.rows += written.new
         self.duplicates += written.duplicates
         self.late += written.late
-        self.traffic.update(written.traffic)
 
     def add_rejects(self, frame: pl.DataFrame) -> None:
         self.rejected += frame.height

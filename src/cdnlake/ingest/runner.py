@@ -244,18 +244,15 @@ class Runner:
         clock: Clock = utcnow,
         stop: threading.Event | None = None,
         reporter: Reporter | None = None,
-        count_traffic: bool = False,
     ) -> None:
-        """``session``: the process's lake. ``count_traffic``: results carry their new rows
-        by cache status and status class (``ZoneResult.traffic``), for a daemon that
-        serves metrics."""
+        """``session``: the process's lake (its traffic sink, if any, counts what the
+        passes store)."""
         self.config = config
         self.session = session
         self.clock = clock
         self.stop = stop or threading.Event()
         self.reporter: Reporter = reporter or LogReporter()
         self.bookkeeping = Bookkeeping(session)
-        self.count_traffic = count_traffic
         # Held while a pass reads its source: at most ``ingest.concurrency`` zones read
         # the provider at once, however many passes are in flight.
         self.reading = threading.BoundedSemaphore(config.ingest.concurrency)
@@ -317,7 +314,6 @@ class Runner:
                 self.session,
                 source.spec,
                 zone_id,
-                count_traffic=self.count_traffic,
                 holder=holder,
                 clock=self.clock,
             )

@@ -8,33 +8,59 @@ MERGE, whoever makes it, goes through that table's one committer (``maintain``'s
 compactions, vacuums and rollups are delta-rs operations of their own, conflict-checked
 by delta-rs against those commits). Closing the session commits what is queued and
 finishes a checkpoint under way.
+
+A process that counts its traffic gives the session its sink (:mod:`cdnlake.lake.traffic`):
+the requests each landed commit newly stored are told to it there, once, whoever made
+the commit.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from cdnlake.lake.schema import TableSpec
+from cdnlake.lake.schema import REQUESTS, TableSpec
 from cdnlake.lake.store import Lake
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from cdnlake.config import StorageConfig
     from cdnlake.lake.table import LogTable, MergeTable
+    from cdnlake.lake.traffic import TrafficSink
+
+log = logging.getLogger(__name__)
 
 
 class LakeSession:
-    def __init__(self, lake: Lake) -> None:
+    def __init__(self, lake: Lake, *, traffic: TrafficSink | None = None) -> None:
+        """``traffic``: told the requests each landed commit newly stored (the daemon's
+        counters); None where nothing counts them (a CLI command)."""
         self.lake = lake
+        self.traffic = traffic
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}  # one per table: loads run apart
         self._logs: dict[str, LogTable] = {}
         self._merges: dict[str, MergeTable] = {}
 
     @classmethod
-    def from_config(cls, storage: StorageConfig) -> LakeSession:
-        return cls(Lake.from_config(storage))
+    def from_config(
+        cls, storage: StorageConfig, *, traffic: TrafficSink | None = None
+    ) -> LakeSession:
+        return cls(Lake.from_config(storage), traffic=traffic)
+
+    def stored(self, spec: TableSpec, zone_id: int, rows: pl.DataFrame) -> None:
+        """A commit of ``spec`` that landed newly stored ``rows`` of ``zone_id``: requests
+        go to the traffic sink. The commit has landed whatever the sink does, so a sink
+        that fails is logged, never turned into a failed commit."""
+        if self.traffic is None or spec.name != REQUESTS.name or rows.height == 0:
+            return
+        try:
+            self.traffic.stored(zone_id, rows)
+        except Exception:  # the rows are stored: a counting bug must not fail the commit
+            log.exception("zone %s: %d stored requests not counted", zone_id, rows.height)
 
     def log_table(self, spec: TableSpec) -> LogTable:
         """The exactly-once table ``spec`` (``requests``, ``shield_events``), loaded at the

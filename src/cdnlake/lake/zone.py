@@ -74,8 +74,6 @@ class Written:
     duplicates: int = 0
     reads: Reads = field(default_factory=Reads)  # what finding the repeats read
     late: int = 0  # new rows from before the commit's ``behind`` instant
-    # New requests by (cache status, status class "2xx"...): what the metrics count.
-    traffic: dict[tuple[str, str], int] = field(default_factory=dict)
     # The zone's marks as the commit left them, at the version it landed at.
     after: Snapshot | None = None
 
@@ -86,17 +84,6 @@ class Written:
     @property
     def keys_read(self) -> int:
         return self.reads.keys
-
-
-def traffic(frame: pl.DataFrame) -> dict[tuple[str, str], int]:
-    """Requests by cache status and status class (``HIT``, ``2xx``); {} for other tables."""
-    if frame.height == 0 or "cache_status" not in frame.columns:
-        return {}
-    counts = frame.group_by(
-        pl.col("cache_status").fill_null("-"),
-        ((pl.col("status_code") // 100).cast(pl.String) + "xx").fill_null("-").alias("class"),
-    ).len()
-    return {(status, klass): n for status, klass, n in counts.iter_rows()}
 
 
 @dataclass
@@ -120,7 +107,6 @@ class ZoneWriter:
         spec: TableSpec,
         zone_id: int,
         *,
-        count_traffic: bool = False,
         holder: int | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -131,15 +117,12 @@ class ZoneWriter:
         ``holder``: the generation of the fleet lease this writer's pass runs under
         (None without a fleet). A newer one than the table's takes the zone, by a commit
         of progress alone, and the writer starts from what that commit landed on; an
-        older one is refused at once (:class:`FencedError`).
-        ``count_traffic``: break each commit's new rows down for the metrics
-        (``Written.traffic``); only a daemon serving metrics reads it."""
+        older one is refused at once (:class:`FencedError`)."""
         if spec.key is None:
             raise ValueError(f"{spec.name} has no key")
         self.session = session
         self.spec = spec
         self.zone_id = zone_id
-        self.count_traffic = count_traffic
         self.clock = clock
         self.table = session.log_table(spec)
         self.dedup = Dedup(session.lake, spec, self._read_again_first)
@@ -263,15 +246,16 @@ class ZoneWriter:
         return _Attempt(share, snapshot, versions, new, kept, written)
 
     def _landed(self, attempt: _Attempt, version: int, behind: datetime | None) -> Written:
-        """What a share that landed at ``version`` did; the writer follows it."""
+        """What a share that landed at ``version`` did; the writer follows it. Its new rows
+        are told to the session's traffic sink here, the one place every path's commits
+        pass once they have landed."""
         self.dedup.remembered = attempt.kept
         self.token = attempt.versions[FENCE]
         written = attempt.written
         written.after = Snapshot(version, {**attempt.snapshot.marks, **attempt.versions})
         if behind is not None and attempt.new.height:
             written.late = attempt.new.filter(pl.col("ts") < behind).height
-        if self.count_traffic:
-            written.traffic = traffic(attempt.new)
+        self.session.stored(self.spec, self.zone_id, attempt.new)
         return written
 
     def _submit(self, attempts: list[_Attempt], *, patient: bool) -> list[Future[int | str]]:

@@ -4,7 +4,8 @@ Counters live in the process: they start at zero with it, as Prometheus expects 
 restarted target (``rate()`` handles the reset). Every configured zone has its series
 from the start, so a rate is defined before the first pass. The lag gauge is computed at
 each scrape from the watermarks in the lake, so it is right from the first scrape and,
-in a fleet, for zones that other daemons ingest.
+in a fleet, for zones that other daemons ingest. The traffic counters are fed by the lake
+session, not by the passes (:mod:`cdnlake.monitoring.traffic`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from prometheus_client.registry import Collector
 
 from cdnlake.config import Config
 from cdnlake.ingest.result import ZoneResult
+from cdnlake.monitoring.traffic import TrafficCounters
 
 if TYPE_CHECKING:  # the daemon has it loaded; a scrape needs no writer
     from cdnlake.lake.maintain import MaintainReport
@@ -188,10 +190,16 @@ class DaemonMetrics:
         *,
         watermarks: Callable[[], Watermarks] | None = None,
         completeness: Callable[[], Completeness] | None = None,
+        traffic: TrafficCounters | None = None,
         registry: CollectorRegistry | None = None,
     ) -> None:
+        """``traffic``: the counters the process's lake session feeds (the daemon builds
+        them with the session); None, no traffic counters are exported."""
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        self.traffic = traffic
+        if traffic is not None:
+            r.register(traffic)
         self.rows = Counter("cdnlake_rows_ingested", "Rows added to the lake.", LABELS, registry=r)
         self.records_read = Counter(
             "cdnlake_records_read",
@@ -222,12 +230,6 @@ class DaemonMetrics:
             "Seconds of logs recorded as lost (past retention, damaged and gone); each "
             "instant once, however many passes claim it.",
             LABELS,
-            registry=r,
-        )
-        self.requests = Counter(
-            "cdnlake_requests",
-            "CDN requests added to the lake, by cache status and status class (2xx...).",
-            (*LABELS, "cache_status", "status_class"),
             registry=r,
         )
         self.passes = Counter(
@@ -329,8 +331,6 @@ class DaemonMetrics:
         self.retries.labels(*labels).inc(stats.retries)
         self.gap_seconds.labels(*labels).inc(max(0.0, result.lost_seconds))
         self.passes.labels(*labels, result.outcome).inc()
-        for (cache_status, status_class), n in result.traffic.items():
-            self.requests.labels(*labels, cache_status, status_class).inc(n)
         finished = result.finished or datetime.now(UTC)
         self.duration.labels(*labels).observe((finished - result.started).total_seconds())
         self.last_ok.labels(*labels).set(1 if result.ok else 0)

@@ -1,0 +1,145 @@
+"""The traffic counters count each request once, when a commit that newly stores it has
+landed, whoever made the commit: the lake session tells its sink, and only then."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import polars as pl
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from cdnlake.errors import FencedError
+from cdnlake.lake.progress import rewind
+from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
+from cdnlake.lake.session import LakeSession
+from cdnlake.lake.store import Lake
+from cdnlake.lake.zone import ZoneWriter
+from cdnlake.monitoring.traffic import TrafficCounters
+from tests.lake.test_commit import BASE, rows
+from tests.lake.test_group_commit import gathered
+
+STATUSES = ["HIT", "MISS", "HIT", "BYPASS", "made-up"]
+CODES = [200, 304, 404, 503, 200, 700]
+
+
+def requests(first: int, n: int, source: str = "v2") -> pl.DataFrame:
+    """Requests ``first`` .. of one zone, with cache statuses, codes and sizes that vary
+    (one cache status and one code no provider sends)."""
+    ids = range(first, first + n)
+    return (
+        rows(first, n, BASE + timedelta(milliseconds=first))
+        .with_columns(
+            pl.Series("cache_status", [STATUSES[i % len(STATUSES)] for i in ids]),
+            pl.Series("status_code", [CODES[i % len(CODES)] for i in ids], pl.Int32),
+            pl.Series("bytes_sent", [100 + i for i in ids], pl.Int64),
+            pl.lit(source).alias("source"),
+        )
+        .select(list(REQUEST_SCHEMA))
+    )
+
+
+def exported(counters: TrafficCounters) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """What /metrics shows of the counters: sample name -> {labels: value}."""
+    registry = CollectorRegistry()
+    registry.register(counters)
+    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for sample in family.samples:
+            samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return samples
+
+
+def expected(frame: pl.DataFrame) -> tuple[dict, dict]:
+    """The counters' samples computed from the lake's own rows, per zone."""
+    klass = (
+        pl.when(pl.col("status_code").is_between(100, 599))
+        .then((pl.col("status_code") // 100).cast(pl.String) + "xx")
+        .otherwise(pl.lit("other"))
+    )
+    cache = (
+        pl.when(pl.col("cache_status") == "made-up")
+        .then(pl.lit("other"))
+        .otherwise(pl.col("cache_status"))
+    )
+    frame = frame.with_columns(
+        pl.col("pull_zone_id").cast(pl.String).alias("zone"),
+        cache.alias("cache_status"),
+        klass.alias("status_class"),
+    )
+    by_class = frame.group_by("zone", "source", "cache_status", "status_class").len()
+    by_cache = frame.group_by("zone", "source", "cache_status").agg(pl.col("bytes_sent").sum())
+    requests = {
+        (("cache_status", c), ("source", s), ("status_class", k), ("zone", z)): float(n)
+        for z, s, c, k, n in by_class.iter_rows()
+    }
+    sent = {
+        (("cache_status", c), ("source", s), ("zone", z)): float(n)
+        for z, s, c, n in by_cache.iter_rows()
+    }
+    return requests, sent
+
+
+def lake_rows(lake: Lake) -> pl.DataFrame:
+    table = lake.open(REQUESTS)
+    assert table is not None
+    frame = pl.from_arrow(table.to_pyarrow_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def total(counters: TrafficCounters) -> int:
+    return sum(counters.counts()[0].values())
+
+
+def test_a_commit_sent_back_counts_only_what_it_stored_when_it_landed(tmp_path):
+    uri = str(tmp_path / "lake")
+    ours, theirs = TrafficCounters(), TrafficCounters()
+    mine = ZoneWriter(LakeSession(Lake(uri, {}), traffic=ours), REQUESTS, 1)
+    assert mine.commit(requests(0, 30), {}).new == 30
+    assert mine.commit(requests(20, 30), {}).new == 20  # 10 read again: not counted
+    assert total(ours) == 50
+    # Another process's writer on the zone commits 40..69 while our share of 45..79 waits
+    # in the committer: ours goes back and is prepared again, storing only 70..79.
+    other = ZoneWriter(LakeSession(Lake(uri, {}), traffic=theirs), REQUESTS, 1)
+    with gathered(mine.table, 1, lambda: other.commit(requests(40, 30, "forwarded"), {})):
+        assert mine.commit(requests(45, 35), {}).new == 10
+    assert (total(ours), total(theirs)) == (60, 20)
+    # Progress alone and a rewind store nothing; a fenced commit lands nothing.
+    mine.commit(mine.empty(), {"": 1})
+    rewind(other, BASE)
+    with pytest.raises(FencedError):
+        mine.commit(requests(80, 5), {})
+    assert (total(ours), total(theirs)) == (60, 20)
+    # Each process exports what it stored; together, exactly the lake, label by label.
+    frame = lake_rows(Lake(uri, {}))
+    assert frame.height == 80
+    want_requests, want_bytes = expected(frame)
+    got = [exported(ours), exported(theirs)]
+    summed: dict[str, dict] = {}
+    for samples in got:
+        for name, values in samples.items():
+            for labels, value in values.items():
+                summed.setdefault(name, {}).setdefault(labels, 0.0)
+                summed[name][labels] += value
+    assert summed["cdnlake_requests_total"] == want_requests
+    assert summed["cdnlake_bytes_sent_total"] == want_bytes
+    assert {dict(k)["source"] for k in got[1]["cdnlake_requests_total"]} == {"forwarded"}
+    classes = {dict(k)["status_class"] for k in summed["cdnlake_requests_total"]}
+    assert classes == {"2xx", "3xx", "4xx", "5xx", "other"}
+
+
+def test_a_session_without_a_sink_and_a_failing_sink_leave_commits_alone(tmp_path, caplog):
+    uri = str(tmp_path / "lake")
+    plain = ZoneWriter(LakeSession(Lake(uri, {})), REQUESTS, 1)
+    assert plain.commit(requests(0, 5), {}).new == 5
+
+    class Broken:
+        def stored(self, zone_id: int, rows: pl.DataFrame) -> None:
+            raise RuntimeError("a counting bug")
+
+    broken = ZoneWriter(LakeSession(Lake(uri, {}), traffic=Broken()), REQUESTS, 1)
+    assert broken.commit(requests(5, 5), {}).new == 5  # landed: the commit says so
+    assert "5 stored requests not counted" in caplog.text
+    assert lake_rows(Lake(uri, {})).height == 10
