@@ -8,6 +8,11 @@ MERGE, whoever makes it, goes through that table's one committer (``maintain``'s
 compactions, vacuums and rollups are delta-rs operations of their own, conflict-checked
 by delta-rs against those commits). Closing the session commits what is queued and
 finishes a checkpoint under way.
+
+The session also carries the process's ``[privacy]`` policy (:mod:`cdnlake.privacy`):
+every writer of rows (:class:`cdnlake.lake.zone.ZoneWriter`) and of rejected lines
+(:class:`cdnlake.lake.bookkeeping.Bookkeeping`) applies it before a byte is written, so
+every path that commits through a session stores what the setting allows and no more.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from cdnlake.lake.schema import TableSpec
 from cdnlake.lake.store import Lake
+from cdnlake.privacy import KEEP, PrivacyPolicy
 
 if TYPE_CHECKING:
     from cdnlake.config import StorageConfig
@@ -25,16 +31,20 @@ if TYPE_CHECKING:
 
 
 class LakeSession:
-    def __init__(self, lake: Lake) -> None:
+    def __init__(self, lake: Lake, privacy: PrivacyPolicy = KEEP) -> None:
         self.lake = lake
+        self.privacy = privacy
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}  # one per table: loads run apart
         self._logs: dict[str, LogTable] = {}
         self._merges: dict[str, MergeTable] = {}
 
     @classmethod
-    def from_config(cls, storage: StorageConfig) -> LakeSession:
-        return cls(Lake.from_config(storage))
+    def from_config(cls, storage: StorageConfig, *, privacy: PrivacyPolicy) -> LakeSession:
+        """The session of a composition root: ``privacy`` is the configured policy
+        (``PrivacyPolicy.from_config(config.privacy)``), required so that no root can
+        forget it."""
+        return cls(Lake.from_config(storage), privacy)
 
     def log_table(self, spec: TableSpec) -> LogTable:
         """The exactly-once table ``spec`` (``requests``, ``shield_events``), loaded at the
