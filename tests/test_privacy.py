@@ -230,7 +230,7 @@ def test_config_defaults_and_hash_key() -> None:
         ({"ip": "mask"}, {}, "privacy.ip: expected one of 'keep', 'truncate'"),
         ({"ipv4_prefix": 33}, {}, "privacy.ipv4_prefix: must be at most 32"),
         ({"ipv6_prefix": -1}, {}, "privacy.ipv6_prefix: must be at least 0"),
-        ({"ip": "hash"}, {}, "privacy.hash_key_env: ip = \"hash\" needs the NAME"),
+        ({"ip": "hash"}, {}, 'privacy.hash_key_env: ip = "hash" needs the NAME'),
         ({"ip": "hash", "hash_key_env": "MY_KEY"}, {}, "environment variable MY_KEY is not set"),
         (
             {"ip": "hash", "hash_key_env": "MY_KEY"},

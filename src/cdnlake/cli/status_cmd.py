@@ -112,6 +112,23 @@ def wide(config: Config, statuses: list[ZoneStatus]) -> tuple[list[str], list[tu
     return columns, rows
 
 
+def privacy_lines(config: Config, statuses: list[ZoneStatus]) -> str:
+    """The configured [privacy] setting and, per zone, the one its rows were stored under
+    where some differ ("mixed ... until" while older rows went through another)."""
+    from cdnlake.privacy import configured_setting
+
+    text = f"privacy: {configured_setting(config.privacy).describe()}\n"
+    pending = [s for s in statuses if s.privacy_pending]
+    for s in pending:
+        text += f"privacy: zone {s.zone_id} ({s.source}) stored: {s.privacy}\n"
+    if pending:
+        text += (
+            "privacy: rows stored under another setting than the configured one: "
+            "`cdnlake maintain --apply-privacy` rewrites the weaker ones\n"
+        )
+    return text
+
+
 def status(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load
     from cdnlake.status import full_status
@@ -136,6 +153,7 @@ def status(args: argparse.Namespace) -> int:
         ]
         if audits:  # the completeness audit's last day of each zone audited
             sys.stdout.write(f"last audit: {'; '.join(audits)}\n")
+        sys.stdout.write(privacy_lines(config, statuses))
         kind = "daemons (PostgreSQL fleet)" if fleet.coordinated else "daemon"
         sys.stdout.write(f"{kind}: {'; '.join(fleet.daemons) or 'none running'}\n")
         never = [str(s.zone_id) for s in statuses if s.problem == "never ingested"]
