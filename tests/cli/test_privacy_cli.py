@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -211,6 +212,13 @@ def test_apply_privacy_rewrites_what_was_stored_before(tmp_path: Path) -> None:
     hashed = privacy_config(tmp_path, None, "hash")
     cli(hashed, "maintain", "--apply-privacy")
     assert all(len(a) == 64 for a in lake_frame(root)["remote_ip"])
+    day = str(lake_frame(root)["date"][0])
+    cli(hashed, "report", "--date", day, "--format", "json", "--out", str(tmp_path / "r"))
+    (report,) = (tmp_path / "r").glob("*.json")
+    (clients,) = json.loads(report.read_text())["sections"]["clients"]["rows"]
+    assert clients["zones"] == "1234" and clients["distinct_clients"] == 30
+    assert clients["addresses_stored"].startswith("ip hash (key ")
+    assert clients["counted"] == "exact, by keyed hash"
     truncate = privacy_config(tmp_path, None, "truncate")
     refused = run_cli("--config", str(truncate), "maintain", "--apply-privacy")
     assert refused.returncode == 1
