@@ -6,7 +6,7 @@ import polars as pl
 
 from cdnlake.config import load_config
 from tests.conftest import KEY, lake_frame
-from tests.forwarding.helpers import forwarding_config, send_tcp, started, syslog, synthetic, until
+from tests.forwarding.helpers import forwarding_config, send_tcp, started, synthetic, syslog, until
 
 
 def test_forwarded_lines_are_stored_truncated_without_tokens(tmp_path, emulator):
