@@ -188,7 +188,10 @@ def test_apply_privacy_rewrites_what_was_stored_before(tmp_path: Path) -> None:
     root = tmp_path / "data"
     assert leaks(root, addresses)  # stored as received
     before = lake_frame(root).sort("request_id")
-    assert "ip keep, URLs whole" in status(keep)
+    assert "privacy:" not in status(keep)  # stored as configured: nothing to say
+    zones = {z["zone_id"]: z for z in json.loads(status(keep, "--format", "json"))}
+    assert zones[1234]["privacy"] == "ip keep, URLs whole"
+    assert zones[1234]["privacy_pending"] is False and zones[1235]["privacy"] is None
 
     truncate = privacy_config(tmp_path, None, "truncate")
     shown = status(truncate)
@@ -225,6 +228,6 @@ def test_apply_privacy_rewrites_what_was_stored_before(tmp_path: Path) -> None:
     assert "NOT rewritten: addresses stored as hashes cannot be truncated" in refused.stdout
 
 
-def status(config: Path) -> str:
-    result = run_cli("--config", str(config), "status", env={KEY_ENV: HASH_KEY})
+def status(config: Path, *args: str) -> str:
+    result = run_cli("--config", str(config), "status", *args, env={KEY_ENV: HASH_KEY})
     return result.stdout

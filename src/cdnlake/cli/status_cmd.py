@@ -113,20 +113,22 @@ def wide(config: Config, statuses: list[ZoneStatus]) -> tuple[list[str], list[tu
 
 
 def privacy_lines(config: Config, statuses: list[ZoneStatus]) -> str:
-    """The configured [privacy] setting and, per zone, the one its rows were stored under
-    where some differ ("mixed ... until" while older rows went through another)."""
+    """Where some zone's rows were stored under another [privacy] setting than the
+    configured one: that setting, and per such zone the one its rows went through
+    ("mixed ... until" while older rows went through another); nothing otherwise (the
+    JSON has each zone's ``privacy`` always)."""
     from cdnlake.privacy import configured_setting
 
-    text = f"privacy: {configured_setting(config.privacy).describe()}\n"
     pending = [s for s in statuses if s.privacy_pending]
+    if not pending:
+        return ""
+    text = f"privacy: {configured_setting(config.privacy).describe()}\n"
     for s in pending:
         text += f"privacy: zone {s.zone_id} ({s.source}) stored: {s.privacy}\n"
-    if pending:
-        text += (
-            "privacy: rows stored under another setting than the configured one: "
-            "`cdnlake maintain --apply-privacy` rewrites the weaker ones\n"
-        )
-    return text
+    return text + (
+        "privacy: rows stored under another setting than the configured one: "
+        "`cdnlake maintain --apply-privacy` rewrites the weaker ones\n"
+    )
 
 
 def status(args: argparse.Namespace) -> int:
