@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 from pathlib import Path
 
@@ -20,7 +21,8 @@ HASH = PrivacyPolicy("hash", 24, 64, NAMES, b"k1")
 
 
 def mac(text: str, key: bytes = b"k1") -> str:
-    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+    """HMAC-SHA256 of the address's 4 or 16 bytes."""
+    return hmac.new(key, ipaddress.ip_address(text).packed, hashlib.sha256).hexdigest()
 
 
 ADDRESSES = [
@@ -247,3 +249,42 @@ def test_config_errors(privacy: dict[str, object], env: dict[str, str], message:
     text = str(caught.value)
     assert message in text and "\n" not in text
     assert "k1" not in text
+
+
+def test_column_and_one_by_one_agree_on_random_urls() -> None:
+    import random
+
+    rng = random.Random(40)
+    pieces = ["token", "TOKEN", "expires", "token_path", "tok%65n", "x", "tokens", "a%20b", ""]
+    urls = []
+    for _ in range(3000):
+        params = [
+            rng.choice(pieces) + rng.choice(["", "=", "=1", "=a=b", "=%2F"])
+            for _ in range(rng.randint(0, 5))
+        ]
+        query = ("?" + "&".join(params)) if rng.random() < 0.9 else ""
+        urls.append(f"https://h/p{query}" + rng.choice(["", "#f", "#f?token=1"]))
+    column = pl.Series("url", urls)
+    assert TRUNCATE.urls(column).to_list() == [TRUNCATE.strip_url(u) for u in urls]
+
+
+def test_the_fast_address_reader_and_writer_agree_with_ipaddress() -> None:
+    import random
+
+    from cdnlake.privacy import address_text, packed_address
+
+    rng = random.Random(64)
+    for _ in range(20_000):
+        if rng.random() < 0.5:
+            groups = [rng.choice([0, 0, 0, 1, rng.getrandbits(16)]) for _ in range(8)]
+            packed = b"".join(g.to_bytes(2, "big") for g in groups)
+        else:
+            size = rng.choice([4, 16])
+            packed = bytes(rng.choice([0, 0, 255, rng.getrandbits(8)]) for _ in range(size))
+        address = ipaddress.ip_address(packed)
+        if address.version == 6 and address.ipv4_mapped is not None:
+            assert packed_address(str(address)) == address.ipv4_mapped.packed
+            continue
+        assert address_text(packed) == str(address)
+        assert packed_address(str(address)) == packed
+        assert packed_address(str(address).upper()) == packed
