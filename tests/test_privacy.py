@@ -288,3 +288,10 @@ def test_the_fast_address_reader_and_writer_agree_with_ipaddress() -> None:
         assert address_text(packed) == str(address)
         assert packed_address(str(address)) == packed
         assert packed_address(str(address).upper()) == packed
+
+
+def test_raw_text_with_nothing_to_treat_is_kept_byte_for_byte() -> None:
+    record = '{"logId": "x",  "n": 1e5, "log": "blocked /login"}'
+    assert TRUNCATE.scrub_text(record) == record
+    line = "HIT|200|1700000000000|512|7|1.2.3.0|-|https://h/a?x=1|DE|UA|abcdef12345|DE"
+    assert TRUNCATE.scrub_text(line) == line

@@ -499,11 +499,14 @@ class PrivacyPolicy:
             return None
         if not isinstance(record, dict):
             return None
+        before = dict(record)
         if isinstance(record.get("remoteIp"), str):
             record["remoteIp"] = self.stored_as(record["remoteIp"])
         for name in ("url", "referer"):
             if isinstance(record.get(name), str):
                 record[name] = self.strip_url(record[name])
+        if record == before:
+            return None  # the text as it came (the rest of the scrub still reads it)
         return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
     def _v1_line(self, text: str) -> str | None:
