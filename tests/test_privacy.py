@@ -203,14 +203,15 @@ def test_setting_codes() -> None:
     for policy in (TRUNCATE, HASH, PrivacyPolicy("drop"), PrivacyPolicy(strip_query=NAMES)):
         assert Setting.decode(policy.setting.code()) == policy.setting
     assert HASH.setting.key_id != PrivacyPolicy("hash", key=b"k2").setting.key_id
-    assert TRUNCATE.setting.covers(TRUNCATE.setting)
-    assert not KEEP_ALL.covers(TRUNCATE.setting)
-    assert PrivacyPolicy("truncate", 16, 48, NAMES).setting.covers(TRUNCATE.setting)
-    assert not TRUNCATE.setting.covers(PrivacyPolicy("truncate", 16, 64, NAMES).setting)
     assert HASH.setting.cannot_become(TRUNCATE.setting) is not None
     other_key = PrivacyPolicy("hash", strip_query=NAMES, key=b"k2").setting
     assert "another key" in (HASH.setting.cannot_become(other_key) or "")
     assert TRUNCATE.setting.cannot_become(HASH.setting) is None
+    assert KEEP_ALL.reaches(TRUNCATE.setting) and TRUNCATE.setting.reaches(TRUNCATE.setting)
+    assert PrivacyPolicy("truncate", 28, 96).setting.reaches(TRUNCATE.setting)
+    assert not PrivacyPolicy("truncate", 16, 64).setting.reaches(TRUNCATE.setting)
+    assert not TRUNCATE.setting.reaches(KEEP_ALL) and TRUNCATE.setting.reaches(HASH.setting)
+    assert not HASH.setting.reaches(PrivacyPolicy("hash", key=b"k2").setting)
     assert "truncated to /24" in TRUNCATE.describe()
 
 

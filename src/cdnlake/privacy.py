@@ -43,8 +43,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote
 
-from cdnlake.errors import ConfigError
-
 if TYPE_CHECKING:
     import polars as pl
 
@@ -167,7 +165,7 @@ class Setting:
         return self.ip
 
     def describe(self) -> str:
-        """The setting in a few words, e.g. ``ip truncate /24 /64, query stripped``."""
+        """The setting in a few words: ``ip truncate /24 /64, query parameters removed``."""
         query = "URLs whole" if self.strip_id == 0 else "query parameters removed"
         return f"ip {self.describe_ip()}, {query}"
 
@@ -209,20 +207,6 @@ class Setting:
                 and self.ipv6_prefix >= wanted.ipv6_prefix
             )
         return self.ip != "hash" or self.key_id == wanted.key_id
-
-    def covers(self, wanted: Setting) -> bool:
-        """Whether rows stored under this setting need nothing to meet ``wanted``."""
-        if self.strip_id != wanted.strip_id and wanted.strip_id != 0:
-            return False
-        if wanted.ip == "keep" or self.ip == "drop":
-            return True
-        if wanted.ip == "drop":
-            return False
-        if wanted.ip == "truncate":
-            return self.ip == "truncate" and (
-                self.ipv4_prefix <= wanted.ipv4_prefix and self.ipv6_prefix <= wanted.ipv6_prefix
-            )
-        return self.ip == "hash" and self.key_id == wanted.key_id
 
 
 def configured_setting(config: PrivacyConfig) -> Setting:
@@ -532,8 +516,3 @@ def _by_distinct(column: pl.Series, treat: Callable[[str | None], str | None]) -
         return column
     treated = pl.Series([treat(value) for value in distinct.to_list()], dtype=pl.String)
     return column.replace_strict(distinct, treated, default=None, return_dtype=pl.String)
-
-
-def policy_error(message: str) -> ConfigError:
-    """A setting that cannot be applied to what the lake holds, as a one-line error."""
-    return ConfigError(f"privacy: {message}")
