@@ -171,6 +171,12 @@ def test_v2_raw_record() -> None:
     assert back["url"] == "https://h/a"
     assert back["timestamp"] == "12:30:45" and back["requestId"] == "abc"
     assert json.loads(PrivacyPolicy("drop").scrub_text(json.dumps(record)))["remoteIp"] is None
+    # A forwarded JSON message may spell its fields as the management API does.
+    other = {"RemoteIp": "garbage", "Url": "https://h/?token=S&a=1"}
+    assert json.loads(TRUNCATE.scrub_text(json.dumps(other))) == {
+        "RemoteIp": None,
+        "Url": "https://h/?a=1",
+    }
 
 
 @pytest.mark.parametrize(

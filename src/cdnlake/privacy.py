@@ -484,9 +484,10 @@ class PrivacyPolicy:
         if not isinstance(record, dict):
             return None
         before = dict(record)
-        if isinstance(record.get("remoteIp"), str):
-            record["remoteIp"] = self.stored_as(record["remoteIp"])
-        for name in ("url", "referer"):
+        for name in ("remoteIp", "RemoteIp"):  # the v2 spelling, the management API's
+            if isinstance(record.get(name), str):
+                record[name] = self.stored_as(record[name])
+        for name in ("url", "Url", "referer", "Referer"):
             if isinstance(record.get(name), str):
                 record[name] = self.strip_url(record[name])
         if record == before:
