@@ -302,3 +302,32 @@ def test_raw_text_with_nothing_to_treat_is_kept_byte_for_byte() -> None:
     assert TRUNCATE.scrub_text(record) == record
     line = "HIT|200|1700000000000|512|7|1.2.3.0|-|https://h/a?x=1|DE|UA|abcdef12345|DE"
     assert TRUNCATE.scrub_text(line) == line
+
+
+def test_marks_say_what_the_rows_were_stored_under() -> None:
+    from cdnlake.lake.progress import (
+        PRIVACY_MIXED,
+        WATERMARK,
+        describe_stored,
+        privacy_applied,
+        privacy_marks,
+        stored_settings,
+    )
+
+    marks: dict[str, int] = {}
+    assert stored_settings(marks.get) == [] and describe_stored(marks.get) == "no rows"
+    marks[WATERMARK] = 1  # rows from before [privacy]: as received
+    assert describe_stored(marks.get) == "ip keep, URLs whole"
+    at = 1_795_000_000_000  # 2026-11-18 11:06:40 UTC
+    marks.update(privacy_marks(marks.get, TRUNCATE.setting.code(), at))
+    assert stored_settings(marks.get) == [TRUNCATE.setting, KEEP_ALL]
+    assert describe_stored(marks.get) == (
+        "ip truncate /24 /64, query parameters removed; "
+        "mixed: older rows ip keep, URLs whole until 2026-11-18 11:06Z"
+    )
+    marks.update(privacy_marks(marks.get, TRUNCATE.setting.code(), at + 1))  # same setting
+    assert marks[PRIVACY_MIXED] == at  # the change is dated once
+    marks.update(privacy_marks(marks.get, HASH.setting.code(), at + 2))  # another change
+    assert stored_settings(marks.get) == [HASH.setting, KEEP_ALL]  # the oldest kept
+    marks.update(privacy_applied(HASH.setting.code()))
+    assert stored_settings(marks.get) == [HASH.setting]
