@@ -49,6 +49,7 @@ from cdnlake.ingest.runner import PASSES_IN_FLIGHT, AnyStop
 from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS
 from cdnlake.lake.session import LakeSession
 from cdnlake.monitoring.metrics import DaemonMetrics
+from cdnlake.privacy import PrivacyPolicy
 
 log = logging.getLogger("cdnlake.daemon")
 
@@ -87,7 +88,9 @@ class Daemon:
         self.config = config
         self._own_session = session is None
         self.session = session or LakeSession.from_config(
-            config.storage, traffic=metrics.traffic if metrics is not None else None
+            config.storage,
+            privacy=PrivacyPolicy.from_config(config.privacy),
+            traffic=metrics.traffic if metrics is not None else None,
         )
         self.fleet = fleet or fleet_for(config, this_daemon())
         self.metrics = metrics

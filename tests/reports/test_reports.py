@@ -33,12 +33,14 @@ def test_files_are_named_by_zone_and_date(written):
     assert "report-all-2026-11-20.hit_ratio.csv" in files
     # user_agents is read once and written as its browser, system and crawler families;
     # completeness (the day's audit) comes from the lake's audit_days, not a named query;
-    # the status classes are the status codes, grouped
+    # the status classes are the status codes, grouped; clients (how addresses were
+    # stored) comes from the zones' [privacy] marks
     csvs = [f for f in files if f.endswith(".csv")]
-    assert len(csvs) == len(SECTIONS) - 1 + len(AGENT_SECTIONS) + 2
+    assert len(csvs) == len(SECTIONS) - 1 + len(AGENT_SECTIONS) + 3
     assert "report-all-2026-11-20.completeness.csv" in files
     assert "report-all-2026-11-20.status_classes.csv" in files
     assert "report-all-2026-11-20.ai_crawler.csv" in files
+    assert "report-all-2026-11-20.clients.csv" in files
 
 
 def test_formats_agree_with_each_other_and_with_sql(written):

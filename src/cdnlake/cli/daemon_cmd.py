@@ -30,6 +30,7 @@ def daemon(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load, open_api, require_writable_root
     from cdnlake.errors import UsageError
     from cdnlake.lake.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
     from cdnlake.scheduler import Daemon
 
     config = load(args)
@@ -50,7 +51,9 @@ def daemon(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     # The traffic counters: every commit of the session tells them what it newly stored.
     traffic = traffic_counters(config)
-    with LakeSession.from_config(config.storage, traffic=traffic) as session:
+    with LakeSession.from_config(
+        config.storage, privacy=PrivacyPolicy.from_config(config.privacy), traffic=traffic
+    ) as session:
         metrics, server = serve_metrics(config, session, traffic)
         try:
             with open_api(config) as api:

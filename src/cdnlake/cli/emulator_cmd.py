@@ -106,9 +106,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--zones",
         default=None,
-        help="ID[:v2|v1|extended|disabled|suspended|archived],... (default: the demo zones, "
-        "1234:v2:extended,1235:v1,1236:v2); archived: permanent log storage on, with "
-        "--archive-days of history",
+        help="ID[:v2|v1|extended|disabled|suspended|archived|fullip|signed],... (default: "
+        "the demo zones, 1234:v2:extended,1235:v1,1236:v2); archived: permanent log storage "
+        "on, with --archive-days of history; fullip: whole client addresses; signed: some "
+        "URLs with token authentication",
     )
     p.add_argument(
         "--shield-zones",

@@ -48,8 +48,10 @@ Route = Callable[["Emulator", Request], Response]
 
 
 def parse_zones(text: str) -> dict[int, ZoneSpec]:
-    """``ID[:v2|v1|extended|disabled|suspended|archived]...`` separated by commas
-    (``archived``: permanent log storage on from the start, with ``archive_days`` of history)."""
+    """``ID[:v2|v1|extended|disabled|suspended|archived|fullip|signed]...`` separated by
+    commas (``archived``: permanent log storage on from the start, with ``archive_days`` of
+    history; ``fullip``: whole client addresses, as a customer under the provider's data
+    processing agreement gets them; ``signed``: some URLs carry token authentication)."""
     zones: dict[int, ZoneSpec] = {}
     for item in text.split(","):
         item = item.strip()
@@ -60,6 +62,7 @@ def parse_zones(text: str) -> dict[int, ZoneSpec]:
             raise ValueError(f"--zones: bad zone id in {item!r}")
         kinds = set(parts[1:])
         unknown = kinds - {"v1", "v2", "extended", "disabled", "suspended", "archived"}
+        unknown -= {"fullip", "signed"}
         if unknown:
             raise ValueError(f"--zones: unknown kind {sorted(unknown)[0]!r} in {item!r}")
         zid = int(parts[0])
@@ -69,6 +72,8 @@ def parse_zones(text: str) -> dict[int, ZoneSpec]:
             disabled="disabled" in kinds,
             suspended="suspended" in kinds,
             archived="archived" in kinds,
+            full_ips="fullip" in kinds,
+            signed_urls="signed" in kinds,
         )
     if not zones:
         raise ValueError("--zones: no zones given")

@@ -23,6 +23,16 @@ Up to four per zone and table (its *marks*), committed with the rows they cover:
 
 Outside a rewind a commit never moves the watermark back: it keeps the later of the
 table's and its own.
+
+Three more marks say under which ``[privacy]`` setting (:class:`cdnlake.privacy.Setting`,
+as its code) the zone's rows were stored, for ``status`` and ``maintain --apply-privacy``:
+
+- ``cdnlake/<table>/<zone>/privacy``: the setting of the zone's latest commit of rows;
+- ``.../privacy_mixed``: epoch milliseconds of the last change of setting whose older rows
+  no rewrite has brought to the new one since (0 or absent: none);
+- ``.../privacy_before``: the setting those older rows were stored under.
+
+A zone with rows but none of them was written before ``[privacy]`` existed: as received.
 """
 
 from __future__ import annotations
@@ -33,11 +43,19 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Protocol
 
+from cdnlake.privacy import Setting
+
 WATERMARK = ""
 DAYS = "days"
 FRESH = "fresh"
 FENCE = "fence"
-MARKS = (WATERMARK, DAYS, FRESH, FENCE)
+PRIVACY = "privacy"
+PRIVACY_MIXED = "privacy_mixed"
+PRIVACY_BEFORE = "privacy_before"
+MARKS = (WATERMARK, DAYS, FRESH, FENCE, PRIVACY, PRIVACY_MIXED, PRIVACY_BEFORE)
+# The code of the setting every lake stored under before [privacy]: addresses kept, no
+# query parameter removed (cdnlake.privacy.KEEP_ALL).
+LEGACY_PRIVACY = 0
 HOLDER_SHIFT = 24  # fence token = holder generation << HOLDER_SHIFT | rewinds since
 EPOCH = date(1970, 1, 1)
 
@@ -81,6 +99,28 @@ def taken_by(holder: int) -> int:
 
 
 Versions = Callable[[str], int | None]  # the table's current version of a mark
+
+
+def privacy_marks(current: Versions, setting: int, now_ms: int) -> dict[str, int]:
+    """The privacy marks of a commit of rows stored under ``setting`` (a setting's code),
+    given the zone's marks before it: a change of setting over rows already stored makes
+    the zone mixed from now on, until a rewrite (``maintain --apply-privacy``) clears it."""
+    stored = current(PRIVACY)
+    if stored is None and current(WATERMARK) is not None:
+        stored = LEGACY_PRIVACY  # rows committed before [privacy] existed
+    marks = {PRIVACY: setting}
+    if stored is not None and stored != setting:
+        marks[PRIVACY_MIXED] = now_ms
+        if not current(PRIVACY_MIXED):
+            marks[PRIVACY_BEFORE] = stored
+    return marks
+
+
+def privacy_applied(setting: int) -> dict[str, int]:
+    """The marks of a rewrite that brought every stored row of the zone to ``setting``."""
+    return {PRIVACY: setting, PRIVACY_MIXED: 0, PRIVACY_BEFORE: 0}
+
+
 # What a rewind outside a pass holds in a fleet (``maintain``: the zone's lease): (table,
 # zone id) -> a context whose value is the lease's generation, the rewind's fence token.
 ZoneHold = Callable[[str, int], contextlib.AbstractContextManager[int | None]]
@@ -114,3 +154,30 @@ def rewind(writer: Rewinder, start: datetime) -> None:
         return progress
 
     writer.rewind(back)
+
+
+def stored_settings(versions: Versions) -> list[Setting]:
+    """The settings a zone's rows were stored under, as its marks say (the latest first;
+    rows from before ``[privacy]`` existed: kept as received); [] for a zone without rows."""
+    latest = versions(PRIVACY)
+    if latest is None:
+        return [] if versions(WATERMARK) is None else [Setting.decode(LEGACY_PRIVACY)]
+    found = [Setting.decode(latest)]
+    before = versions(PRIVACY_BEFORE)
+    if versions(PRIVACY_MIXED) and before is not None:
+        found.append(Setting.decode(before))
+    return found
+
+
+def describe_stored(versions: Versions) -> str:
+    """A zone's stored setting for ``status``: ``truncate /24 /64``, or mixed with the
+    date up to which older rows were stored under the other one."""
+    settings = stored_settings(versions)
+    if not settings:
+        return "no rows"
+    text = settings[0].describe()
+    if len(settings) > 1:
+        until = from_ms(versions(PRIVACY_MIXED))
+        day = f" until {until:%Y-%m-%d %H:%M}Z" if until else ""
+        text += f"; mixed: older rows {settings[1].describe()}{day}"
+    return text

@@ -12,6 +12,11 @@ finishes a checkpoint under way.
 A process that counts its traffic gives the session its sink (:mod:`cdnlake.lake.traffic`):
 the requests each landed commit newly stored are told to it there, once, whoever made
 the commit.
+
+The session also carries the process's ``[privacy]`` policy (:mod:`cdnlake.privacy`):
+every writer of rows (:class:`cdnlake.lake.zone.ZoneWriter`) and of rejected lines
+(:class:`cdnlake.lake.bookkeeping.Bookkeeping`) applies it before a byte is written, so
+every path that commits through a session stores what the setting allows and no more.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from cdnlake.lake.schema import REQUESTS, TableSpec
 from cdnlake.lake.store import Lake
+from cdnlake.privacy import KEEP, PrivacyPolicy
 
 if TYPE_CHECKING:
     import polars as pl
@@ -35,10 +41,13 @@ log = logging.getLogger(__name__)
 
 
 class LakeSession:
-    def __init__(self, lake: Lake, *, traffic: TrafficSink | None = None) -> None:
+    def __init__(
+        self, lake: Lake, privacy: PrivacyPolicy = KEEP, *, traffic: TrafficSink | None = None
+    ) -> None:
         """``traffic``: told the requests each landed commit newly stored (the daemon's
         counters); None where nothing counts them (a CLI command)."""
         self.lake = lake
+        self.privacy = privacy
         self.traffic = traffic
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}  # one per table: loads run apart
@@ -47,9 +56,16 @@ class LakeSession:
 
     @classmethod
     def from_config(
-        cls, storage: StorageConfig, *, traffic: TrafficSink | None = None
+        cls,
+        storage: StorageConfig,
+        *,
+        privacy: PrivacyPolicy,
+        traffic: TrafficSink | None = None,
     ) -> LakeSession:
-        return cls(Lake.from_config(storage), traffic=traffic)
+        """The session of a composition root: ``privacy`` is the configured policy
+        (``PrivacyPolicy.from_config(config.privacy)``), required so that no root can
+        forget it."""
+        return cls(Lake.from_config(storage), privacy, traffic=traffic)
 
     def stored(self, spec: TableSpec, zone_id: int, rows: pl.DataFrame) -> None:
         """A commit of ``spec`` that landed newly stored ``rows`` of ``zone_id``: requests
