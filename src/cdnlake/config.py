@@ -210,6 +210,8 @@ class ScheduleConfig(Table, frozen=True):
     poll_seconds: Positive = 60
     report_at: ClockTime = "00:30"
     maintain_at: ClockTime = "01:30"  # UTC time of the daily compaction/checkpoint/vacuum
+    # How often a zone that names its archive is listed for newly closed parts.
+    archive_seconds: Positive = 900
 
 
 class LogConfig(Table, frozen=True):
