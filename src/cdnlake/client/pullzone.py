@@ -1,4 +1,5 @@
-"""Pull zones: add a custom hostname; send the zone's logs to a syslog endpoint."""
+"""Pull zones: add a custom hostname; send the zone's logs to a syslog endpoint; archive
+them in a storage zone (permanent log storage)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,50 @@ class LogForwarding(Model, rename="pascal"):
     log_forwarding_format: int | None = None
 
 
+class PullZoneLogging(Model, rename="pascal"):
+    """A pull zone's logging settings (part of ``PullZoneModel``): forwarding and
+    permanent log storage (``LoggingSaveToStorage`` into ``LoggingStorageZoneId``)."""
+
+    id: int
+    name: str | None = None
+    enable_logging: bool = True
+    logging_save_to_storage: bool = False
+    logging_storage_zone_id: int = 0
+    log_forwarding_enabled: bool = False
+    log_forwarding_hostname: str | None = None
+    log_forwarding_port: int | None = None
+    log_forwarding_protocol: int | None = None
+    log_forwarding_format: int | None = None
+
+
 class PullZoneApi(Area):
+    def get_pull_zone(self, pull_zone_id: int) -> PullZoneLogging:
+        """``GET /pullzone/{id}``: the zone's logging settings."""
+        check_id("id", pull_zone_id)
+        return self._call("GET", f"/pullzone/{pull_zone_id}", PullZoneLogging, parser=field_error)
+
+    def set_archive(self, pull_zone_id: int, storage_zone_id: int) -> PullZoneLogging:
+        """Archive the zone's logs into ``storage_zone_id`` (permanent log storage)."""
+        check_id("id", pull_zone_id)
+        check_id("LoggingStorageZoneId", storage_zone_id)
+        return self._call(
+            "POST",
+            f"/pullzone/{pull_zone_id}",
+            PullZoneLogging,
+            parser=field_error,
+            json={"LoggingSaveToStorage": True, "LoggingStorageZoneId": storage_zone_id},
+        )
+
+    def disable_archive(self, pull_zone_id: int) -> PullZoneLogging:
+        check_id("id", pull_zone_id)
+        return self._call(
+            "POST",
+            f"/pullzone/{pull_zone_id}",
+            PullZoneLogging,
+            parser=field_error,
+            json={"LoggingSaveToStorage": False},
+        )
+
     def add_hostname(self, pull_zone_id: int, hostname: str) -> None:
         """Add ``hostname``; the seed shows no response body, so nothing is returned."""
         check_id("id", pull_zone_id)
