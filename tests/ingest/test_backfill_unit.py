@@ -42,7 +42,9 @@ class FakeStore:
         self.files: dict[str, Stored] = {}
         self.fetched: list[str] = []
 
-    def put(self, path: str, text: list[str], changed: datetime, *, raw: bytes | None = None) -> None:
+    def put(
+        self, path: str, text: list[str], changed: datetime, *, raw: bytes | None = None
+    ) -> None:
         data = raw if raw is not None else gzip.compress(("\n".join(text) + "\n").encode())
         self.files[path] = Stored(data, changed)
 
@@ -100,11 +102,12 @@ def test_the_closing_rule():
         part("20_100-0-aaaaaaaa.gzip", NOW - timedelta(minutes=10)),  # a later one: closed
         part("20_100-1-bbbbbbbb.gzip", NOW - timedelta(minutes=2)),  # the writer's last: open
         part("20_200-0-cccccccc.gzip", NOW - timedelta(minutes=70)),  # idle over an hour
-        part("19_1.gzip", datetime(2026, 11, 20, 0, 0, 30, tzinfo=UTC)),  # closed at midnight
+        # a late record of the 19th after midnight: a new part of that day, open
+        part("19_1.gzip", datetime(2026, 11, 20, 11, 30, tzinfo=UTC)),
     ]
     closed, still_open = closed_parts(parts, NOW)
-    assert [p.name for p in still_open] == ["20_100-1-bbbbbbbb.gzip"]
-    assert len(closed) == 3 and all(p.day <= day for p in closed)
+    assert [p.name for p in still_open] == ["20_100-1-bbbbbbbb.gzip", "19_1.gzip"]
+    assert len(closed) == 2 and all(p.day == day for p in closed)
 
 
 def test_each_part_once_and_open_ones_left_for_later(tmp_path):

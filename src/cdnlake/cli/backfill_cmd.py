@@ -44,7 +44,9 @@ def parse_days(args: argparse.Namespace, today: date) -> tuple[date | None, date
 
 def _rate(count: float, seconds: float) -> str:
     per = count / seconds if seconds > 0 else 0.0
-    return f"{per / 1e6:.2f}M" if per >= 1e6 else f"{per / 1e3:.0f}k" if per >= 1e3 else f"{per:.0f}"
+    return (
+        f"{per / 1e6:.2f}M" if per >= 1e6 else f"{per / 1e3:.0f}k" if per >= 1e3 else f"{per:.0f}"
+    )
 
 
 def _clock(seconds: float | None) -> str:

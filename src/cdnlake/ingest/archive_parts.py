@@ -13,9 +13,10 @@ A part is closed when it reaches a size or line limit, after about 120 minutes o
 an hour without writes, or at midnight UTC. From the outside that is decided as:
 
 - a later part of the same writer (or, older scheme, of the day) exists: the writer closed
-  this one before it began the next;
-- its last change is at or after the end of its day: the upload that closed it at midnight;
-- its last change is more than an hour and ``SETTLE`` old: no write for an hour closes it.
+  this one before it began the next (a limit reached, or open too long);
+- its last change is more than an hour and ``SETTLE`` old: no write for an hour closes it
+  (midnight closes a part too, but a record of the day that reaches a writer after
+  midnight opens another part of that day, so the day's end proves nothing).
 
 Any other part is *open*: it may still grow, and is left for a later run. Should a part
 judged closed change all the same, its size or checksum differs from what its mark
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 
 ROOT = "pullzone-logs"
 IDLE = timedelta(hours=1)  # the provider closes a part after an hour without writes
@@ -104,14 +105,7 @@ def closed_parts(parts: list[Part], now: datetime) -> tuple[list[Part], list[Par
         last[key] = max(last.get(key, part.index), part.index)
     closed, still_open = [], []
     for part in parts:
-        day_end = datetime(part.day.year, part.day.month, part.day.day, tzinfo=UTC) + timedelta(
-            days=1
-        )
-        if (
-            part.index < last[(part.day, part.writer)]
-            or part.last_changed >= day_end
-            or now - part.last_changed > IDLE + SETTLE
-        ):
+        if part.index < last[(part.day, part.writer)] or now - part.last_changed > IDLE + SETTLE:
             closed.append(part)
         else:
             still_open.append(part)

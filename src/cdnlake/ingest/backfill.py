@@ -44,6 +44,7 @@ from cdnlake.ingest.result import ZoneResult, utcnow
 from cdnlake.ingest.runner import Chunk, PassContext, Runner, StopSignal
 from cdnlake.ingest.v1_source import V1FileSource
 from cdnlake.lake.bookkeeping import Bookkeeping
+from cdnlake.lake.progress import day_start
 from cdnlake.lake.schema import REQUESTS, polars_schema
 from cdnlake.lake.session import LakeSession
 
@@ -76,9 +77,20 @@ class ArchivePartSource(V1FileSource):
                     yield held
                 held = chunk
         except DamagedInputError as exc:  # the whole lines before it were in ``held``
+            self._window(ctx)
             yield self._last(held, damaged_at=exc.last_line)
             raise
+        self._window(ctx)
         yield self._last(held, damaged_at=None)
+
+    def _window(self, ctx: PassContext) -> None:
+        """A writer's first part of a day reads the day from midnight: its run's window
+        says so (``ingest_runs``: where the report's coverage and the audit see the lake
+        begin), not from the day's first request."""
+        first = 1 if not self.part.writer else 0
+        result = ctx.result
+        if self.part.index == first and result.window_from is not None:
+            result.window_from = min(result.window_from, day_start(self.part.day))
 
     def _last(self, chunk: Chunk | None, *, damaged_at: int | None) -> Chunk:
         from cdnlake.ingest.archive_parts import DAMAGED
