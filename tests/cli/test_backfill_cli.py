@@ -42,7 +42,7 @@ def archived_emulator(days: int, **extra: object) -> Emulator:
     scheme), a few requests a minute, a part per writer and day."""
     extra.setdefault("archive_limits", ArchiveLimits(max_open_seconds=86400))
     return start_emulator(
-        "1234:archived", rpm=0.3, archive_days=days, archive_legacy_days=2, **extra
+        "1234:archived", rpm=0.1, archive_days=days, archive_legacy_days=2, **extra
     )
 
 
@@ -68,7 +68,11 @@ archive_seconds = {archive_seconds}
 [[zones]]
 id = {ZONE}
 name = "www"
-archive = {{ storage_zone = "cdnlake-archive", folder = "zone-{ZONE}", password_env = "ARCHIVE_PASSWORD", url = "{emu.storage_url}" }}
+[zones.archive]
+storage_zone = "cdnlake-archive"
+folder = "zone-{ZONE}"
+password_env = "ARCHIVE_PASSWORD"
+url = "{emu.storage_url}"
 """
     )
     return path
@@ -143,7 +147,9 @@ def test_two_writers_of_one_hour_and_the_older_scheme(tmp_path):
     try:
         path = archive_config(tmp_path, emu)
         day = (NOW - 2 * DAY).date()
-        done = cli(path, "backfill", "--zone", str(ZONE), "--from", str(day - DAY), "--to", str(day))
+        done = cli(
+            path, "backfill", "--zone", str(ZONE), "--from", str(day - DAY), "--to", str(day)
+        )
         assert done.returncode == 0, done.stderr
         parts = lake_frame(load_test_config(path), "archive_parts")
         names = sorted(p.rsplit("/", 1)[1] for p in parts["path"].to_list())
@@ -240,9 +246,9 @@ def test_a_wrong_password_is_one_line_and_exit_2(tmp_path):
 
 
 def test_ctrl_c_then_a_rerun_finishes_exactly_once(tmp_path):
-    # Many small parts (a writer's part closes at 40 lines), so the run is still going
+    # Many small parts (a writer's part closes at 15 lines), so the run is still going
     # when its first part's line comes.
-    emu = archived_emulator(8, archive_limits=ArchiveLimits(max_lines=40))
+    emu = archived_emulator(3, archive_limits=ArchiveLimits(max_lines=15))
     try:
         path = archive_config(tmp_path, emu)
         env = {**os.environ, "CDNLAKE_ACCESS_KEY": KEY, "ARCHIVE_PASSWORD": PASSWORD}
@@ -269,7 +275,7 @@ def test_ctrl_c_then_a_rerun_finishes_exactly_once(tmp_path):
         assert f"{parts_then} before" in again.stdout or "imported before" in again.stdout
         ids = assert_once(path.parent / "data")
         today = NOW.date()
-        start = datetime(today.year, today.month, today.day, tzinfo=UTC) - 8 * DAY
+        start = datetime(today.year, today.month, today.day, tzinfo=UTC) - 3 * DAY
         assert set(ids) == archived_ids(emu, start, NOW + timedelta(minutes=10))
     finally:
         emu.stop()
