@@ -49,6 +49,7 @@ from cdnlake.lake.schema import REQUESTS, polars_schema
 from cdnlake.lake.session import LakeSession
 
 log = logging.getLogger("cdnlake.backfill")
+LEDGER_SECONDS = 10.0  # how often a long run brings archive_parts up to date
 
 
 class ArchivePartSource(V1FileSource):
@@ -218,6 +219,8 @@ class Backfill:
         self.clock = clock
         self.bookkeeping = Bookkeeping(session)
         self.work = config.storage.work / "archive" / str(zone.id)
+        self._ledger: list[dict[str, Any]] = []  # imports not yet in archive_parts
+        self._ledger_at = time.monotonic()
 
     # -- listing -------------------------------------------------------------------------
     def listing(self, first: date | None = None, last: date | None = None) -> Listing:
@@ -320,9 +323,11 @@ class Backfill:
                 if done.result.outcome == "stopped":
                     outcome.stopped = True
                     break
+                self._flush_ledger(force=False)
         finally:
             shutil.rmtree(self.work, ignore_errors=True)
             outcome.seconds = time.monotonic() - started
+            self._flush_ledger(force=True)
         return outcome
 
     def _import(
@@ -369,8 +374,19 @@ class Backfill:
             run_id=result.run_id,
             imported_at=result.finished,
         )
+        self._ledger.append(row)
+
+    def _flush_ledger(self, *, force: bool) -> None:
+        """The imports' rows into ``archive_parts``: at the end of a run, and every
+        ``LEDGER_SECONDS`` during a long one (one MERGE, not one a part; what a crash
+        loses of it the next listing mends from the marks)."""
+        due = time.monotonic() - self._ledger_at >= LEDGER_SECONDS
+        if not self._ledger or not (force or due):
+            return
+        rows, self._ledger = self._ledger, []
+        self._ledger_at = time.monotonic()
         try:
-            self.bookkeeping.record_archive_parts(self.zone.id, [row], listing=False)
+            self.bookkeeping.record_archive_parts(self.zone.id, rows, listing=False)
         except CdnlakeError as exc:
             log.error("zone %s: archive_parts not updated: %s", self.zone.id, exc)
 
