@@ -464,6 +464,9 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def _is_table(tp: Any) -> bool:
+    """A table of the file, or an optional one (a zone's ``archive``)."""
+    if isinstance(tp, types.UnionType):
+        return any(_is_table(arg) for arg in typing.get_args(tp))
     return isinstance(tp, type) and issubclass(tp, Table)
 
 

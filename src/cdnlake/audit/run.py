@@ -89,17 +89,22 @@ def zone_starts(config: Config, zones: Sequence[int]) -> dict[int, datetime]:
         & (ds.field("source") != "shield")
     )
     found = runs.to_table(columns=["zone", "window_from", "started", "source"], filter=passes)
-    starts: dict[int, datetime] = {}
+    windows: dict[int, datetime] = {}
+    firsts: dict[int, datetime] = {}
+    archived: dict[int, datetime] = {}
     for zone, window, started, source in zip(
         *(found[c].to_pylist() for c in ("zone", "window_from", "started", "source")),
         strict=True,
     ):
-        # A pass read what the provider still served when it ran; an archived part
-        # (``backfill``) holds its day however old.
-        begun = (
-            _utc(window) if source == "archive" else max(_utc(window), _utc(started) - RETENTION)
-        )
-        starts[int(zone)] = min(starts.get(int(zone), begun), begun)
+        zone, window, started = int(zone), _utc(window), _utc(started)
+        if source == "archive":  # an archived part holds its day, however old
+            archived[zone] = min(archived.get(zone, window), window)
+        else:
+            windows[zone] = min(windows.get(zone, window), window)
+            firsts[zone] = min(firsts.get(zone, started), started)
+    starts = {zone: max(windows[zone], firsts[zone] - RETENTION) for zone in windows}
+    for zone, window in archived.items():
+        starts[zone] = min(starts.get(zone, window), window)
     return starts
 
 
