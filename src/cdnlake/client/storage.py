@@ -148,7 +148,7 @@ class StorageZoneClient:
             raise UnauthorizedError(
                 f"storage zone {self.zone}: the password was refused (HTTP {exc.status}); "
                 f"{self.password_env} must hold the storage zone's password or read-only "
-                "password",
+                "password (and the storage zone must have this name)",
                 status=exc.status,
             ) from None
 
@@ -169,6 +169,7 @@ class StorageZoneClient:
         dest: Path,
         *,
         checksum: str | None = None,
+        length: int | None = None,
         resume: bool = True,
         progress: Callable[[int], None] | None = None,
         stats: RequestStats | None = None,
@@ -176,16 +177,20 @@ class StorageZoneClient:
         """Stream file ``path`` to ``dest``; return its size in bytes.
 
         Given a listed :class:`StorageObject`, its ``Checksum`` is verified (or pass
-        ``checksum``). With ``resume``, a ``<dest>.partial`` left by an earlier call is
-        continued with ``Range``; ``dest`` only ever appears whole and verified.
-        ``progress`` hears the size of each chunk written.
+        ``checksum``) and only its listed ``Length`` is asked for (or pass ``length``): a
+        part that grew by appending since the listing comes as it was listed. With ``resume``, a
+        ``<dest>.partial`` left by an earlier call is continued with ``Range``; ``dest``
+        only ever appears whole and verified. ``progress`` hears the size of each chunk
+        written.
         """
-        expected_length: int | None = None
+        if length is not None and length < 0:
+            raise RequestValidationError("length", f"must be >= 0, got {length}")
+        expected_length = length
         if isinstance(path, StorageObject):
             if path.is_directory:
                 raise RequestValidationError("path", f"{path.object_name} is a folder")
             checksum = checksum or path.checksum
-            expected_length = path.length
+            expected_length = path.length if length is None else length
             path = path.relative_path
         if not _segments(path):
             raise RequestValidationError("path", "a file path inside the storage zone")
@@ -211,19 +216,12 @@ class StorageZoneClient:
             return sink.size
 
         def handle(response: httpx.Response) -> int:
-            total = _take_body(response, sink, self.api, line, progress)
-            if total is not None and sink.size < total:
-                raise TransportError(
-                    f"download ended at {sink.size} of {total} bytes", request_line=line
-                )
+            _take_body(response, sink, self.api, line, progress, expected_length)
             return finish()
 
         def ranged() -> dict[str, str]:
             sink.open()
-            asked = {"Accept-Encoding": "identity"}
-            if sink.size > 0:
-                asked["Range"] = f"bytes={sink.size}-"
-            return asked
+            return _asking(sink.size, expected_length)
 
         try:
             if expected_length is not None and sink.size == expected_length > 0:
@@ -249,7 +247,7 @@ class StorageZoneClient:
 
     def download_to(
         self,
-        path: str,
+        path: str | StorageObject,
         out: BinaryIO,
         *,
         offset: int = 0,
@@ -260,27 +258,26 @@ class StorageZoneClient:
 
         A connection that breaks off resumes with ``Range`` after what was written; no
         checksum is verified (the stream cannot be taken back): use :meth:`download`
-        for a verified file.
+        for a verified file. A listed entry is read up to its listed ``Length``.
         """
         if offset < 0:
             raise RequestValidationError("offset", f"must be >= 0, got {offset}")
+        limit: int | None = None
+        if isinstance(path, StorageObject):
+            limit = path.length
+            path = path.relative_path
+        if limit is not None and offset >= limit:
+            return 0
         url = self.url(path)
         line = f"GET {url}"[:MAX_REQUEST_LINE]
         sink = _StreamSink(out, offset)
 
         def handle(response: httpx.Response) -> int:
-            total = _take_body(response, sink, self.api, line, progress)
-            if total is not None and sink.size < total:
-                raise TransportError(
-                    f"download ended at {sink.size} of {total} bytes", request_line=line
-                )
+            _take_body(response, sink, self.api, line, progress, limit)
             return sink.size - offset
 
         def ranged() -> dict[str, str]:
-            asked = {"Accept-Encoding": "identity"}
-            if sink.size > 0:
-                asked["Range"] = f"bytes={sink.size}-"
-            return asked
+            return _asking(sink.size, limit)
 
         result: int = self._send(url, handle, headers=ranged, stats=stats)
         return result
@@ -346,38 +343,55 @@ class _StreamSink:
             raise TransportError("the server ignored Range: cannot resume into a stream")
 
 
+def _asking(start: int, limit: int | None) -> dict[str, str]:
+    """The headers of one attempt: the bytes from ``start`` (up to ``limit``), raw."""
+    asked = {"Accept-Encoding": "identity"}
+    if limit is not None and limit > 0:
+        asked["Range"] = f"bytes={start}-{limit - 1}"
+    elif start > 0:
+        asked["Range"] = f"bytes={start}-"
+    return asked
+
+
 def _take_body(
     response: httpx.Response,
     sink: _FileSink | _StreamSink,
     api: ApiClient,
     line: str,
     progress: Callable[[int], None] | None,
-) -> int | None:
-    """Append the body to ``sink`` (from where it stands); return the file's whole size
-    when the answer says it. A break is a transient error that keeps what arrived."""
-    total: int | None = None
+    limit: int | None = None,
+) -> None:
+    """Append the body to ``sink`` from where it stands, up to ``limit`` bytes of the
+    file. A break, or a body that ends before the answer said, is a transient error that
+    keeps what arrived."""
+    end: int | None = None
     if response.status_code == 206:
-        first, _, size = _content_range(response.headers.get("Content-Range", ""))
+        first, last, _ = _content_range(response.headers.get("Content-Range", ""))
         if first != sink.size:
-            if first == 0:
-                sink.restart()
-            else:
+            if first != 0:
                 raise TransportError(
                     f"asked for bytes from {sink.size}, got from {first}", request_line=line
                 )
-        total = size
+            sink.restart()
+        end = last + 1
     else:
-        sink.restart()
+        sink.restart()  # the whole file, whatever was asked
         length = response.headers.get("Content-Length")
-        total = int(length) if length and length.isdigit() else None
+        end = int(length) if length and length.isdigit() else None
+    if limit is not None:
+        end = limit if end is None else min(end, limit)
     before = sink.size
     try:
         for chunk in response.iter_raw():  # as it arrives: a chunker would lose a tail
+            if end is not None and sink.size + len(chunk) > end:
+                chunk = chunk[: max(0, end - sink.size)]
             sink.write(chunk)
             if progress is not None:
                 progress(len(chunk))
             if api.abort.is_set():
                 raise StopRequested()
+            if end is not None and sink.size >= end:
+                break
     except (httpx.HTTPError, OSError) as exc:
         broke = TransportError(
             f"download broke off after {sink.size - before} bytes: {type(exc).__name__}",
@@ -385,7 +399,10 @@ def _take_body(
         )
         broke.progressed = sink.size > before
         raise broke from None
-    return total
+    if end is not None and sink.size < end:
+        short = TransportError(f"download ended at {sink.size} of {end} bytes", request_line=line)
+        short.progressed = sink.size > before
+        raise short
 
 
 def _content_range(text: str) -> tuple[int, int, int | None]:

@@ -42,7 +42,9 @@ if TYPE_CHECKING:
 DAY_MS = 24 * HOUR_MS
 WRITERS = (100, 101)
 ROOT = "pullzone-logs"
-CACHED_DAYS = 64  # finished days kept made (a month of two zones)
+CACHED_DAYS = 64  # finished days kept made (a month of two zones)...
+CACHED_BYTES = 256 << 20  # ...within this many bytes of parts
+CACHED_RECENT = 16  # days still being written, kept as of their last flush step
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,10 @@ class Archive:
         self.zones: dict[int, ZoneArchive] = {}
         self._lock = threading.Lock()
         self._final: OrderedDict[tuple[int, date], list[Part]] = OrderedDict()
+        self._final_bytes = 0
+        # Days still being written, as of a flush step: what is stored changes only when
+        # a writer flushes, so a listing and the downloads after it share one making.
+        self._recent: dict[tuple[int, date], tuple[int, list[Part]]] = {}
 
     # -- switching ------------------------------------------------------------------------
     def enable(
@@ -178,10 +184,14 @@ class Archive:
         with self._lock:
             self.limits = limits
             self._final.clear()
+            self._final_bytes = 0
+            self._recent.clear()
 
     def _forget(self, zone_id: int) -> None:
         for key in [k for k in self._final if k[0] == zone_id]:
-            del self._final[key]
+            self._final_bytes -= _size(self._final.pop(key))
+        for key in [k for k in self._recent if k[0] == zone_id]:
+            del self._recent[key]
 
     # -- reading --------------------------------------------------------------------------
     def in_storage_zone(self, storage_zone_id: int) -> list[ZoneArchive]:
@@ -213,14 +223,26 @@ class Archive:
                 self._final.move_to_end(key)
                 return cached
             limits = self.limits
+            step = now_ms // int(limits.flush_seconds * 1000)
+            recent = self._recent.get(key)
+            if recent is not None and recent[0] == step:
+                return recent[1]
         start = day_start_ms(day)
         parts = self._make(zone, day, start, now_ms, limits)
         settled = now_ms >= start + DAY_MS + MAX_DELAY_MS + limits.flush_seconds * 1000
-        if settled and all(p.closed_ms is not None for p in parts):
-            with self._lock:
+        with self._lock:
+            if settled and all(p.closed_ms is not None for p in parts):
+                self._recent.pop(key, None)
                 self._final[key] = parts
-                while len(self._final) > CACHED_DAYS:
-                    self._final.popitem(last=False)
+                self._final_bytes += _size(parts)
+                while len(self._final) > 1 and (
+                    len(self._final) > CACHED_DAYS or self._final_bytes > CACHED_BYTES
+                ):
+                    self._final_bytes -= _size(self._final.popitem(last=False)[1])
+            else:
+                self._recent[key] = (step, parts)
+                while len(self._recent) > CACHED_RECENT:
+                    del self._recent[next(iter(self._recent))]
         return parts
 
     def _records(self, zone: ZoneArchive, start: int, now_ms: int) -> Iterator[Record]:
@@ -327,6 +349,10 @@ class Archive:
             f"{self.seed}:{zone.zone_id}:{day}:{writer}:{index}".encode()
         ).hexdigest()[:8]
         return f"{day.day:02d}_{writer}-{index}-{tag}.gzip"
+
+
+def _size(parts: list[Part]) -> int:
+    return sum(len(m) for p in parts for m in p.members)
 
 
 def zone_name(zone_id: int) -> str:

@@ -8,6 +8,7 @@ and demos; they are not part of the provider's API.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import logging
 import socket
@@ -333,6 +334,26 @@ class Emulator:
                     raise ValueError("delay_seconds must not be negative")
                 added = self.traffic.add_late(zone, at, delay, int(body.get("count", 1)))
                 return json_response(200, {"request_ids": [r.wire.requestId for r in added]})
+            if name == "archive":
+                # The archive's closing rules, changed on demand (a test shrinks them).
+                if req.method == "POST":
+                    limits = dataclasses.asdict(self.archive.limits) | (req.json() or {})
+                    self.archive.set_limits(ArchiveLimits(**limits))
+                return json_response(
+                    200,
+                    {
+                        "limits": dataclasses.asdict(self.archive.limits),
+                        "zones": {
+                            str(z.zone_id): {
+                                "name": z.name,
+                                "storage_zone_id": z.storage_zone_id,
+                                "enabled": z.enabled,
+                                "spans": z.spans,
+                            }
+                            for z in self.archive.zones.values()
+                        },
+                    },
+                )
             if name == "stats":
                 with self._counter_lock:
                     stats = {str(z): vars(c).copy() for z, c in self.counters.items()}
