@@ -28,7 +28,9 @@ class StorageZoneArchive:
         return [_entry(item) for item in found]
 
     def fetch(self, path: str, dest: Path, *, size: int, checksum: str) -> None:
-        self.client.download(path, dest, checksum=checksum or None, resume=False)
+        # Only the listed length is asked for: a part that grew since it was listed comes
+        # as listed (and verifies), and is imported again once listed grown.
+        self.client.download(path, dest, checksum=checksum or None, length=size, resume=False)
 
 
 def _entry(item: StorageObject) -> Entry:
