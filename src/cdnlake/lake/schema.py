@@ -1,4 +1,4 @@
-"""The five Delta tables of the lake: their columns, partitions and keys.
+"""The Delta tables of the lake: their columns, partitions and keys.
 
 Columns are typed in the Delta protocol's own names (``string``, ``long``, ``integer``,
 ``date``, ``timestamp``): what the tables are, whichever engine reads them. A table is
