@@ -241,7 +241,13 @@ class Daemon:
                 password = zone.archive.require_password(f"zones[{index}].archive.password_env")
                 store = archive_store(self.api, zone.archive, password)
                 job = Backfill(
-                    self.config, self.session, store, zone, stop=self.stop_event, clock=self.clock
+                    self.config,
+                    self.session,
+                    store,
+                    zone,
+                    stop=self.stop_event,
+                    clock=self.clock,
+                    count_traffic=self.metrics is not None,
                 )
                 listing = job.listing(*default_span(self.clock(), ARCHIVE_DAYS))
                 result = job.run(
@@ -252,6 +258,10 @@ class Daemon:
         except Exception as exc:  # the daemon must outlive a failed archive job
             log.error("zone %s: archive job failed: %s", zone.id, exc)
             return None
+        for part in result.parts:  # rows, duplicates, traffic, last_pass_ok{source="archive"}
+            part.result.reached = None  # an archived day is no watermark: no lag to show
+            if self.metrics is not None:
+                self.metrics.observe(part.result)
         with self._lock:
             self.archive_runs[zone.id] = self.archive_runs.get(zone.id, 0) + 1
         level = logging.INFO if result.ok else logging.ERROR

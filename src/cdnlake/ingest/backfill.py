@@ -207,7 +207,10 @@ class Backfill:
         progress: Progress | None = None,
         stop: threading.Event | None = None,
         clock: Callable[[], datetime] = utcnow,
+        count_traffic: bool = False,
     ) -> None:
+        """``count_traffic``: each part's result carries its new rows by cache status and
+        status class, for a daemon that serves metrics."""
         if zone.archive is None:
             raise ValueError(f"zone {zone.id} names no archive")
         self.config = config
@@ -218,6 +221,7 @@ class Backfill:
         self.stop = stop or threading.Event()
         self.clock = clock
         self.bookkeeping = Bookkeeping(session)
+        self.count_traffic = count_traffic
         self.work = config.storage.work / "archive" / str(zone.id)
         self._ledger: list[dict[str, Any]] = []  # imports not yet in archive_parts
         self._ledger_at = time.monotonic()
@@ -305,7 +309,7 @@ class Backfill:
         again just before, for another process may have imported it meanwhile)."""
         started = time.monotonic()
         outcome = BackfillResult(self.zone.id, listing)
-        runner = Runner(self.config, self.session, stop=self.stop)
+        runner = Runner(self.config, self.session, stop=self.stop, count_traffic=self.count_traffic)
         signal: StopSignal = stop or self.stop
         self.progress.listed(listing)
         shutil.rmtree(self.work, ignore_errors=True)  # what a killed run left
