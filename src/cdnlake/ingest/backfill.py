@@ -12,7 +12,8 @@ dropped as repeats), a crash after it leaves nothing to do. A part that proved d
 later run of its days until the archive holds another copy.
 
 ``archive_parts`` (one row per part) is the ledger ``status`` reads: written after the
-listing and after each part, and mended from the marks at the next listing.
+listing and after the run's parts (every ``LEDGER_SECONDS`` in a long run), and mended
+from the marks at the next listing.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import polars as pl
 from cdnlake.config import Config, ZoneConfig
 from cdnlake.errors import CdnlakeError, DamagedInputError, StopRequested
 from cdnlake.ingest.archive_parts import (
+    DAMAGED,
     ROOT,
     Part,
     closed_parts,
@@ -94,8 +96,6 @@ class ArchivePartSource(V1FileSource):
             result.window_from = min(result.window_from, day_start(self.part.day))
 
     def _last(self, chunk: Chunk | None, *, damaged_at: int | None) -> Chunk:
-        from cdnlake.ingest.archive_parts import DAMAGED
-
         if chunk is None:
             chunk = Chunk(pl.DataFrame(schema=polars_schema(self.spec.columns)))
         self.damaged_at = damaged_at
