@@ -254,8 +254,11 @@ class LocalArchive:
 
 
 def make_archive(root: Path, lines: int) -> tuple[LocalArchive, list[Path]]:
-    """``lines`` v1 lines of one day in gzipped parts of ``ARCHIVE_PART_LINES`` (newer
-    naming scheme, two writers), under ``pullzone-logs/www/<YYYY>/<MM>/``."""
+    """``lines`` v1 lines of one day in gzipped parts of ``ARCHIVE_PART_LINES``, as the
+    provider lays them out: newer naming scheme, two writers side by side, each writer's
+    parts one after the other in time (so the two writers' parts of an hour overlap, and
+    the second one's rows are looked up among the first one's), under
+    ``pullzone-logs/www/<YYYY>/<MM>/``."""
     import hashlib
 
     folder = root / "pullzone-logs" / "www" / f"{DAY:%Y}" / f"{DAY:%m}"
@@ -265,15 +268,20 @@ def make_archive(root: Path, lines: int) -> tuple[LocalArchive, list[Path]]:
     )
     parts = []
     count = max(1, math.ceil(lines / ARCHIVE_PART_LINES))
+    per_writer = math.ceil(count / 2)
+    span_ms = 86_400_000 // per_writer  # the part's slice of the day
+    day_ms = int(datetime(DAY.year, DAY.month, DAY.day, tzinfo=UTC).timestamp() * 1000)
     for k in range(count):
         n = lines // count + (1 if k < lines % count else 0)
         writer, index = 100 + k % 2, k // 2
         path = folder / f"{DAY:%d}_{writer}-{index}-{k:08x}.gzip"
-        sql = V1_SQL.replace("{path}", str(path).replace("'", "''")).replace(
-            "(FORMAT csv,", "(FORMAT csv, COMPRESSION gzip,"
+        sql = (
+            V1_SQL.replace("{path}", str(path).replace("'", "''"))
+            .replace("(FORMAT csv,", "(FORMAT csv, COMPRESSION gzip,")
+            .replace("i * 86400000 // $n", "i * $span_ms // $n")
         )
-        start_ms = int(datetime(DAY.year, DAY.month, DAY.day, tzinfo=UTC).timestamp() * 1000)
-        duckdb.execute(sql, {"start_ms": start_ms, "n": n, "seed": 100 + k})
+        start_ms = day_ms + index * span_ms
+        duckdb.execute(sql, {"start_ms": start_ms, "n": n, "seed": 100 + k, "span_ms": span_ms})
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         archive.sums[str(path)] = digest
         parts.append(path)
