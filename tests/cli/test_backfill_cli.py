@@ -4,11 +4,13 @@ backfill runs, a cut part, a wrong password, Ctrl-C and a rerun, the daemon's pi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +18,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from cdnlake.config import Secret
+from cdnlake.config import Secret, load_config
 from cdnlake.emulator import Emulator, Faults
 from cdnlake.emulator.archive import ArchiveLimits
 from tests.conftest import (
@@ -314,5 +316,53 @@ def test_the_daemon_picks_up_closed_parts(tmp_path):
         today = NOW.date()
         start = datetime(today.year, today.month, today.day, tzinfo=UTC) - 2 * DAY
         assert archived_ids(emu, start, start + DAY) <= set(lake_ids(config, ZONE))
+    finally:
+        emu.stop()
+
+
+class _Fleet:
+    """A fleet that holds the zone here (under lease generation ``generation``) or not."""
+
+    def __init__(self, generation: int | None) -> None:
+        self.generation = generation
+
+    @contextlib.contextmanager
+    def claim(self, key: str):  # type: ignore[no-untyped-def]
+        from cdnlake.coordination import Hold
+
+        yield None if self.generation is None else Hold(0.0, threading.Event(), self.generation)
+
+
+def test_the_archive_job_runs_only_where_the_zone_is_held_and_is_fenced(tmp_path):
+    """Within the fleet's assignment: a daemon that does not hold the zone imports nothing;
+    the one that does commits under its lease's generation, so a stale holder's commits are
+    refused as a pass's would be."""
+    from cdnlake.lake.progress import FENCE, holder_of
+    from cdnlake.lake.schema import REQUESTS
+    from cdnlake.scheduler import Daemon
+
+    emu = archived_emulator(2)
+    try:
+        env = {"CDNLAKE_ACCESS_KEY": KEY, "ARCHIVE_PASSWORD": PASSWORD}
+        config = load_config(archive_config(tmp_path, emu), env=env)
+        zone = config.zones[0]
+        api = make_client(config, retry=FAST_RETRY)
+        with session_for(config) as session:
+            elsewhere = Daemon(config, api, fleet=_Fleet(None), session=session, catch_up=False)
+            assert elsewhere.pick_up_archive(zone) is None
+            assert lake_ids(config, ZONE) == []
+            here = Daemon(config, api, fleet=_Fleet(3), session=session, catch_up=False)
+            result = here.pick_up_archive(zone)
+            assert result is not None and result.ok and result.rows > 0
+            fence = session.log_table(REQUESTS).snapshot(ZONE).mark(FENCE)
+            assert fence is not None and holder_of(fence) == 3
+            stale = Daemon(config, api, fleet=_Fleet(2), session=session, catch_up=False)
+            emu.clock.advance(2 * 86400)  # new parts close; the stale holder may not commit them
+            refused = stale.pick_up_archive(zone)
+            assert refused is not None and refused.failed and not refused.rows
+            assert all("taken by another holder" in (p.result.error or "") for p in refused.failed)
+        assert_once(config)
+        parts = lake_frame(config, "archive_parts")
+        assert "closed" in set(parts["state"])  # listed, refused: left for the holder
     finally:
         emu.stop()
