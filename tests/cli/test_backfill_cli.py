@@ -5,6 +5,7 @@ backfill runs, a cut part, a wrong password, Ctrl-C and a rerun, the daemon's pi
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -131,6 +132,22 @@ def test_a_month_backfilled_then_joined_by_the_api(tmp_path):
         audited = cli(path, "audit", "--date", old, "--format", "csv")
         assert audited.returncode == 0, audited.stdout + audited.stderr
         assert audited.stdout.count(",ok,") == 24, audited.stdout
+
+        # The report takes the backfilled day whole: its first part reads it from midnight.
+        first_report = cli(
+            path,
+            "report",
+            "--date",
+            first_day.isoformat(),
+            "--format",
+            "json",
+            "--out",
+            str(tmp_path / "reports"),
+        )
+        assert first_report.returncode == 0, first_report.stderr
+        (written,) = (tmp_path / "reports").glob("*.json")
+        payload = json.loads(written.read_text())
+        assert payload["partial_days"] == {}
 
         # status: the days the archive holds, all imported.
         shown = cli(path, "status")
