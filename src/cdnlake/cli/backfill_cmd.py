@@ -14,7 +14,7 @@ import time
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
-from cdnlake.errors import ConfigError, UnauthorizedError, UsageError
+from cdnlake.errors import ConfigError, StopRequested, UnauthorizedError, UsageError
 
 if TYPE_CHECKING:
     from cdnlake.ingest.archive_parts import Part
@@ -239,6 +239,9 @@ def backfill(args: argparse.Namespace) -> int:
             listing = stop.run(lambda: job.listing(first, last))
         except UnauthorizedError as exc:  # the configured password: exit 2, one line
             raise ConfigError(f"zones[{index}].archive: {exc}") from None
+        except StopRequested:
+            say(f"cdnlake: interrupted ({stop.signal}) while listing the archive: nothing imported")
+            return 1
         cut = (
             "cdnlake: interrupted ({}): the part being read keeps what it committed; "
             "parts imported whole are not read again; run backfill again to finish"
