@@ -301,3 +301,36 @@ def test_log_levels_agree_between_the_command_line_and_the_file(tmp_path):
     assert load_config(p, env=ENV).log.level == "CRITICAL"
     result = run_cli("--config", str(p), "--log-level", "CRITICAL", "sql", "SELECT 1")
     assert "invalid choice" not in result.stderr, result.stderr
+
+
+ARCHIVE = """[[zones]]
+id = 1234
+[zones.archive]
+storage_zone = "cdnlake-archive"
+folder = "www"
+password_env = "ARCHIVE_PW"
+"""
+
+
+def test_a_zones_archive_is_typed_and_its_password_comes_from_the_environment(tmp_path):
+    config = load_config(write(tmp_path, ARCHIVE), env={**ENV, "ARCHIVE_PW": "secret"})
+    archive = config.zones[0].archive
+    assert archive is not None and archive.folder == "www"
+    assert archive.require_password("k").reveal() == "secret" and "secret" not in repr(archive)
+    cases = [
+        (ARCHIVE.replace('"www"', '"w/w"'), "zones[0].archive.folder: expected a folder name"),
+        (ARCHIVE.replace('password_env = "ARCHIVE_PW"\n', ""), "archive.password_env: required"),
+        (ARCHIVE + 'password = "x"\n', "zones[0].archive.password: secrets must not be written"),
+        (ARCHIVE + "typo = 1\n", "zones[0].archive.typo: unknown key"),
+        ('[[zones]]\nid = 1\narchive = "x"\n', "zones[0].archive: expected a table, got string"),
+    ]
+    for text, needle in cases:
+        with pytest.raises(ConfigError) as info:
+            load_config(write(tmp_path, text), env=ENV)
+        assert needle in str(info.value) and "\n" not in str(info.value)
+    # The variable the archive names is known, not an unknown CDNLAKE_* override.
+    named = ARCHIVE.replace("ARCHIVE_PW", "CDNLAKE_ARCHIVE_PASSWORD")
+    load_config(write(tmp_path, named), env={**ENV, "CDNLAKE_ARCHIVE_PASSWORD": "x"})
+    config = load_config(write(tmp_path, ARCHIVE), env=ENV)
+    with pytest.raises(ConfigError, match="ARCHIVE_PW is not set"):
+        config.zones[0].archive.require_password("zones[0].archive.password_env")  # type: ignore[union-attr]

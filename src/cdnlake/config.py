@@ -14,6 +14,7 @@ import ipaddress
 import os
 import re
 import tomllib
+import types
 import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -209,6 +210,8 @@ class ScheduleConfig(Table, frozen=True):
     poll_seconds: Positive = 60
     report_at: ClockTime = "00:30"
     maintain_at: ClockTime = "01:30"  # UTC time of the daily compaction/checkpoint/vacuum
+    # How often a zone that names its archive is listed for newly closed parts.
+    archive_seconds: Positive = 900
 
 
 class LogConfig(Table, frozen=True):
@@ -326,6 +329,23 @@ QueryName = Annotated[
         description="a query parameter name (no '&', '=', '#', '?' or space)",
     ),
 ]
+StorageZoneName = Annotated[
+    str,
+    Meta(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9-]*$",
+        description="a storage zone's name (letters, digits and -)",
+    ),
+]
+FolderName = Annotated[
+    str, Meta(pattern=r"^[^/\\\s]+$", description="a folder name (no /, no spaces)")
+]
+RequiredEnvName = Annotated[
+    str,
+    Meta(
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="the NAME of an environment variable",
+    ),
+]
 
 
 class PrivacyConfig(Table, frozen=True):
@@ -354,10 +374,32 @@ class PrivacyConfig(Table, frozen=True):
         )
 
 
+class ArchiveConfig(Table, frozen=True):
+    """A zone's permanent log storage (the provider's archive): the storage zone its
+    parts are in, the folder the provider names after the pull zone, and the NAME of the
+    environment variable holding the storage zone's password (read-only suffices)."""
+
+    storage_zone: StorageZoneName
+    folder: FolderName
+    password_env: RequiredEnvName
+    url: HttpUrl = "https://storage.example-cdn.net"  # the storage zone's Edge Storage endpoint
+    # Resolved from the environment at load time; never from the file.
+    password: Secret | None = None
+
+    def require_password(self, key: str) -> Secret:
+        return required_secret(
+            self.password,
+            key,
+            self.password_env,
+            f"the password of storage zone {self.storage_zone}",
+        )
+
+
 class ZoneConfig(Table, frozen=True):
     id: Positive
     name: str = ""
     source: Annotated[str, Meta(pattern=r"^v[12]$", description="'v1' or 'v2'")] = "v2"
+    archive: ArchiveConfig | None = None  # its archive, for `backfill` and the daemon
 
     @property
     def label(self) -> str:
@@ -444,7 +486,7 @@ class Config(Table, frozen=True):
 
 
 # Keys of the structs that are filled from the environment, never from the file.
-_RESOLVED_FIELDS = {"access_key", "bearer_token", "postgres_dsn", "hash_key"}
+_RESOLVED_FIELDS = {"access_key", "bearer_token", "postgres_dsn", "hash_key", "password"}
 # CDNLAKE_* variables that are not overrides of a config key.
 OTHER_VARIABLES = {"CDNLAKE_CONFIG", "CDNLAKE_SQL_DIR"}
 # The default names of the variables holding a secret (api.access_key_env,
@@ -457,6 +499,9 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def _is_table(tp: Any) -> bool:
+    """A table of the file, or an optional one (a zone's ``archive``)."""
+    if isinstance(tp, types.UnionType):
+        return any(_is_table(arg) for arg in typing.get_args(tp))
     return isinstance(tp, type) and issubclass(tp, Table)
 
 
@@ -565,10 +610,21 @@ def build_config(
             coordination, postgres_dsn=_secret(env, coordination.postgres_dsn_env)
         ),
         privacy=msgspec.structs.replace(privacy, hash_key=_secret(env, privacy.hash_key_env)),
+        zones=tuple(_with_password(zone, env) for zone in config.zones),
         path=path,
     )
     _check_environment(config, env)
     return config
+
+
+def _with_password(zone: ZoneConfig, env: dict[str, str]) -> ZoneConfig:
+    """The zone with its archive's password read from the variable the config names."""
+    if zone.archive is None:
+        return zone
+    archive = msgspec.structs.replace(
+        zone.archive, password=_secret(env, zone.archive.password_env)
+    )
+    return msgspec.structs.replace(zone, archive=archive)
 
 
 def _secret(env: dict[str, str], name: str) -> Secret | None:
@@ -609,6 +665,8 @@ def _refuse_secrets(raw: dict[str, Any], where: str) -> None:
                     instead = "the environment variable named by coordination.postgres_dsn_env"
                 elif name.startswith("privacy."):
                     instead = "the environment variable named by privacy.hash_key_env"
+                elif name.endswith("archive.password"):
+                    instead = "the environment variable named by archive.password_env"
                 else:
                     instead = "the environment variable named by api.access_key_env"
                 raise ConfigError(
@@ -657,7 +715,12 @@ def _table(merged: dict[str, Any], section: str) -> dict[str, Any] | None:
 
 
 def _base(tp: Any) -> Any:
-    return typing.get_args(tp)[0] if typing.get_origin(tp) is Annotated else tp
+    if typing.get_origin(tp) is Annotated:
+        return typing.get_args(tp)[0]
+    if isinstance(tp, types.UnionType):  # an optional table (``archive``): the table
+        kinds = [arg for arg in typing.get_args(tp) if arg is not type(None)]
+        return kinds[0] if len(kinds) == 1 else tp
+    return tp
 
 
 TRUE, FALSE = {"1", "true", "yes"}, {"0", "false", "no"}
@@ -695,6 +758,7 @@ def _check_environment(config: Config, env: dict[str, str]) -> None:
             config.coordination.postgres_dsn_env,
             config.privacy.hash_key_env,
         }
+        | {z.archive.password_env for z in config.zones if z.archive is not None}
     )
     for section, cls in SECTIONS.items():
         known |= {env_variable(section, key) for key in _overridable(cls)}
@@ -748,6 +812,8 @@ def _words(text: str, steps: list[str | int], value: Any) -> str:
     got = f", got {value!r}" if value is not _MISSING else ""
     if m := re.fullmatch(r"Expected `(\w+)`, got `(\w+)`", text):
         return f"expected {_WORDS.get(m[1], m[1])}, got {_WORDS.get(m[2], m[2])}"
+    if m := re.fullmatch(r"Expected `object \| null`, got `(\w+)`", text):  # an optional table
+        return f"expected a table, got {_WORDS.get(m[1], m[1])}"
     if m := re.fullmatch(r"Expected `\w+` of length >= (\d+)", text):
         return "must not be empty" if m[1] == "1" else f"needs at least {m[1]} items{got}"
     if m := re.fullmatch(r"Expected `\w+` (>=|>|<=|<) (\S+)", text):

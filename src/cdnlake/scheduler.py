@@ -64,6 +64,9 @@ class _NotKept(Exception):
 
 DEFAULT_STOP_GRACE_SECONDS = 8.0
 COMPACT_MINUTES = 10  # how often today's partitions with many small files are compacted
+# The days a zone's archive job looks at (two month folders at most): newly closed parts
+# and a week or two the daemon was down; older history is `cdnlake backfill`'s.
+ARCHIVE_DAYS = 31
 
 
 class Daemon:
@@ -113,6 +116,7 @@ class Daemon:
         self.report_runs: list[date] = []
         self.audit_runs: list[date] = []
         self.maintain_runs = 0
+        self.archive_runs: dict[int, int] = {}  # zone -> archive jobs done here
         self._report_writer = report_writer
         self._report_trigger = report_trigger or daily(config.schedule.report_at)
         self._maintain_trigger = maintain_trigger or daily(config.schedule.maintain_at)
@@ -137,7 +141,8 @@ class Daemon:
         # A thread per zone up to PASSES_IN_FLIGHT: the runner lets ``concurrency`` of
         # them read the provider at once, and the quiet ones that have read wait for one
         # group commit together (commits per poll follow its latency, not the zones).
-        workers = max(2, min(PASSES_IN_FLIGHT, zones) + 1)
+        archived = sum(z.archive is not None for z in config.zones)  # their archive jobs
+        workers = max(2, min(PASSES_IN_FLIGHT, zones) + 1 + min(archived, 4))
         self.scheduler = BackgroundScheduler(
             timezone=UTC,
             executors={"default": ThreadPoolExecutor(max_workers=workers)},
@@ -218,6 +223,63 @@ class Daemon:
         )
         if result is not None:
             self._observe(result)
+        return result
+
+    def pick_up_archive(self, zone: ZoneConfig) -> Any:
+        """A zone's archive job: the closed parts of its last ``ARCHIVE_DAYS`` days not yet
+        imported, imported as ``cdnlake backfill`` does. Only while the fleet holds the
+        zone here, under the hold's generation (its commits are fenced as a pass's are);
+        it stops when the daemon stops or the hold is lost. A failure is logged: the next
+        round tries again."""
+        from cdnlake.ingest.archive_client import archive_store
+        from cdnlake.ingest.backfill import Backfill, default_span
+
+        assert zone.archive is not None
+        key = lease_key(REQUESTS.name, zone.id)
+        if self.stop_event.is_set():
+            return None
+        try:
+            with self.fleet.claim(key) as held:
+                if held is None:
+                    return None
+                index = self.config.zones.index(zone)
+                password = zone.archive.require_password(f"zones[{index}].archive.password_env")
+                store = archive_store(self.api, zone.archive, password)
+                job = Backfill(
+                    self.config,
+                    self.session,
+                    store,
+                    zone,
+                    stop=self.stop_event,
+                    clock=self.clock,
+                )
+                listing = job.listing(*default_span(self.clock(), ARCHIVE_DAYS))
+                result = job.run(
+                    listing, holder=held.generation, stop=AnyStop(self.stop_event, held.lost)
+                )
+        except StopRequested:
+            return None
+        except Exception as exc:  # the daemon must outlive a failed archive job
+            log.error("zone %s: archive job failed: %s", zone.id, exc)
+            return None
+        for part in result.parts:  # rows, duplicates, traffic, last_pass_ok{source="archive"}
+            part.result.reached = None  # an archived day is no watermark: no lag to show
+            if self.metrics is not None:
+                self.metrics.observe(part.result)
+        with self._lock:
+            self.archive_runs[zone.id] = self.archive_runs.get(zone.id, 0) + 1
+        level = logging.INFO if result.ok else logging.ERROR
+        damaged = ", ".join(f"{p.path} (after line {n})" for p, n in listing.damaged)
+        log.log(
+            level,
+            "zone %s: archive: %d part(s) imported, %d failed, %d open, %d new rows%s",
+            zone.id,
+            sum(p.result.ok for p in result.parts),
+            len(result.failed),
+            len(listing.open),
+            result.rows,
+            f"; damaged: {damaged}" if damaged else "",
+        )
         return result
 
     def _acquired(self, key: str, wait_seconds: float) -> None:
@@ -439,6 +501,17 @@ class Daemon:
                 id=job_id,
                 name=f"poll {job_id}",
                 next_run_time=now + timedelta(milliseconds=50 * i),  # staggered first passes
+            )
+        archived = [z for z in self.config.zones if z.archive is not None]
+        for i, zone in enumerate(archived):
+            self.scheduler.add_job(
+                self.pick_up_archive,
+                IntervalTrigger(seconds=self.config.schedule.archive_seconds, timezone=UTC),
+                args=[zone],
+                id=f"archive-{zone.id}",
+                name=f"archive of zone {zone.id}",
+                # after the first round of polls has begun, staggered
+                next_run_time=now + timedelta(seconds=2, milliseconds=50 * (len(polls) + i)),
             )
         self.scheduler.add_job(self.write_report, self._report_trigger, id="daily-report")
         self.scheduler.add_job(self.maintain, self._maintain_trigger, id="daily-maintain")

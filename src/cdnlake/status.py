@@ -22,6 +22,7 @@ from cdnlake.config import FUTURE_TOLERANCE_SECONDS, Config, ForwardingConfig
 from cdnlake.coordination import lease_key, lease_keys
 from cdnlake.lake.progress import WATERMARK, describe_stored, from_ms, stored_settings
 from cdnlake.lake.schema import (
+    ARCHIVE_PARTS,
     AUDIT_DAYS,
     INGEST_GAPS,
     INGEST_RUNS,
@@ -79,6 +80,9 @@ class ZoneStatus:
     # configured one (``cdnlake maintain --apply-privacy`` rewrites them).
     privacy: str | None = None
     privacy_pending: bool = False
+    # A zone that names its archive: the days it holds and which are imported, as its
+    # last backfill or archive job listed them (:func:`archive_days`); None otherwise.
+    archive: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in vars(self).items()}
@@ -265,7 +269,9 @@ def zone_statuses(
     pull_marks = watermarks(lake, REQUESTS, pull_ids, requests)
     shield_marks = watermarks(lake, SHIELD_EVENTS, shield_ids, events)
     wanted = {(z, False) for z in pull_ids} | {(z, True) for z in shield_ids}
-    with warehouse.connect([INGEST_GAPS.name, AUDIT_DAYS.name]) as con:
+    archived = [z.id for z in config.zones if z.archive is not None]
+    relations = [INGEST_GAPS.name, AUDIT_DAYS.name] + ([ARCHIVE_PARTS.name] if archived else [])
+    with warehouse.connect(relations) as con:
         runs = last_runs(warehouse, con, wanted, now)
         fresh = freshness(con, REQUESTS, requests, pull_ids, now)
         shield_fresh = freshness(con, SHIELD_EVENTS, events, shield_ids, now)
@@ -279,6 +285,7 @@ def zone_statuses(
         names = [c[0] for c in found.description]
         kept = [from_row(dict(zip(names, r, strict=True))) for r in found.fetchall()]
         audits = {a.zone_id: a for a in kept}
+        archives = archive_days(con, archived) if archived else {}
     configured = configured_setting(config.privacy)
     # (id, name, source, is shield, its watermarks, its rows today, its freshness)
     zones = [(z.id, z.name, z.source, False, pull_marks, rows_today, fresh) for z in config.zones]
@@ -342,9 +349,37 @@ def zone_statuses(
                 last_audit=None if shield or zone_id not in audits else audits[zone_id].as_dict(),
                 privacy=privacy,
                 privacy_pending=pending,
+                archive=None if shield else archives.get(zone_id),
             )
         )
     return out
+
+
+def archive_days(con: duckdb.DuckDBPyConnection, zone_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """Per zone that names its archive: the days the archive holds (``first``, ``last``,
+    ``days``), how many are imported whole (every part imported), and the days that are
+    not (``pending``: a part open or not imported yet; ``damaged``: a damaged part), as
+    ISO days. A zone never listed has zero days."""
+    found: dict[int, dict[str, Any]] = {
+        zone: {"days": 0, "imported": 0, "first": None, "last": None, "pending": [], "damaged": []}
+        for zone in zone_ids
+    }
+    for zone, day, parts, imported, damaged, _open in con.execute(
+        internal_sql("status_archive")
+    ).fetchall():
+        entry = found.get(int(zone))
+        if entry is None:
+            continue
+        entry["days"] += 1
+        entry["first"] = entry["first"] or day.isoformat()
+        entry["last"] = day.isoformat()
+        if imported == parts:
+            entry["imported"] += 1
+        elif damaged:
+            entry["damaged"].append(day.isoformat())
+        else:
+            entry["pending"].append(day.isoformat())
+    return found
 
 
 @dataclass

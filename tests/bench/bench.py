@@ -8,6 +8,8 @@
                                            the busy zone at another rate, for a shorter time
     python tests/bench/bench.py --only zones --zones 300 --zones-seconds 300
                                            fewer quiet zones, for a shorter time
+    python tests/bench/bench.py --only backfill --backfill-lines 1000000
+                                           the archive's backfill on fewer lines
 
 Data is generated from a seed. Benchmarks are not tests: only the smoke test runs them,
 on tiny data, and it checks that they run, not how fast.
@@ -210,6 +212,143 @@ def bench_import_v1(work: Path, lines: int) -> Figure:
         "s",
         "<= 1.7x DuckDB COPY (python -c)",
         ours <= 1.7 * reference,
+    )
+
+
+ARCHIVE_PART_LINES = 2_500_000  # lines per archived part (the provider closes at 5 million)
+
+
+class LocalArchive:
+    """A storage zone's archive as files under ``root`` (the provider's layout), read
+    through the backfill's :class:`~cdnlake.ingest.archive_store.ArchiveStore` interface:
+    the parts are generated here, not by the emulator's traffic model. A fetch links the
+    file into place and checks its SHA-256 as a download does."""
+
+    def __init__(self, root: Path, changed: datetime) -> None:
+        self.root = root
+        self.changed = changed
+        self.sums: dict[str, str] = {}
+
+    def list_folder(self, path: str) -> list[object]:
+        from cdnlake.ingest.archive_store import Entry
+
+        folder = self.root / path
+        if not folder.is_dir():
+            return []
+        return [
+            Entry(f.name, f.is_dir(), f.stat().st_size, self.changed, self.sums.get(str(f), ""))
+            for f in sorted(folder.iterdir())
+        ]
+
+    def fetch(self, path: str, dest: Path, *, size: int, checksum: str) -> None:
+        import hashlib
+
+        source = self.root / path
+        os.link(source, dest)
+        digest = hashlib.sha256()
+        with dest.open("rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+        if digest.hexdigest() != checksum or dest.stat().st_size != size:
+            raise RuntimeError(f"{path}: checksum mismatch")
+
+
+def make_archive(root: Path, lines: int) -> tuple[LocalArchive, list[Path]]:
+    """``lines`` v1 lines of one day in gzipped parts of ``ARCHIVE_PART_LINES``, as the
+    provider lays them out: newer naming scheme, two writers side by side, each writer's
+    parts one after the other in time (so the two writers' parts of an hour overlap, and
+    the second one's rows are looked up among the first one's), under
+    ``pullzone-logs/www/<YYYY>/<MM>/``."""
+    import hashlib
+
+    folder = root / "pullzone-logs" / "www" / f"{DAY:%Y}" / f"{DAY:%m}"
+    folder.mkdir(parents=True, exist_ok=True)
+    archive = LocalArchive(
+        root, datetime(DAY.year, DAY.month, DAY.day, tzinfo=UTC) + timedelta(days=2)
+    )
+    parts = []
+    count = max(1, math.ceil(lines / ARCHIVE_PART_LINES))
+    per_writer = math.ceil(count / 2)
+    span_ms = 86_400_000 // per_writer  # the part's slice of the day
+    day_ms = int(datetime(DAY.year, DAY.month, DAY.day, tzinfo=UTC).timestamp() * 1000)
+    for k in range(count):
+        n = lines // count + (1 if k < lines % count else 0)
+        writer, index = 100 + k % 2, k // 2
+        path = folder / f"{DAY:%d}_{writer}-{index}-{k:08x}.gzip"
+        sql = (
+            V1_SQL.replace("{path}", str(path).replace("'", "''"))
+            .replace("(FORMAT csv,", "(FORMAT csv, COMPRESSION gzip,")
+            .replace("i * 86400000 // $n", "i * $span_ms // $n")
+        )
+        start_ms = day_ms + index * span_ms
+        duckdb.execute(sql, {"start_ms": start_ms, "n": n, "seed": 100 + k, "span_ms": span_ms})
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        archive.sums[str(path)] = digest
+        parts.append(path)
+    return archive, parts
+
+
+READ_CSV_PARTS = """
+COPY (SELECT * FROM read_csv($parts, delim='|', header=false, quote='', escape='',
+      columns=$columns, null_padding=true, compression='gzip'))
+TO '{out}' (FORMAT parquet)
+"""
+
+
+def bench_backfill(work: Path, lines: int) -> Figure:
+    """``Backfill`` (listing, fetch with its checksum, parse, exactly-once commits, the
+    parts' marks and ledger) of gzipped archive parts into a new lake, against DuckDB's
+    ``read_csv`` of the same parts into one Parquet file; in one process, in turns."""
+    from cdnlake.config import build_config
+    from cdnlake.ingest.backfill import Backfill
+    from cdnlake.lake.session import LakeSession
+
+    archive, parts = make_archive(work / "storage", lines)
+    root = work / "backfill"
+    raw = {
+        "storage": {"root": str(root)},
+        "zones": [
+            {
+                "id": 1234,
+                "archive": {"storage_zone": "logs", "folder": "www", "password_env": "BENCH_PW"},
+            }
+        ],
+    }
+    config = build_config(raw, base_dir=work, env={"BENCH_PW": "x"})
+    clock = archive.changed + timedelta(days=1)
+
+    def ours() -> float:
+        shutil.rmtree(root, ignore_errors=True)
+
+        def run() -> None:
+            with LakeSession.from_config(config.storage) as session:
+                job = Backfill(config, session, archive, config.zones[0], clock=lambda: clock)
+                done = job.run(job.listing())
+                if not done.ok or done.rows != lines:
+                    raise RuntimeError(f"backfill: {done.rows} rows of {lines}")
+
+        return timed(run)
+
+    out = work / "archive.parquet"
+    columns = {f"c{i}": "VARCHAR" for i in range(1, 13)}
+    sql = READ_CSV_PARTS.replace("{out}", str(out).replace("'", "''"))
+
+    def reference() -> float:
+        out.unlink(missing_ok=True)
+        return timed(
+            lambda: duckdb.execute(sql, {"parts": [str(p) for p in parts], "columns": columns})
+        )
+
+    rounds = 1 if lines >= 5_000_000 else 3
+    mine, theirs = in_turns(ours, reference, rounds=rounds)
+    return Figure(
+        f"backfill, {lines:,} archived lines in {len(parts)} gzipped parts (Delta lake)",
+        mine,
+        theirs,
+        "s",
+        "<= 1.5x DuckDB read_csv to Parquet",
+        mine <= 1.5 * theirs,
+        f"{lines / mine:,.0f} lines/s",
     )
 
 
@@ -1531,6 +1670,7 @@ def bench_status(work: Path, zones: int, days: int, per_zone_day: int) -> Figure
 SIZES = {
     "full": {
         "import": 1_000_000,
+        "backfill": 10_000_000,
         "mem": (1_000_000, 10_000_000),
         "ingest": 1_000_000,
         "backlog": (90, (30, 10.0)),
@@ -1548,6 +1688,7 @@ SIZES = {
     },
     "small": {
         "import": 2_000,
+        "backfill": 3_000,
         "mem": (2_000, 6_000),
         "ingest": 5_000,
         "backlog": (3, (30, 1.0)),
@@ -1568,8 +1709,10 @@ def run_all(
     only: set[str] | None = None,
     busy: tuple[int | None, float | None] = (None, None),
     zones: tuple[int | None, float | None] = (None, None),
+    backfill_lines: int | None = None,
 ) -> list[Figure]:
     s = dict(SIZES[size])
+    s["backfill"] = backfill_lines or s["backfill"]
     rate, seconds, poll, lag = s["busy"]
     s["busy"] = (busy[0] or rate, busy[1] or seconds, poll, lag)
     count, seconds, poll, lag = s["zones"]
@@ -1581,6 +1724,7 @@ def run_all(
             ("startup", bench_startup),
             ("small-import", lambda: bench_small_import(work / "import")),
             ("import", lambda: bench_import_v1(work / "import", s["import"])),
+            ("backfill", lambda: bench_backfill(work / "archive", s["backfill"])),
             ("memory", lambda: bench_import_memory(work / "memory", *s["mem"])),
             ("ingest", lambda: bench_ingest_v2(work / "ingest", s["ingest"])),
             ("backlog", lambda: bench_backlog(work / "backlog", *s["backlog"])),
@@ -1599,7 +1743,7 @@ def run_all(
         for name, fn in plan:
             if only and name not in only:
                 continue
-            for d in ("import", "memory", "ingest", "backlog"):
+            for d in ("import", "archive", "memory", "ingest", "backlog"):
                 (work / d).mkdir(exist_ok=True)
             made = fn()
             for figure in made if isinstance(made, list) else [made]:
@@ -1618,6 +1762,7 @@ def main() -> int:
     parser.add_argument("--busy-seconds", type=float, help="the busy zone's steady state")
     parser.add_argument("--zones", type=int, help="how many quiet zones (bench 'zones')")
     parser.add_argument("--zones-seconds", type=float, help="how long the quiet zones run")
+    parser.add_argument("--backfill-lines", type=int, help="archived lines (bench 'backfill')")
     args = parser.parse_args()
     # As pip leaves an installed package: bytecode compiled (this checkout is installed
     # editable, and PYTHONDONTWRITEBYTECODE would have every process compile it again).
@@ -1631,6 +1776,7 @@ def main() -> int:
         set(args.only or []) or None,
         (args.busy_rate, args.busy_seconds),
         (args.zones, args.zones_seconds),
+        args.backfill_lines,
     )
     missed = [f.what for f in figures if not f.ok]
     print(

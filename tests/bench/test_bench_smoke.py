@@ -15,6 +15,7 @@ BENCHMARKS = [
     "--help start-up",
     "import-v1 of 1,000 lines",
     "import-v1,",
+    "backfill, ",
     "peak memory",
     "ingest",
     "backlog",

@@ -8,6 +8,7 @@ the audit fails with that error before the lake is looked at, and no verdict is 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
 from cdnlake.audit.compare import HOUR, Counts, HourAudit, audit_hour
@@ -87,13 +88,55 @@ def zone_starts(config: Config, zones: Sequence[int]) -> dict[int, datetime]:
         & ds.field("started").is_valid()
         & (ds.field("source") != "shield")
     )
-    found = runs.to_table(columns=["zone", "window_from", "started"], filter=passes)
-    firsts = found.group_by("zone").aggregate([("window_from", "min"), ("started", "min")])
-    starts: dict[int, datetime] = {}
-    columns = ("zone", "window_from_min", "started_min")
-    for zone, window, started in zip(*(firsts[c].to_pylist() for c in columns), strict=True):
-        starts[int(zone)] = max(_utc(window), _utc(started) - RETENTION)
+    found = runs.to_table(columns=["zone", "window_from", "started", "source"], filter=passes)
+    windows: dict[int, datetime] = {}
+    firsts: dict[int, datetime] = {}
+    archived: dict[int, datetime] = {}
+    for zone, window, started, source in zip(
+        *(found[c].to_pylist() for c in ("zone", "window_from", "started", "source")),
+        strict=True,
+    ):
+        zone, window, started = int(zone), _utc(window), _utc(started)
+        if source == "archive":  # an archived part holds its day, however old
+            archived[zone] = min(archived.get(zone, window), window)
+        else:
+            windows[zone] = min(windows.get(zone, window), window)
+            firsts[zone] = min(firsts.get(zone, started), started)
+    starts = {zone: max(windows[zone], firsts[zone] - RETENTION) for zone in windows}
+    for zone, window in archived.items():
+        starts[zone] = min(starts.get(zone, window), window)
     return starts
+
+
+def archived_days(
+    config: Config, zones: Sequence[int], first: date, last: date, now: datetime
+) -> dict[int, set[date]]:
+    """Per zone, the days of ``first``..``last`` whose archived parts (``archive_parts``)
+    are all imported or damaged, none open or left, and that ended more than the
+    provider's idle close before ``now`` (no late part of the day can come): read whole
+    from the archive, as a watermark past them would say of the API's passes."""
+    from cdnlake.ingest.archive_parts import IDLE, SETTLE
+    from cdnlake.lake.schema import ARCHIVE_PARTS
+
+    lake = Lake.from_config(config.storage)
+    table = lake.open(ARCHIVE_PARTS)
+    if table is None or not zones:
+        return {}
+    found = lake.dataset(
+        ARCHIVE_PARTS, table, [(ARCHIVE_PARTS.zone_column, "in", [str(z) for z in zones])]
+    ).to_table(columns=["zone", "day", "state"])
+    days: dict[tuple[int, date], bool] = {}
+    for zone, day, state in zip(
+        *(found[c].to_pylist() for c in ("zone", "day", "state")), strict=True
+    ):
+        if first <= day <= last and day_start(day) + DAY + IDLE + SETTLE <= now:
+            whole = state in ("imported", "damaged")
+            days[(int(zone), day)] = days.get((int(zone), day), True) and whole
+    out: dict[int, set[date]] = {}
+    for (zone, day), whole in days.items():
+        if whole:
+            out.setdefault(zone, set()).add(day)
+    return out
 
 
 def _utc(moment: datetime) -> datetime:
@@ -111,26 +154,36 @@ def judge(
     now: datetime,
     marks: dict[int, datetime] | None = None,
     starts: dict[int, datetime] | None = None,
+    archived: dict[int, set[date]] | None = None,
 ) -> list[HourAudit]:
-    """One row per zone and hour of the days ``first``..``last`` that has begun by ``now``."""
+    """One row per zone and hour of the days ``first``..``last`` that has begun by ``now``.
+    ``archived``: each zone's days read whole from its archive (:func:`archived_days`),
+    judged as if the zone's watermark had passed them."""
     lag = timedelta(seconds=config.ingest.lag_seconds)
+    with_archive = {z.id for z in config.zones if z.archive is not None}
     rows: list[HourAudit] = []
     for zone in zones:
         hour = day_start(first)
         while hour < day_start(last) + DAY and hour <= now:
-            rows.append(
-                audit_hour(
-                    zone,
-                    hour,
-                    provider.get((zone, hour), Counts()),
-                    lake.get((zone, hour), Counts()),
-                    tolerance=config.audit.tolerance,
-                    now=now,
-                    lag=lag,
-                    watermark=(marks or {}).get(zone),
-                    started=(starts or {}).get(zone),
-                )
+            judged = audit_hour(
+                zone,
+                hour,
+                provider.get((zone, hour), Counts()),
+                lake.get((zone, hour), Counts()),
+                tolerance=config.audit.tolerance,
+                now=now,
+                lag=lag,
+                watermark=_read_past(hour, (marks or {}).get(zone), (archived or {}).get(zone)),
+                started=(starts or {}).get(zone),
             )
+            if judged.failed and zone in with_archive and hour + RETENTION <= now:
+                day = f"{hour:%Y-%m-%d}"
+                judged = replace(
+                    judged,
+                    advice=f"{judged.advice}; the zone's archive may hold it: "
+                    f"`cdnlake backfill --zone {zone} --from {day} --to {day}`",
+                )
+            rows.append(judged)
             hour += HOUR
     return rows
 
@@ -143,8 +196,31 @@ def audit(
     provider = provider_counts(api, zones, first, last)
     marks = zone_watermarks(config, zones)
     starts = zone_starts(config, zones)
+    archived = archived_days(config, zones, first, last, now)
     lake = lake_counts(config, zones, first, last)
-    return judge(config, zones, first, last, provider, lake, now=now, marks=marks, starts=starts)
+    return judge(
+        config,
+        zones,
+        first,
+        last,
+        provider,
+        lake,
+        now=now,
+        marks=marks,
+        starts=starts,
+        archived=archived,
+    )
+
+
+def _read_past(
+    hour: datetime, watermark: datetime | None, days: set[date] | None
+) -> datetime | None:
+    """The watermark an hour is judged against: past the hour's day where the archive gave
+    that day whole."""
+    if days and hour.date() in days:
+        end = day_start(hour.date()) + DAY
+        return end if watermark is None else max(watermark, end)
+    return watermark
 
 
 def keep(session: LakeSession, hours: Sequence[HourAudit], now: datetime) -> list[DayAudit]:

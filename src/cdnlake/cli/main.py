@@ -140,6 +140,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     p = _command(
+        sub,
+        "backfill",
+        "Import a zone's archived parts (the provider's permanent log storage) for those\n"
+        "days (default: every day the archive holds); each closed part once, open ones\n"
+        "left for later.",
+        "cdnlake.cli.backfill_cmd:backfill",
+    )
+    p.add_argument(
+        "--zone", type=zone_id, required=True, action=Once, metavar="ID", help="pull zone id"
+    )
+    p.add_argument(
+        "--from", dest="from_day", action=Once, metavar="YYYY-MM-DD", help="first UTC day"
+    )
+    p.add_argument("--to", dest="to_day", action=Once, metavar="YYYY-MM-DD", help="last UTC day")
+
+    p = _command(
         sub, "daemon", "Run the scheduler until SIGINT / SIGTERM.", "cdnlake.cli.daemon_cmd:daemon"
     )
 

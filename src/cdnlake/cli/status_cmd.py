@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cdnlake.config import Config
@@ -131,6 +131,30 @@ def privacy_lines(config: Config, statuses: list[ZoneStatus]) -> str:
     )
 
 
+SHOWN_DAYS = 3  # the days not imported that the compact table names, the rest counted
+
+
+def _days(days: list[str], wide: bool) -> str:
+    if wide or len(days) <= SHOWN_DAYS:
+        return ", ".join(days)
+    return ", ".join(days[:SHOWN_DAYS]) + f" and {len(days) - SHOWN_DAYS} more"
+
+
+def archive_line(archive: dict[str, Any], wide: bool) -> str:
+    """``31 days 2026-10-21..2026-11-20, 29 imported; not yet: ...; damaged: ...``."""
+    if not archive["days"]:
+        return "no day listed yet (run `cdnlake backfill`, or the daemon lists it)"
+    text = (
+        f"{archive['days']} day(s) {archive['first']}..{archive['last']}, "
+        f"{archive['imported']} imported"
+    )
+    if archive["pending"]:
+        text += f"; not yet: {_days(archive['pending'], wide)}"
+    if archive["damaged"]:
+        text += f"; DAMAGED part(s): {_days(archive['damaged'], wide)}"
+    return text
+
+
 def status(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load
     from cdnlake.status import full_status
@@ -156,6 +180,11 @@ def status(args: argparse.Namespace) -> int:
         if audits:  # the completeness audit's last day of each zone audited
             sys.stdout.write(f"last audit: {'; '.join(audits)}\n")
         sys.stdout.write(privacy_lines(config, statuses))
+        for s in statuses:  # the archived days of each zone that names its archive
+            if s.archive is not None:
+                sys.stdout.write(
+                    f"archive: zone {s.zone_id} {archive_line(s.archive, args.wide)}\n"
+                )
         kind = "daemons (PostgreSQL fleet)" if fleet.coordinated else "daemon"
         sys.stdout.write(f"{kind}: {'; '.join(fleet.daemons) or 'none running'}\n")
         never = [str(s.zone_id) for s in statuses if s.problem == "never ingested"]

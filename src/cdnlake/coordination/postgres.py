@@ -96,7 +96,7 @@ class Lease:
     ready_at: float  # time.monotonic(): the previous owner's rate window has passed
     generation: int  # this take's, the fence token of its passes
     lost: threading.Event = field(default_factory=threading.Event)
-    running: bool = False
+    running: int = 0  # passes in flight on it (a zone's poll and its archive job)
     # Let go at this round (not this daemon's share, or asked for by `maintain`): no pass
     # starts on it any more, so a lease is renewed whenever a pass of it runs.
     releasing: bool = False
@@ -206,13 +206,13 @@ class PostgresFleet:
             ):
                 lease = None
             else:
-                lease.running = True
+                lease.running += 1
         try:
             yield None if lease is None else Hold(lease.ready_at, lease.lost, lease.generation)
         finally:
             if lease is not None:
                 with self._lock:
-                    lease.running = False
+                    lease.running -= 1
 
     @contextlib.contextmanager
     def fleet_job(self, job: str) -> Iterator[Turn]:

@@ -7,6 +7,9 @@ Every write is a MERGE on the row's key, so that no row is ever written twice:
   window, a closed v1 day read once more) is kept once: a v2 record by its request id, a
   shield event by its log id, a line of a file by the file and its line number;
 - ``audit_days`` by day: a day audited again (after a re-read) updates its row;
+- ``archive_parts`` by path: a part listed again or imported updates its row (what
+  records a part imported is its mark, committed with its rows: this is the ledger
+  ``status`` reads, written after, and mended from the marks at the next listing);
 - ``ingest_gaps`` by span: a gap claims only what no earlier gap of its zone claims, and
   a gap that continues one (an outage that goes on) extends that row instead of adding
   one (see :meth:`Bookkeeping.record_gaps`).
@@ -31,6 +34,7 @@ import polars as pl
 
 from cdnlake.errors import StorageError
 from cdnlake.lake.schema import (
+    ARCHIVE_PARTS,
     AUDIT_DAYS,
     INGEST_GAPS,
     INGEST_RUNS,
@@ -89,6 +93,26 @@ class Bookkeeping:
             lambda: frame, "t.day = s.day", [zone_id], update={c: f"s.{c}" for c in columns}
         )
         self.session.merge_table(AUDIT_DAYS).committer.run(merge, patient=False)
+
+    def record_archive_parts(
+        self, zone_id: int, parts: list[dict[str, Any]], *, listing: bool
+    ) -> None:
+        """Archived parts of the zone, one row each by path. A ``listing`` updates what
+        the listing and the marks tell (size, checksum, last change, state) and keeps
+        what an import counted; an import's rows replace theirs whole."""
+        if not parts:
+            return
+        frame = _frame(ARCHIVE_PARTS, zone_id, parts)
+        listed = ("size", "checksum", "last_changed", "state", "listed_at", "day")
+        columns = (
+            listed
+            if listing
+            else [c for c in ARCHIVE_PARTS.columns if c not in ("path", "listed_at")]
+        )
+        merge = Merge(
+            lambda: frame, "t.path = s.path", [zone_id], update={c: f"s.{c}" for c in columns}
+        )
+        self.session.merge_table(ARCHIVE_PARTS).committer.run(merge, patient=False)
 
     def record_gaps(self, zone_id: int, gaps: list[dict[str, Any]]) -> float:
         """Claim the spans of ``gaps`` lost, each instant once per zone.

@@ -1,4 +1,4 @@
-"""The five Delta tables of the lake: their columns, partitions and keys.
+"""The Delta tables of the lake: their columns, partitions and keys.
 
 Columns are typed in the Delta protocol's own names (``string``, ``long``, ``integer``,
 ``date``, ``timestamp``): what the tables are, whichever engine reads them. A table is
@@ -109,6 +109,22 @@ AUDIT_DAY_SCHEMA: Columns = {  # one row per pull zone and UTC day audited (its 
     "detail": STRING,  # the short hours, e.g. "05:00 missing, 09:00 short"
 }
 
+ARCHIVE_PART_SCHEMA: Columns = {  # one row per archived part of a pull zone (the last word on it)
+    "path": STRING,  # <YYYY>/<MM>/<name> under the zone's folder of the archive
+    "day": DATE,  # the UTC day the part holds
+    "size": LONG,  # bytes, as listed
+    "checksum": STRING,  # SHA-256, as listed ("" where the listing gives none)
+    "last_changed": TS,  # as listed
+    "state": STRING,  # open (may still grow), closed (to import), imported, damaged
+    "lines": LONG,  # what importing it read (NULL until then)
+    "rows": LONG,  # new rows it brought
+    "duplicates": LONG,  # rows the lake held already (from the API, forwarding, import-v1)
+    "rejected": LONG,
+    "run_id": STRING,  # the ingest_runs row of its import
+    "listed_at": TS,  # when a backfill last listed it
+    "imported_at": TS,
+}
+
 REJECT_TABLE_SCHEMA: Columns = {
     "source": STRING,  # v1 or v2
     "file": STRING,  # local path, api:v1:<MM-dd-yy>/<zone>.log, or api:v2?from=&to=
@@ -174,7 +190,16 @@ INGEST_RUNS = TableSpec("ingest_runs", "zone", RUN_SCHEMA, by_date=False)
 INGEST_GAPS = TableSpec("ingest_gaps", "zone", GAP_SCHEMA, by_date=False)
 REJECTED_LINES = TableSpec("rejected_lines", "zone", REJECT_TABLE_SCHEMA, by_date=False)
 AUDIT_DAYS = TableSpec("audit_days", "zone", AUDIT_DAY_SCHEMA, by_date=False)
-TABLES = (REQUESTS, SHIELD_EVENTS, INGEST_RUNS, INGEST_GAPS, REJECTED_LINES, AUDIT_DAYS)
+ARCHIVE_PARTS = TableSpec("archive_parts", "zone", ARCHIVE_PART_SCHEMA, by_date=False)
+TABLES = (
+    REQUESTS,
+    SHIELD_EVENTS,
+    INGEST_RUNS,
+    INGEST_GAPS,
+    REJECTED_LINES,
+    AUDIT_DAYS,
+    ARCHIVE_PARTS,
+)
 TABLES_BY_NAME = {t.name: t for t in TABLES}
 
 

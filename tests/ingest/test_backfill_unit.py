@@ -1,0 +1,188 @@
+"""The backfill's own logic against an in-process fake of the storage zone (the HTTP tests
+against the emulator are in tests/cli/test_backfill_cli.py): naming schemes, the closing
+rule, each part once, a crash between a part's rows and its ledger row."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+
+from cdnlake.config import build_config
+from cdnlake.ingest.archive_parts import Part, closed_parts, parse_name
+from cdnlake.ingest.archive_store import Entry
+from cdnlake.ingest.backfill import Backfill
+from cdnlake.lake.session import LakeSession
+from tests.conftest import lake_frame, lake_ids
+
+ZONE = 1234
+NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
+GOOD = "HIT|200|{ts}|412|{zone}|163.172.53.0|-|https://cdn.example.net/a|WA|UA|{rid}|DE"
+
+
+def lines(day: date, tag: str, n: int, zone: int = ZONE) -> list[str]:
+    start = int(datetime(day.year, day.month, day.day, 1, tzinfo=UTC).timestamp() * 1000)
+    return [GOOD.format(ts=start + i * 1000, zone=zone, rid=f"{tag}{i:024d}") for i in range(n)]
+
+
+@dataclass
+class Stored:
+    data: bytes
+    last_changed: datetime
+
+
+class FakeStore:
+    """A storage zone in memory: paths to bytes, listed as the Edge Storage API does."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, Stored] = {}
+        self.fetched: list[str] = []
+
+    def put(
+        self, path: str, text: list[str], changed: datetime, *, raw: bytes | None = None
+    ) -> None:
+        data = raw if raw is not None else gzip.compress(("\n".join(text) + "\n").encode())
+        self.files[path] = Stored(data, changed)
+
+    def list_folder(self, path: str) -> list[Entry]:
+        out: dict[str, Entry] = {}
+        for name, stored in self.files.items():
+            if not name.startswith(path):
+                continue
+            rest = name[len(path) :]
+            head, slash, _ = rest.partition("/")
+            checksum = hashlib.sha256(stored.data).hexdigest().upper()
+            out[head] = Entry(head, bool(slash), len(stored.data), stored.last_changed, checksum)
+        return list(out.values())
+
+    def fetch(self, path: str, dest: Path, *, size: int, checksum: str) -> None:
+        self.fetched.append(path)
+        dest.write_bytes(self.files[path].data)
+
+
+def make_config(tmp_path: Path):
+    raw = {
+        "storage": {"root": str(tmp_path / "data")},
+        "zones": [
+            {
+                "id": ZONE,
+                "archive": {"storage_zone": "logs", "folder": "www", "password_env": "ARCHIVE_PW"},
+            }
+        ],
+    }
+    return build_config(raw, base_dir=tmp_path, env={"ARCHIVE_PW": "pw"})
+
+
+def backfill(config, store, now=NOW, first=None, last=None):
+    with LakeSession.from_config(config.storage) as session:
+        job = Backfill(config, session, store, config.zones[0], clock=lambda: now)
+        listing = job.listing(first, last)
+        return listing, job.run(listing)
+
+
+def test_names_of_both_schemes():
+    assert parse_name(2026, 11, "07_1.gzip") == (date(2026, 11, 7), "", 1)
+    assert parse_name(2026, 11, "07_100-0-a1b2c3d4.gzip") == (date(2026, 11, 7), "100", 0)
+    assert parse_name(2026, 11, "31_1.gzip") is None  # November has 30 days
+    assert parse_name(2026, 11, "notes.txt") is None
+
+
+def test_the_closing_rule():
+    day = date(2026, 11, 20)
+
+    def part(name: str, changed: datetime) -> Part:
+        d, writer, index = parse_name(2026, 11, name)  # type: ignore[misc]
+        return Part(f"2026/11/{name}", d, 10, "", changed, writer, index)
+
+    parts = [
+        part("20_100-0-aaaaaaaa.gzip", NOW - timedelta(minutes=10)),  # a later one: closed
+        part("20_100-1-bbbbbbbb.gzip", NOW - timedelta(minutes=2)),  # the writer's last: open
+        part("20_200-0-cccccccc.gzip", NOW - timedelta(minutes=70)),  # idle over an hour
+        # a late record of the 19th after midnight: a new part of that day, open
+        part("19_1.gzip", datetime(2026, 11, 20, 11, 30, tzinfo=UTC)),
+    ]
+    closed, still_open = closed_parts(parts, NOW)
+    assert [p.name for p in still_open] == ["20_100-1-bbbbbbbb.gzip", "19_1.gzip"]
+    assert len(closed) == 2 and all(p.day == day for p in closed)
+
+
+def test_each_part_once_and_open_ones_left_for_later(tmp_path):
+    config = make_config(tmp_path)
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    store.put("pullzone-logs/www/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 50), old)
+    store.put("pullzone-logs/www/2026/11/01_2.gzip", lines(date(2026, 11, 1), "b", 20), old)
+    store.put(
+        "pullzone-logs/www/2026/11/20_100-0-0a0b0c0d.gzip",
+        lines(date(2026, 11, 20), "c", 30),
+        NOW - timedelta(minutes=1),
+    )
+    listing, result = backfill(config, store)
+    assert [p.name for p in listing.open] == ["20_100-0-0a0b0c0d.gzip"]
+    assert result.ok and len(result.parts) == 2 and result.rows == 70
+    assert len(lake_ids(config, ZONE)) == 70
+
+    # The open part closes (an hour without writes); only it is read on the next run.
+    store.fetched.clear()
+    listing, result = backfill(config, store, now=NOW + timedelta(hours=2))
+    assert store.fetched == ["pullzone-logs/www/2026/11/20_100-0-0a0b0c0d.gzip"]
+    assert result.ok and result.rows == 30 and len(listing.done) == 2
+    ids = lake_ids(config, ZONE)
+    assert len(ids) == len(set(ids)) == 100
+    parts = lake_frame(config, "archive_parts").sort("path")
+    assert parts["state"].to_list() == ["imported"] * 3
+    assert parts["rows"].to_list() == [50, 20, 30]
+
+
+def test_a_crash_between_a_parts_rows_and_its_ledger_row(tmp_path, monkeypatch):
+    """The mark rides with the rows: the ledger row lost, the part is not read again, and
+    the next listing mends the ledger."""
+    from cdnlake.lake.bookkeeping import Bookkeeping
+
+    config = make_config(tmp_path)
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    store.put("pullzone-logs/www/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 10), old)
+    real = Bookkeeping.record_archive_parts
+
+    def lost(self, zone_id, parts, *, listing):
+        if not listing:
+            raise KeyboardInterrupt  # the process dies right after the part's commit
+        real(self, zone_id, parts, listing=listing)
+
+    monkeypatch.setattr(Bookkeeping, "record_archive_parts", lost)
+    try:
+        backfill(config, store)
+    except KeyboardInterrupt:
+        pass
+    monkeypatch.setattr(Bookkeeping, "record_archive_parts", real)
+    assert len(lake_ids(config, ZONE)) == 10
+    store.fetched.clear()
+    listing, result = backfill(config, store)
+    assert store.fetched == [] and len(listing.done) == 1 and result.ok
+    parts = lake_frame(config, "archive_parts")
+    assert parts["state"].to_list() == ["imported"]
+
+
+def test_a_cut_part_keeps_its_whole_lines_and_stays_loud(tmp_path):
+    config = make_config(tmp_path)
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    whole = gzip.compress(("\n".join(lines(date(2026, 11, 1), "a", 2000)) + "\n").encode())
+    store.put("pullzone-logs/www/2026/11/01_1.gzip", [], old, raw=whole[: len(whole) // 2])
+    listing, result = backfill(config, store)
+    assert not result.ok and result.failed
+    assert "damaged" in (result.failed[0].result.error or "")
+    kept = len(lake_ids(config, ZONE))
+    assert 0 < kept < 2000
+    rejected = lake_frame(config, "rejected_lines")
+    assert rejected.filter(pl.col("kind") == "damaged file").height == 1
+    # The next run does not read it again, and still says it is damaged.
+    store.fetched.clear()
+    listing, result = backfill(config, store)
+    assert store.fetched == [] and not result.ok and len(listing.damaged) == 1
+    assert lake_frame(config, "archive_parts")["state"].to_list() == ["damaged"]
