@@ -16,8 +16,8 @@ from cdnlake.config import build_config
 from cdnlake.ingest.archive_parts import Part, closed_parts, parse_name
 from cdnlake.ingest.archive_store import Entry
 from cdnlake.ingest.backfill import Backfill
-from cdnlake.lake.session import LakeSession
 from tests.conftest import lake_frame, lake_ids
+from tests.sessions import session_for
 
 ZONE = 1234
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)
@@ -78,7 +78,7 @@ def make_config(tmp_path: Path):
 
 
 def backfill(config, store, now=NOW, first=None, last=None):
-    with LakeSession.from_config(config.storage) as session:
+    with session_for(config) as session:
         job = Backfill(config, session, store, config.zones[0], clock=lambda: now)
         listing = job.listing(first, last)
         return listing, job.run(listing)

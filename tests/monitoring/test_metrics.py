@@ -18,6 +18,7 @@ from cdnlake.lake.session import LakeSession
 from cdnlake.monitoring.http import MetricsServer
 from cdnlake.monitoring.metrics import DaemonMetrics
 from cdnlake.monitoring.traffic import TrafficCounters
+from cdnlake.privacy import PrivacyPolicy
 from cdnlake.scheduler import Daemon, wait_for
 from cdnlake.status import health, zone_watermarks
 from tests.conftest import (
@@ -65,7 +66,9 @@ def test_counters_match_ingest_runs_and_lag_is_right_from_the_first_scrape(tmp_p
         )
         # The daemon's session, which its lag gauge reads and which feeds its traffic.
         traffic = TrafficCounters()
-        session = LakeSession.from_config(config.storage, traffic=traffic)
+        session = LakeSession.from_config(
+            config.storage, privacy=PrivacyPolicy.from_config(config.privacy), traffic=traffic
+        )
         metrics = DaemonMetrics(
             config, watermarks=lambda: zone_watermarks(session, config), traffic=traffic
         )
