@@ -4,7 +4,7 @@ from cdnlake.emulator.archive import ArchiveLimits
 from cdnlake.emulator.records import ZoneSpec
 from cdnlake.emulator.server import DEMO_ZONES, Emulator, EmulatorConfig, parse_zones
 from cdnlake.emulator.state import Faults
-from cdnlake.emulator.storage import DEFAULT_STORAGE_ZONES, StorageZone
+from cdnlake.emulator.storage_zones import DEFAULT_STORAGE_ZONES, StorageZone
 from cdnlake.emulator.traffic import Traffic
 
 __all__ = [

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from cdnlake.emulator.records import HOUR_MS, MAX_DELAY_MS, Record
 
 if TYPE_CHECKING:
-    from cdnlake.emulator.state import EmulatorClock
+    from cdnlake.emulator.clock import EmulatorClock
     from cdnlake.emulator.traffic import Traffic
 
 DAY_MS = 24 * HOUR_MS

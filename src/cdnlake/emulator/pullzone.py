@@ -126,7 +126,7 @@ class PullZoneRoutes(AreaBase):
         if not enabled:
             self.emulator.archive.disable(zone, now)
             return None
-        if storage_id not in self.emulator.storage.zones:
+        if storage_id not in self.emulator.storage_zones.zones:
             return "LoggingStorageZoneId", f"storage zone {storage_id} does not exist"
         self.emulator.archive.enable(zone, storage_id, now)
         return None

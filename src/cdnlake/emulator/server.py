@@ -23,6 +23,7 @@ from typing import Any
 from cdnlake.emulator import logging_routes, statistics, storage
 from cdnlake.emulator.archive import DAY_MS, Archive, ArchiveLimits
 from cdnlake.emulator.area import ManagementFixtures
+from cdnlake.emulator.clock import EmulatorClock
 from cdnlake.emulator.forwarding import Delay
 from cdnlake.emulator.http import (
     HttpProblem,
@@ -33,8 +34,9 @@ from cdnlake.emulator.http import (
 )
 from cdnlake.emulator.management import ManagementApi
 from cdnlake.emulator.records import ZoneSpec
-from cdnlake.emulator.state import EmulatorClock, Faults, ZoneRateLimiter, ceil_seconds
-from cdnlake.emulator.storage import DEFAULT_STORAGE_ZONES, StorageApi, StorageZone
+from cdnlake.emulator.state import Faults, ZoneRateLimiter, ceil_seconds
+from cdnlake.emulator.storage import StorageApi
+from cdnlake.emulator.storage_zones import DEFAULT_STORAGE_ZONES, StorageZone, StorageZones
 from cdnlake.emulator.traffic import Traffic
 
 log = logging.getLogger("cdnlake.emulator")
@@ -133,7 +135,8 @@ class Emulator:
         self.archive = Archive(
             self.config.seed, self.traffic, self.clock, self.config.archive_limits
         )
-        self.storage = StorageApi(self, self.config.storage_zones)
+        self.storage_zones = StorageZones(self.config.storage_zones)
+        self.storage = StorageApi(self)
         self._archive_from_start()
 
     def _archive_from_start(self) -> None:

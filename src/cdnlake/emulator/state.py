@@ -13,44 +13,14 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cdnlake.emulator.clock import EmulatorClock
+
 if TYPE_CHECKING:
     from cdnlake.emulator.archive import Archive
     from cdnlake.emulator.http import Request
     from cdnlake.emulator.records import Record, ZoneSpec
-    from cdnlake.emulator.storage import StorageApi
+    from cdnlake.emulator.storage_zones import StorageZones
     from cdnlake.emulator.traffic import Traffic
-
-
-class EmulatorClock:
-    """Real time, optionally shifted or frozen, so tests can stand at any instant."""
-
-    def __init__(self, start: datetime | None = None, frozen: bool = False) -> None:
-        self._lock = threading.Lock()
-        self._offset = 0.0
-        self._frozen_at: float | None = None
-        if start is not None:
-            self.set(start, frozen=frozen)
-
-    def now_ms(self) -> int:
-        with self._lock:
-            base = self._frozen_at if self._frozen_at is not None else time.time() + self._offset
-        return int(base * 1000)
-
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self.now_ms() / 1000, tz=UTC)
-
-    def set(self, moment: datetime, frozen: bool | None = None) -> None:
-        with self._lock:
-            target = moment.timestamp()
-            keep_frozen = self._frozen_at is not None if frozen is None else frozen
-            self._offset = target - time.time()
-            self._frozen_at = target if keep_frozen else None
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            if self._frozen_at is not None:
-                self._frozen_at += seconds
-            self._offset += seconds
 
 
 HOUR_MS = 3_600_000
@@ -202,6 +172,6 @@ class Provider(Protocol):
     traffic: Traffic
     faults: Faults
     archive: Archive
-    storage: StorageApi
+    storage_zones: StorageZones
 
     def check_credentials(self, req: Request, *, allow_bearer: bool) -> str | None: ...

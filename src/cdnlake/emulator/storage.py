@@ -20,12 +20,12 @@ import gzip
 import hashlib
 import re
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from cdnlake.emulator.archive import ROOT, Part, ZoneArchive
 from cdnlake.emulator.http import Request, Response, json_response
+from cdnlake.emulator.storage_zones import StorageZone
 
 if TYPE_CHECKING:
     from cdnlake.emulator.state import Provider
@@ -37,21 +37,6 @@ BAD_LINES = (
     "this line is no log line",
     "HIT|200|not-a-time|512|0|198.51.100.0|-|https://x.example/|DE|-|bad0000000000000|DE",
 )
-
-
-@dataclass(frozen=True)
-class StorageZone:
-    """A storage zone of the account (the fixture the emulator starts with)."""
-
-    id: int
-    name: str
-    password: str
-    read_only_password: str
-    region: str = "DE"
-    hostname: str = "storage.example-cdn.net"
-
-
-DEFAULT_STORAGE_ZONES = (StorageZone(8001, "cdnlake-archive", "storage-key", "storage-ro-key"),)
 
 
 def error(status: int, message: str) -> Response:
@@ -95,16 +80,14 @@ def listed_checksum(emu: Provider, zone: ZoneArchive, part: Part, content: bytes
 class StorageApi:
     """The Edge Storage routes of one emulator."""
 
-    def __init__(self, emu: Provider, zones: tuple[StorageZone, ...]) -> None:
+    def __init__(self, emu: Provider) -> None:
         self.emu = emu
-        self.zones = {z.id: z for z in zones}
-        self.by_name = {z.name.lower(): z for z in zones}
         self._corrupted: set[str] = set()  # parts whose first download was spoiled
 
     def handle(self, req: Request) -> Response:
         rest = req.path[len(PREFIX) :].lstrip("/")
         name, _, path = rest.partition("/")
-        zone = self.by_name.get(name.lower())
+        zone = self.emu.storage_zones.named(name)
         key = req.headers.get("accesskey")
         if zone is None or key not in (zone.password, zone.read_only_password):
             return error(401, "Unauthorized")

@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 
 from cdnlake.emulator.area import AreaBase, RouteSpec, field_error, status_only
 from cdnlake.emulator.http import Request, Response, json_response
-from cdnlake.emulator.storage import USER_ID, StorageZone, stored_content
+from cdnlake.emulator.storage import USER_ID, stored_content
+from cdnlake.emulator.storage_zones import StorageZone
 
 MAX_PER_PAGE = 1000
 
@@ -68,7 +69,7 @@ class StorageZoneRoutes(AreaBase):
         page = _int(req, "page", 1, 1, 2_147_483_647)
         per_page = _int(req, "perPage", MAX_PER_PAGE, 5, MAX_PER_PAGE)
         search = (req.arg("search") or "").lower()
-        zones = [z for z in self.emulator.storage.zones.values() if search in z.name.lower()]
+        zones = [z for z in self.emulator.storage_zones.zones.values() if search in z.name.lower()]
         chunk = zones[(page - 1) * per_page : page * per_page]
         return json_response(
             200,
@@ -81,7 +82,7 @@ class StorageZoneRoutes(AreaBase):
         )
 
     def get_storage_zone(self, req: Request, m: re.Match[str]) -> Response:
-        zone = self.emulator.storage.zones.get(int(m.group(1)))
+        zone = self.emulator.storage_zones.zones.get(int(m.group(1)))
         if zone is None:
             return field_error(404, "storagezone.not_found", "id", "no such storage zone")
         return json_response(200, self.storage_zone_model(zone))
