@@ -138,15 +138,23 @@ class Shell:
                 text = ""
                 self.pending = False
                 continue
+            # A Ctrl-C outside a running query (guarded() cancels that one), e.g. just
+            # before it starts or as it ends, stops what was asked, not the shell.
             if not text and line.strip().startswith("."):
-                if not self.command(line.strip()):
-                    return 0
+                try:
+                    if not self.command(line.strip()):
+                        return 0
+                except KeyboardInterrupt:
+                    print("\ncancelled", file=sys.stderr)
                 continue
             statements, rest = split_statements(text + line + "\n")
             text = rest if has_code(rest) else ""
             self.pending = bool(text)
-            for statement in statements:
-                self.execute(statement)
+            try:
+                for statement in statements:
+                    self.execute(statement)
+            except KeyboardInterrupt:
+                print("\nquery cancelled", file=sys.stderr)
         return 0
 
     def execute(self, statement: str) -> None:
@@ -154,10 +162,12 @@ class Shell:
 
         limit = self.limit or None if self.format == "table" else None
         session = self.session
-        log.debug("sql: running a statement")  # never its text: it may hold personal data
-        result = self.guarded(
-            lambda: run_cancellable(session, lambda: session.run(statement, limit=limit))
-        )
+
+        def run() -> Result:
+            log.debug("sql: running a statement")  # never its text: it may hold personal data
+            return run_cancellable(session, lambda: session.run(statement, limit=limit))
+
+        result = self.guarded(run)
         if result is not None:
             if re.match(r"^\s*SHOW\s+(ALL\s+)?TABLES\s*$", statement, re.IGNORECASE):
                 hide_internal(result)
