@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import duckdb
 
-__version__ = "0.1.0"
+from cdnlake.version import __version__
+
 __all__ = ["__version__", "connect"]
 
 

@@ -10,7 +10,5 @@ import sys
 def completion(args: argparse.Namespace) -> int:
     import shtab
 
-    from cdnlake.cli.main import build_parser
-
-    sys.stdout.write(shtab.complete(build_parser(), shell=args.shell))
+    sys.stdout.write(shtab.complete(args.parser, shell=args.shell))
     return 0

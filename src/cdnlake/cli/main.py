@@ -13,8 +13,9 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cdnlake import __version__
+from cdnlake.cli.sql_common import DEFAULT_TABLE_ROWS
 from cdnlake.errors import CdnlakeError, ConfigError, RequestValidationError, UsageError
+from cdnlake.version import __version__
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # The optional extras (pyproject.toml): a module they install -> the extra's name.
@@ -22,7 +23,6 @@ EXTRAS = {"sqlglot": "spark", "pyspark": "spark", "psycopg": "postgres"}
 # The levels log.level takes in the file (cdnlake.config.LOG_LEVELS, not imported here so
 # that --help starts fast; a test keeps them equal).
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-DEFAULT_TABLE_ROWS = 1000  # a terminal table is for reading; csv and json write every row
 # What shtab completes an option's value with (shtab.FILE, without importing shtab here).
 FILE = {"bash": "_shtab_compgen_files", "zsh": "_files"}
 
@@ -349,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
         "cdnlake.cli.completion_cmd:completion",
     )
     p.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete in")
+    p.set_defaults(parser=parser)  # what the script completes
     return parser
 
 

@@ -8,60 +8,26 @@ import functools
 import logging
 import re
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cdnlake.cli.common import load
+from cdnlake.cli.sql_common import (
+    DEFAULT_TABLE_ROWS,
+    bind,
+    describe_named,
+    hide_internal,
+    run_cancellable,
+    show,
+)
 from cdnlake.errors import UsageError
 
 if TYPE_CHECKING:
-    from cdnlake.config import Config
-    from cdnlake.warehouse.engine import Session
-    from cdnlake.warehouse.named import NamedQuery
-    from cdnlake.warehouse.relations import Result
+    pass
 
 log = logging.getLogger(__name__)
 
 
-def describe_named() -> str:
-    """Every named query with its parameters, as ``sql --list`` prints them."""
-    from cdnlake.warehouse.named import list_named
-
-    lines = []
-    for q in list_named():
-        lines.append(f"{q.name}  {q.signature()}")
-        if q.answers:
-            lines.append(f"    {q.answers}")
-        for p in q.params:
-            notes = ["required" if p.required else f"default {p.default}"]
-            if p.choices:
-                notes.append(f"one of {'|'.join(p.choices)}")
-            doc = f" {p.doc}" if p.doc else ""
-            lines.append(f"    --param {p.name}=<{p.type}>  ({'; '.join(notes)}){doc}")
-    return "\n".join(lines) + "\n"
-
-
 _SHOW_TABLES = re.compile(r"^\s*SHOW\s+(ALL\s+)?TABLES\s*;?\s*$", re.IGNORECASE)
-
-
-def hide_internal(result: Result) -> None:
-    """SHOW TABLES lists the lake's relations, not the ``_`` views they are built on."""
-    if "name" in result.columns:
-        at = result.columns.index("name")
-        result.rows = [r for r in result.rows if not str(r[at]).startswith("_")]
-
-
-def bind(named: NamedQuery, pairs: list[str], config: Config) -> dict[str, Any]:
-    """The named query's parameters from ``--param``; a zone must be a configured one
-    (any other reads as a day without traffic: zeros, never an error)."""
-    from cdnlake.warehouse.named import parse_params
-
-    params = named.bind(parse_params(pairs))
-    zone = params.get("zone")
-    if zone is not None and zone not in {z.id for z in config.zones}:
-        known = ", ".join(str(z.id) for z in config.zones) or "none"
-        raise UsageError(f"--param zone: pull zone {zone} is not configured (configured: {known})")
-    return params
 
 
 def read_sql(args: argparse.Namespace) -> tuple[str, str] | None:
@@ -88,7 +54,6 @@ def read_sql(args: argparse.Namespace) -> tuple[str, str] | None:
 
 
 def sql(args: argparse.Namespace) -> int:
-    from cdnlake.cli.main import DEFAULT_TABLE_ROWS
     from cdnlake.warehouse.engine import open_session
     from cdnlake.warehouse.named import get_named
     from cdnlake.warehouse.relations import relations_named
@@ -153,23 +118,3 @@ def stop_on_sigterm() -> None:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, interrupted)
-
-
-def run_cancellable(session: Session, call: Callable[[], Result]) -> Result:
-    """``call()`` on ``session``, which Ctrl-C cancels: the query stops within a second
-    and KeyboardInterrupt goes on (one line and exit 1 from main; the shell carries on)."""
-    from cdnlake.warehouse.cancel import cancellable
-
-    return cancellable(call, getattr(session, "interrupt", None))
-
-
-def show(fmt: str, result: Result, limit: int | None, *, width: int | None = None) -> None:
-    """A result on standard output, and how to see the rows a table left out."""
-    from cdnlake.warehouse.output import render
-
-    sys.stdout.write(render(fmt, result.columns, result.rows, width=width))
-    if result.more:
-        sys.stdout.write(
-            f"(only the first {limit:,} rows are shown: --limit 0 shows every row, "
-            "--format csv or json writes them all)\n"
-        )

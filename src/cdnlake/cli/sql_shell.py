@@ -99,7 +99,7 @@ class Shell:
         fmt: str = "table",
         limit: int | None = None,
     ) -> None:
-        from cdnlake.cli.main import DEFAULT_TABLE_ROWS
+        from cdnlake.cli.sql_common import DEFAULT_TABLE_ROWS
 
         self.config = config
         self.connect = connect
@@ -158,7 +158,7 @@ class Shell:
         return 0
 
     def execute(self, statement: str) -> None:
-        from cdnlake.cli.sql_cmd import hide_internal, run_cancellable
+        from cdnlake.cli.sql_common import hide_internal, run_cancellable
 
         limit = self.limit or None if self.format == "table" else None
         session = self.session
@@ -219,7 +219,7 @@ class Shell:
                     raise UsageError(".schema: expected one relation name, e.g. .schema requests")
                 self.schema(words[0])
             elif name == ".queries":
-                from cdnlake.cli.sql_cmd import describe_named
+                from cdnlake.cli.sql_common import describe_named
 
                 sys.stdout.write(describe_named())
             elif name == ".run":
@@ -261,7 +261,7 @@ class Shell:
             self.show(Result(["column", "type"], [r[:2] for r in described.rows]), None)
 
     def run_named(self, words: list[str]) -> None:
-        from cdnlake.cli.sql_cmd import bind, run_cancellable
+        from cdnlake.cli.sql_common import bind, run_cancellable
         from cdnlake.warehouse.named import get_named
 
         if not words:

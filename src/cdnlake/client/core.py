@@ -23,7 +23,6 @@ from typing import Any, Literal
 import httpx
 import msgspec
 
-from cdnlake import __version__
 from cdnlake.client.budget import BudgetRegistry, RequestBudget
 from cdnlake.client.retry import RetryPolicy
 from cdnlake.client.stats import RequestStats
@@ -45,6 +44,7 @@ from cdnlake.errors import (
     UnreachableError,
     UnresolvableHostError,
 )
+from cdnlake.version import __version__
 
 log = logging.getLogger("cdnlake.client")
 Auth = Literal["key", "logging", "none"]

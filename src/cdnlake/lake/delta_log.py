@@ -35,10 +35,10 @@ from urllib.parse import quote
 from deltalake import DeltaTable
 from deltalake.transaction import AddAction
 
-from cdnlake import __version__
 from cdnlake.errors import StorageError, first_line
 from cdnlake.lake.schema import TableSpec
 from cdnlake.lake.store import Lake
+from cdnlake.version import __version__
 
 if TYPE_CHECKING:
     from deltalake import Transaction
