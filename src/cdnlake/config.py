@@ -318,6 +318,28 @@ class AuditConfig(Table, frozen=True):
     tolerance: Tolerance = 0.001  # an hour is short below (1 - tolerance) of the provider's count
 
 
+MIN_KEPT_DAYS = 3  # the provider serves 3 days: what it could serve again is never expired
+
+
+class RetentionConfig(Table, frozen=True):
+    """``[retention]``: how long the lake keeps rows (0 = forever), and how long removed
+    files stay in storage before a vacuum deletes them."""
+
+    requests_days: NonNegative = 0  # requests and shield_events, by their UTC day
+    bookkeeping_days: NonNegative = 0  # ingest_runs, ingest_gaps, rejected_lines, ...
+    vacuum_hours: NonNegative = 168  # removed files leave storage this long after
+
+    def __post_init__(self) -> None:
+        for key in ("requests_days", "bookkeeping_days"):
+            days = getattr(self, key)
+            if 0 < days < MIN_KEPT_DAYS:
+                raise ValueError(
+                    f"{key}: must be 0 (keep forever) or at least {MIN_KEPT_DAYS} (the "
+                    f"provider serves {MIN_KEPT_DAYS} days, which a pass may read again), "
+                    f"got {days}"
+                )
+
+
 class ZoneConfig(Table, frozen=True):
     id: Positive
     name: str = ""
@@ -355,6 +377,7 @@ class Config(Table, frozen=True):
     metrics: MetricsConfig = msgspec.field(default_factory=MetricsConfig)
     forwarding: ForwardingConfig = msgspec.field(default_factory=ForwardingConfig)
     audit: AuditConfig = msgspec.field(default_factory=AuditConfig)
+    retention: RetentionConfig = msgspec.field(default_factory=RetentionConfig)
     zones: tuple[ZoneConfig, ...] = ()
     shield_zones: tuple[ShieldZoneConfig, ...] = ()
     path: Path | None = None  # the file it was read from; never a key of the file

@@ -65,7 +65,12 @@ def maintain(args: argparse.Namespace) -> int:
                 lambda: run_maintain(
                     session,
                     args.zone,
-                    retention_hours=args.retention_hours,
+                    retention_hours=(
+                        config.retention.vacuum_hours
+                        if args.retention_hours is None
+                        else args.retention_hours
+                    ),
+                    retention=config.retention,
                     check_all=args.check_all,
                     locks=config.storage.work / "locks",
                     hold=maintain_hold(config, this_daemon()),

@@ -16,25 +16,45 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from cdnlake.lake.erasure_key import KeySource
 from cdnlake.lake.schema import TableSpec
 from cdnlake.lake.store import Lake
 
 if TYPE_CHECKING:
     from cdnlake.config import StorageConfig
+    from cdnlake.lake.erasures import ErasureFilter
     from cdnlake.lake.table import LogTable, MergeTable
 
 
 class LakeSession:
-    def __init__(self, lake: Lake) -> None:
+    def __init__(self, lake: Lake, erasure_keys: KeySource | None = None) -> None:
+        """``erasure_keys``: where the key that hashes erased addresses is found (the
+        storage root's work folder, or the environment); none: address erasures made
+        elsewhere are not matched (a test's lake without a root)."""
         self.lake = lake
+        self.erasure_keys = erasure_keys or KeySource(None)
+        self._erasures: ErasureFilter | None = None
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}  # one per table: loads run apart
         self._logs: dict[str, LogTable] = {}
         self._merges: dict[str, MergeTable] = {}
 
     @classmethod
-    def from_config(cls, storage: StorageConfig) -> LakeSession:
-        return cls(Lake.from_config(storage))
+    def from_config(cls, storage: StorageConfig, erasure_key: bytes | None = None) -> LakeSession:
+        """The session of a process over the configured lake; ``erasure_key``: the key of
+        ``[privacy] hash_key_env``, else the one in ``<root>/work`` is used."""
+        return cls(Lake.from_config(storage), KeySource(storage.work, erasure_key))
+
+    @property
+    def erasures(self) -> ErasureFilter:
+        """The erasures the rows entering ``requests`` are held against (read when a
+        zone's erasure mark says there are new ones)."""
+        from cdnlake.lake.erasures import ErasureFilter
+
+        with self._lock:
+            if self._erasures is None:
+                self._erasures = ErasureFilter(self.lake, self.erasure_keys)
+            return self._erasures
 
     def log_table(self, spec: TableSpec) -> LogTable:
         """The exactly-once table ``spec`` (``requests``, ``shield_events``), loaded at the

@@ -11,7 +11,7 @@ from typing import Any
 
 # Relations keep the names users already query by: the bookkeeping tables are
 # partitioned by ``zone``, which the relations also show as ``pull_zone_id``.
-ALIASES = {"ingest_runs", "ingest_gaps", "rejected_lines", "audit_days"}
+ALIASES = {"ingest_runs", "ingest_gaps", "rejected_lines", "audit_days", "erasures"}
 HOURLY = "requests_hourly"
 RELATIONS = (
     "requests",
@@ -21,6 +21,7 @@ RELATIONS = (
     "ingest_gaps",
     "rejected_lines",
     "audit_days",
+    "erasures",
 )
 _PARAMETER = re.compile(r"\$\w+")
 
