@@ -148,8 +148,8 @@ def _expire_rows(
     item = Expired(spec.name)
     if session.lake.open(spec) is None:
         return item
-    kind = "DATE" if spec.schema[column] == "date" else "TIMESTAMP"
-    where = f"{column} < CAST('{first.isoformat()}' AS {kind})"
+    moment = first.isoformat() if spec.schema[column] == "date" else f"{first}T00:00:00Z"
+    where = f"{column} < '{moment}'"
     if zones:
         where += f" AND {spec.zone_column} IN ({', '.join(str(int(z)) for z in zones)})"
     try:
