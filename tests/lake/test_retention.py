@@ -23,7 +23,7 @@ from cdnlake.errors import ConfigError
 from cdnlake.lake import rewrite as rewrite_module
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.maintain import maintain
-from cdnlake.lake.progress import WATERMARK, from_ms, to_ms
+from cdnlake.lake.progress import WATERMARK, to_ms
 from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
 from cdnlake.lake.session import LakeSession
 from cdnlake.lake.zone import ZoneWriter
