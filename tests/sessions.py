@@ -11,6 +11,7 @@ from cdnlake.config import Config
 from cdnlake.lake.session import LakeSession
 from cdnlake.lake.store import Lake
 from cdnlake.lake.zone import ZoneWriter
+from cdnlake.privacy import PrivacyPolicy
 
 _SESSIONS: dict[int, tuple[Lake, LakeSession]] = {}
 
@@ -27,7 +28,11 @@ def session_of(lake: Lake | LakeSession) -> LakeSession:
 
 def session_for(config: Config) -> LakeSession:
     """A new process's session over ``config``'s lake."""
-    return LakeSession.from_config(config.storage)
+    return LakeSession.from_config(
+        config.storage,
+        privacy=PrivacyPolicy.from_config(config.privacy),
+        erasure_key=config.privacy.hash_key,
+    )
 
 
 def mark_of(writer: ZoneWriter, mark: str = "") -> int | None:

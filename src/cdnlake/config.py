@@ -318,6 +318,42 @@ class AuditConfig(Table, frozen=True):
     tolerance: Tolerance = 0.001  # an hour is short below (1 - tolerance) of the provider's count
 
 
+IpTreatment = Literal["keep", "truncate", "drop", "hash"]
+QueryName = Annotated[
+    str,
+    Meta(
+        pattern=r"^[^&=#?\s]+$",
+        description="a query parameter name (no '&', '=', '#', '?' or space)",
+    ),
+]
+
+
+class PrivacyConfig(Table, frozen=True):
+    """``[privacy]``: what cdnlake keeps of client addresses and URL query strings
+    (:mod:`cdnlake.privacy` applies it; ``docs/privacy.md`` explains each setting)."""
+
+    ip: IpTreatment = "keep"
+    ipv4_prefix: Annotated[int, Meta(ge=0, le=32)] = 24  # bits kept by "truncate"
+    ipv6_prefix: Annotated[int, Meta(ge=0, le=128)] = 64
+    hash_key_env: EnvName = ""  # NAME of the env variable holding the HMAC-SHA256 key
+    strip_query: tuple[QueryName, ...] = ("token", "expires", "token_path")
+    # Resolved from the environment at load time; never from the file.
+    hash_key: Secret | None = None
+
+    def __post_init__(self) -> None:
+        if self.ip == "hash" and not self.hash_key_env:
+            raise ValueError(
+                'hash_key_env: ip = "hash" needs the NAME of an environment variable '
+                "holding the HMAC-SHA256 key"
+            )
+
+    def require_hash_key(self) -> Secret:
+        """The key of ``ip = "hash"``, or the one-line error naming its variable."""
+        return required_secret(
+            self.hash_key, "privacy.hash_key_env", self.hash_key_env, "the HMAC-SHA256 key"
+        )
+
+
 MIN_KEPT_DAYS = 3  # the provider serves 3 days: what it could serve again is never expired
 
 
@@ -377,6 +413,7 @@ class Config(Table, frozen=True):
     metrics: MetricsConfig = msgspec.field(default_factory=MetricsConfig)
     forwarding: ForwardingConfig = msgspec.field(default_factory=ForwardingConfig)
     audit: AuditConfig = msgspec.field(default_factory=AuditConfig)
+    privacy: PrivacyConfig = msgspec.field(default_factory=PrivacyConfig)
     retention: RetentionConfig = msgspec.field(default_factory=RetentionConfig)
     zones: tuple[ZoneConfig, ...] = ()
     shield_zones: tuple[ShieldZoneConfig, ...] = ()
@@ -430,7 +467,7 @@ class Config(Table, frozen=True):
 
 
 # Keys of the structs that are filled from the environment, never from the file.
-_RESOLVED_FIELDS = {"access_key", "bearer_token", "postgres_dsn"}
+_RESOLVED_FIELDS = {"access_key", "bearer_token", "postgres_dsn", "hash_key"}
 # CDNLAKE_* variables that are not overrides of a config key.
 OTHER_VARIABLES = {"CDNLAKE_CONFIG", "CDNLAKE_SQL_DIR"}
 # The default names of the variables holding a secret (api.access_key_env,
@@ -537,7 +574,7 @@ def build_config(
         for key in ("tls_cert", "tls_key")
         if (value := getattr(forwarding, key))
     }
-    api, coordination = config.api, config.coordination
+    api, coordination, privacy = config.api, config.coordination, config.privacy
     config = msgspec.structs.replace(
         config,
         storage=storage,
@@ -550,6 +587,7 @@ def build_config(
         coordination=msgspec.structs.replace(
             coordination, postgres_dsn=_secret(env, coordination.postgres_dsn_env)
         ),
+        privacy=msgspec.structs.replace(privacy, hash_key=_secret(env, privacy.hash_key_env)),
         path=path,
     )
     _check_environment(config, env)
@@ -592,6 +630,8 @@ def _refuse_secrets(raw: dict[str, Any], where: str) -> None:
                     instead = "the standard AWS environment (AWS_ACCESS_KEY_ID, AWS_PROFILE, ...)"
                 elif name.startswith("coordination."):
                     instead = "the environment variable named by coordination.postgres_dsn_env"
+                elif name.startswith("privacy."):
+                    instead = "the environment variable named by privacy.hash_key_env"
                 else:
                     instead = "the environment variable named by api.access_key_env"
                 raise ConfigError(
@@ -676,6 +716,7 @@ def _check_environment(config: Config, env: dict[str, str]) -> None:
             config.api.access_key_env,
             config.api.bearer_token_env,
             config.coordination.postgres_dsn_env,
+            config.privacy.hash_key_env,
         }
     )
     for section, cls in SECTIONS.items():

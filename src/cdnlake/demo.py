@@ -39,6 +39,7 @@ def demo_config(config: Config, url: str, key: str) -> Config:
 def run_demo(config: Config, reporter: Reporter | None = None, seed: int = 1) -> DemoResult:
     from cdnlake.client import ApiClient, BudgetRegistry, LoggingClient, ShieldApi
     from cdnlake.lake.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
     from cdnlake.reports.build import collect, write_reports
 
     key = os.environ.get(config.api.access_key_env) or "demo-key"
@@ -53,7 +54,11 @@ def run_demo(config: Config, reporter: Reporter | None = None, seed: int = 1) ->
         budgets = BudgetRegistry(cfg.ingest.requests_per_window, cfg.ingest.window_seconds)
         with (
             ApiClient(cfg.api, budgets=budgets) as api,
-            LakeSession.from_config(cfg.storage) as session,
+            LakeSession.from_config(
+                cfg.storage,
+                privacy=PrivacyPolicy.from_config(cfg.privacy),
+                erasure_key=cfg.privacy.hash_key,
+            ) as session,
         ):
             results = Ingestor(cfg, LoggingClient(api), session, reporter=reporter).run(cfg.zones)
             shield = ShieldApi(api)

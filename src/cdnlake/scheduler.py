@@ -49,6 +49,7 @@ from cdnlake.ingest.runner import PASSES_IN_FLIGHT, AnyStop
 from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS
 from cdnlake.lake.session import LakeSession
 from cdnlake.monitoring.metrics import DaemonMetrics
+from cdnlake.privacy import PrivacyPolicy
 
 log = logging.getLogger("cdnlake.daemon")
 
@@ -85,7 +86,11 @@ class Daemon:
         (its own, closed as it stops, where none is given)."""
         self.config = config
         self._own_session = session is None
-        self.session = session or LakeSession.from_config(config.storage)
+        self.session = session or LakeSession.from_config(
+            config.storage,
+            privacy=PrivacyPolicy.from_config(config.privacy),
+            erasure_key=config.privacy.hash_key,
+        )
         self.fleet = fleet or fleet_for(config, this_daemon())
         self.metrics = metrics
         self._jobs: dict[str, str] = {}  # lease key -> its poll job

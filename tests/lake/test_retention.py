@@ -28,6 +28,7 @@ from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
 from cdnlake.lake.session import LakeSession
 from cdnlake.lake.zone import ZoneWriter
 from tests.lake.test_fencing import provider, stored_ids, watermark
+from tests.sessions import session_for
 
 ZONE = 77
 NOW = datetime(2026, 11, 27, 12, tzinfo=UTC)
@@ -74,7 +75,7 @@ def watermarks_in_log(root: Path, zone: int = ZONE) -> list[int]:
 
 def test_expired_days_leave_as_delta_removes_and_their_files_at_the_vacuum(tmp_path):
     config = config_at(tmp_path, requests_days=3, vacuum_hours=168)
-    with LakeSession.from_config(config.storage) as session:
+    with session_for(config) as session:
         seed_days(session, 20, 26)
         before = watermark(session.lake, ZONE)
         report = maintain(session, retention=config.retention, now=NOW)
@@ -96,7 +97,7 @@ def test_a_pass_landing_while_days_expire_keeps_its_rows_and_progress(tmp_path, 
     """A pass commits after the expiry prepared its commit: the expiry is sent back and
     prepared again, and lands without moving the pass's watermark back."""
     config = config_at(tmp_path, requests_days=3)
-    with LakeSession.from_config(config.storage) as session:
+    with session_for(config) as session:
         seed_days(session, 20, 26)
         late_start = datetime(2026, 11, 27, 11, tzinfo=UTC)
         late_end = late_start + timedelta(minutes=5)
@@ -106,7 +107,7 @@ def test_a_pass_landing_while_days_expire_keeps_its_rows_and_progress(tmp_path, 
         def prepared_then_a_pass(self, *args, **kwargs):
             attempt = prepare(self, *args, **kwargs)
             if not landed:  # another process's pass lands now, before the expiry commits
-                with LakeSession.from_config(config.storage) as other:
+                with session_for(config) as other:
                     writer = ZoneWriter(other, REQUESTS, ZONE)
                     writer.commit(
                         provider(ZONE, late_start, late_end), {WATERMARK: to_ms(late_end)}
@@ -129,13 +130,13 @@ def test_expiry_while_passes_commit_on_a_thread(tmp_path):
     """Passes of the zone commit the whole time maintain expires its days: every row of
     the kept days once, the watermark only ever forward."""
     config = config_at(tmp_path, requests_days=3)
-    with LakeSession.from_config(config.storage) as session:
+    with session_for(config) as session:
         seed_days(session, 20, 26)
         stop = threading.Event()
         committed: list[datetime] = []
 
         def passes() -> None:
-            with LakeSession.from_config(config.storage) as other:
+            with session_for(config) as other:
                 writer = ZoneWriter(other, REQUESTS, ZONE)
                 start = datetime(2026, 11, 27, 8, tzinfo=UTC)
                 while not stop.is_set() and len(committed) < 40:
@@ -163,7 +164,7 @@ def test_expiry_while_passes_commit_on_a_thread(tmp_path):
 
 def test_bookkeeping_rows_expire_by_their_time(tmp_path):
     config = config_at(tmp_path, bookkeeping_days=5)
-    with LakeSession.from_config(config.storage) as session:
+    with session_for(config) as session:
         book = Bookkeeping(session)
         for day in (10, 20, 25):
             started = datetime(2026, 11, day, 3, tzinfo=UTC)
@@ -178,7 +179,7 @@ def test_bookkeeping_rows_expire_by_their_time(tmp_path):
 
 def test_nothing_expires_at_zero_days(tmp_path):
     config = config_at(tmp_path)
-    with LakeSession.from_config(config.storage) as session:
+    with session_for(config) as session:
         seed_days(session, 1, 3)
         maintain(session, retention=config.retention, now=NOW)
         assert len(days_held(session)) == 3

@@ -72,6 +72,7 @@ def audit(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import interruptible, load, open_api, say
     from cdnlake.client.statistics import StatisticsApi
     from cdnlake.lake.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
     from cdnlake.warehouse.output import render
 
     now = datetime.now(UTC)
@@ -104,7 +105,11 @@ def audit(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render(args.format, COLUMNS, [row(h) for h in hours]))
     try:  # whole days are kept for status, /metrics and the report
-        with LakeSession.from_config(config.storage) as session:
+        with LakeSession.from_config(
+            config.storage,
+            privacy=PrivacyPolicy.from_config(config.privacy),
+            erasure_key=config.privacy.hash_key,
+        ) as session:
             keep(session, hours, now)
     except CdnlakeError as exc:
         print(f"cdnlake: warning: audit: the days' verdicts were not kept: {exc}", file=sys.stderr)

@@ -29,6 +29,7 @@ def daemon(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load, open_api, require_writable_root
     from cdnlake.errors import UsageError
     from cdnlake.lake.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
     from cdnlake.scheduler import Daemon
 
     config = load(args)
@@ -47,7 +48,11 @@ def daemon(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    with LakeSession.from_config(config.storage) as session:
+    with LakeSession.from_config(
+        config.storage,
+        privacy=PrivacyPolicy.from_config(config.privacy),
+        erasure_key=config.privacy.hash_key,
+    ) as session:
         metrics, server = serve_metrics(config, session)
         try:
             with open_api(config) as api:

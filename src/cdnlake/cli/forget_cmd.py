@@ -14,6 +14,7 @@ def forget(args: argparse.Namespace) -> int:
     from cdnlake.lake.forget import Target, leaves_storage
     from cdnlake.lake.forget import forget as run_forget
     from cdnlake.lake.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
 
     config = load(args, default_level="WARNING")
     zones = tuple(args.zone or ())
@@ -30,8 +31,18 @@ def forget(args: argparse.Namespace) -> int:
         _check_key(config)
     require_writable_root(config)
     now = datetime.now(UTC)
-    with interruptible("forget") as stop, LakeSession.from_config(config.storage) as session:
-        report = stop.run(lambda: run_forget(session, target, now, vacuum_now=args.vacuum_now))
+    policy = PrivacyPolicy.from_config(config.privacy)
+    with (
+        interruptible("forget") as stop,
+        LakeSession.from_config(
+            config.storage, privacy=policy, erasure_key=config.privacy.hash_key
+        ) as session,
+    ):
+        report = stop.run(
+            lambda: run_forget(
+                session, target, now, stored=policy.stored_as, vacuum_now=args.vacuum_now
+            )
+        )
     what = "address" if target.ip is not None else "request id"
     per_zone = ", ".join(f"zone {z}: {n}" for z, n in sorted(report.requests.items()))
     days = ", ".join(d.isoformat() for d in sorted(report.days)) or "none"
@@ -68,11 +79,9 @@ def _day(option: str, text: str | None) -> date | None:
 def _check_key(config: Config) -> None:
     """In a fleet, every daemon must hold the key that hashes erased addresses, or the
     ones elsewhere could store them again: the key must come from the environment."""
-    privacy = getattr(config, "privacy", None)
-    shared = bool(getattr(privacy, "hash_key_env", ""))
-    if config.coordination.enabled and not shared:
+    if config.coordination.enabled and config.privacy.hash_key is None:
         raise ConfigError(
-            "privacy.hash_key_env: forget --ip in a fleet needs the NAME of an environment "
-            "variable holding a key every daemon shares (erased addresses are kept as a "
+            "privacy.hash_key_env: forget --ip in a fleet needs the NAME of a set environment "
+            "variable holding a key every daemon shares (an erased address is kept as a "
             "keyed hash under it)"
         )

@@ -143,6 +143,7 @@ def ingest(args: argparse.Namespace) -> int:
     from cdnlake.client.shield import ShieldApi
     from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
     from cdnlake.lake.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
 
     if args.span_from is not None or args.span_to is not None:
         return reread(args)
@@ -164,7 +165,11 @@ def ingest(args: argparse.Namespace) -> int:
     with (
         interruptible("ingest") as stop,
         open_api(config, abort=stop.event) as api,
-        LakeSession.from_config(config.storage) as session,
+        LakeSession.from_config(
+            config.storage,
+            privacy=PrivacyPolicy.from_config(config.privacy),
+            erasure_key=config.privacy.hash_key,
+        ) as session,
     ):
         if isinstance(progress, RichProgress):
             api.on_retry = progress.retrying
@@ -236,6 +241,7 @@ def reread(args: argparse.Namespace) -> int:
     from cdnlake.ingest.passes import Ingestor
     from cdnlake.ingest.reread import check_span
     from cdnlake.lake.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
 
     if args.span_from is None or args.span_to is None:
         raise UsageError("ingest: --from and --to go together")
@@ -249,7 +255,11 @@ def reread(args: argparse.Namespace) -> int:
     with (
         interruptible("the re-read") as stop,
         open_api(config, abort=stop.event) as api,
-        LakeSession.from_config(config.storage) as session,
+        LakeSession.from_config(
+            config.storage,
+            privacy=PrivacyPolicy.from_config(config.privacy),
+            erasure_key=config.privacy.hash_key,
+        ) as session,
     ):
         line = LineProgress(json_wanted(args, config))
         ingestor = Ingestor(config, LoggingClient(api), session, reporter=line, stop=stop.event)
@@ -289,6 +299,7 @@ def import_v1(args: argparse.Namespace) -> int:
 def _import_v1(args: argparse.Namespace, config: Config, paths: list[Path]) -> int:
     from cdnlake.ingest.local_import import import_v1_files
     from cdnlake.lake.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
 
     labels = list(args.files)
 
@@ -300,7 +311,14 @@ def _import_v1(args: argparse.Namespace, config: Config, paths: list[Path]) -> i
             flush=True,
         )
 
-    with interruptible("import-v1") as stop, LakeSession.from_config(config.storage) as session:
+    with (
+        interruptible("import-v1") as stop,
+        LakeSession.from_config(
+            config.storage,
+            privacy=PrivacyPolicy.from_config(config.privacy),
+            erasure_key=config.privacy.hash_key,
+        ) as session,
+    ):
         total = stop.run(
             lambda: import_v1_files(
                 config,

@@ -16,9 +16,14 @@ if TYPE_CHECKING:
 def migrate_lake(args: argparse.Namespace) -> int:
     from cdnlake.lake.migrate import migrate_lake as migrate
     from cdnlake.lake.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
 
     config = load(args, default_level="WARNING", legacy_ok=True)
-    with LakeSession.from_config(config.storage) as session:
+    with LakeSession.from_config(
+        config.storage,
+        privacy=PrivacyPolicy.from_config(config.privacy),
+        erasure_key=config.privacy.hash_key,
+    ) as session:
         report = migrate(config.storage, session)
     if not report.moved_to:
         where = config.storage.lake_location
@@ -53,11 +58,19 @@ def maintain(args: argparse.Namespace) -> int:
     from cdnlake.ingest.result import this_daemon
     from cdnlake.lake.maintain import maintain as run_maintain
     from cdnlake.lake.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
 
     config = load(args, default_level="WARNING")
     if args.zone:
         config.select_all_zones(args.zone)  # unknown ids are refused
-    with interruptible("maintain") as stop, LakeSession.from_config(config.storage) as session:
+    with (
+        interruptible("maintain") as stop,
+        LakeSession.from_config(
+            config.storage,
+            privacy=PrivacyPolicy.from_config(config.privacy),
+            erasure_key=config.privacy.hash_key,
+        ) as session,
+    ):
         if args.restore:
             return stop.run(lambda: restore(session, args.zone))
         try:

@@ -180,8 +180,14 @@ class Bookkeeping:
         """Rows of :func:`rejects_frame`, of one or more zones: each line or record once
         (see the module docstring). A pass records the rejects of the pages it has read
         just before the commit that moves its progress past them (so none is lost to a
-        SIGKILL in between), in the MERGE of the passes' rejects waiting at once."""
+        SIGKILL in between), in the MERGE of the passes' rejects waiting at once. The
+        raw text and the reason are stored as the session's privacy policy allows."""
         frame = pl.concat(frames)
+        privacy = self.session.privacy
+        if not privacy.changes_nothing and frame.height:
+            frame = frame.with_columns(
+                privacy.texts(frame["raw_line"]), privacy.texts(frame["reason"])
+            )
         zones = frame["zone"].unique().to_list()
         merge = Merge(lambda: frame, "t.record_key = s.record_key", zones, key=("record_key",))
         self.session.merge_table(REJECTED_LINES).committer.run(merge, patient=patient)

@@ -27,6 +27,16 @@ Up to five per zone and table (its *marks*), committed with the rows they cover:
 
 Outside a rewind a commit never moves the watermark back: it keeps the later of the
 table's and its own.
+
+Three more marks say under which ``[privacy]`` setting (:class:`cdnlake.privacy.Setting`,
+as its code) the zone's rows were stored, for ``status`` and ``maintain --apply-privacy``:
+
+- ``cdnlake/<table>/<zone>/privacy``: the setting of the zone's latest commit of rows;
+- ``.../privacy_mixed``: epoch milliseconds of the last change of setting whose older rows
+  no rewrite has brought to the new one since (0 or absent: none);
+- ``.../privacy_before``: the setting those older rows were stored under.
+
+A zone with rows but none of them was written before ``[privacy]`` existed: as received.
 """
 
 from __future__ import annotations
@@ -41,8 +51,15 @@ WATERMARK = ""
 DAYS = "days"
 FRESH = "fresh"
 FENCE = "fence"
+PRIVACY = "privacy"
+PRIVACY_MIXED = "privacy_mixed"
+PRIVACY_BEFORE = "privacy_before"
 ERASED = "erased"
-MARKS = (WATERMARK, DAYS, FRESH, FENCE, ERASED)
+MARKS = (WATERMARK, DAYS, FRESH, FENCE, PRIVACY, PRIVACY_MIXED, PRIVACY_BEFORE, ERASED)
+# The code of the setting every lake stored under before [privacy]: cdnlake.privacy's
+# Setting("keep") with no query parameter removed (kept here as a number: status reads
+# marks without importing the privacy module's dependencies).
+LEGACY_PRIVACY = 0
 HOLDER_SHIFT = 24  # fence token = holder generation << HOLDER_SHIFT | rewinds since
 EPOCH = date(1970, 1, 1)
 
@@ -86,6 +103,28 @@ def taken_by(holder: int) -> int:
 
 
 Versions = Callable[[str], int | None]  # the table's current version of a mark
+
+
+def privacy_marks(current: Versions, setting: int, now_ms: int) -> dict[str, int]:
+    """The privacy marks of a commit of rows stored under ``setting`` (a setting's code),
+    given the zone's marks before it: a change of setting over rows already stored makes
+    the zone mixed from now on, until a rewrite (``maintain --apply-privacy``) clears it."""
+    stored = current(PRIVACY)
+    if stored is None and current(WATERMARK) is not None:
+        stored = LEGACY_PRIVACY  # rows committed before [privacy] existed
+    marks = {PRIVACY: setting}
+    if stored is not None and stored != setting:
+        marks[PRIVACY_MIXED] = now_ms
+        if not current(PRIVACY_MIXED):
+            marks[PRIVACY_BEFORE] = stored
+    return marks
+
+
+def privacy_applied(setting: int) -> dict[str, int]:
+    """The marks of a rewrite that brought every stored row of the zone to ``setting``."""
+    return {PRIVACY: setting, PRIVACY_MIXED: 0, PRIVACY_BEFORE: 0}
+
+
 # What a rewind outside a pass holds in a fleet (``maintain``: the zone's lease): (table,
 # zone id) -> a context whose value is the lease's generation, the rewind's fence token.
 ZoneHold = Callable[[str, int], contextlib.AbstractContextManager[int | None]]

@@ -8,6 +8,11 @@ MERGE, whoever makes it, goes through that table's one committer (``maintain``'s
 compactions, vacuums and rollups are delta-rs operations of their own, conflict-checked
 by delta-rs against those commits). Closing the session commits what is queued and
 finishes a checkpoint under way.
+
+The session also carries the process's ``[privacy]`` policy (:mod:`cdnlake.privacy`):
+every writer of rows (:class:`cdnlake.lake.zone.ZoneWriter`) and of rejected lines
+(:class:`cdnlake.lake.bookkeeping.Bookkeeping`) applies it before a byte is written, so
+every path that commits through a session stores what the setting allows and no more.
 """
 
 from __future__ import annotations
@@ -19,19 +24,26 @@ from typing import TYPE_CHECKING
 from cdnlake.lake.erasure_key import KeySource
 from cdnlake.lake.schema import TableSpec
 from cdnlake.lake.store import Lake
+from cdnlake.privacy import KEEP, PrivacyPolicy
 
 if TYPE_CHECKING:
-    from cdnlake.config import StorageConfig
+    from cdnlake.config import Secret, StorageConfig
     from cdnlake.lake.erasures import ErasureFilter
     from cdnlake.lake.table import LogTable, MergeTable
 
 
 class LakeSession:
-    def __init__(self, lake: Lake, erasure_keys: KeySource | None = None) -> None:
+    def __init__(
+        self,
+        lake: Lake,
+        privacy: PrivacyPolicy = KEEP,
+        erasure_keys: KeySource | None = None,
+    ) -> None:
         """``erasure_keys``: where the key that hashes erased addresses is found (the
-        storage root's work folder, or the environment); none: address erasures made
-        elsewhere are not matched (a test's lake without a root)."""
+        environment, else the storage root's work folder); none: address erasures are
+        not matched (a test's lake without a root)."""
         self.lake = lake
+        self.privacy = privacy
         self.erasure_keys = erasure_keys or KeySource(None)
         self._erasures: ErasureFilter | None = None
         self._lock = threading.Lock()
@@ -40,10 +52,15 @@ class LakeSession:
         self._merges: dict[str, MergeTable] = {}
 
     @classmethod
-    def from_config(cls, storage: StorageConfig, erasure_key: bytes | None = None) -> LakeSession:
-        """The session of a process over the configured lake; ``erasure_key``: the key of
-        ``[privacy] hash_key_env``, else the one in ``<root>/work`` is used."""
-        return cls(Lake.from_config(storage), KeySource(storage.work, erasure_key))
+    def from_config(
+        cls, storage: StorageConfig, *, privacy: PrivacyPolicy, erasure_key: Secret | None = None
+    ) -> LakeSession:
+        """The session of a composition root: ``privacy`` is the configured policy
+        (``PrivacyPolicy.from_config(config.privacy)``), required so that no root can
+        forget it. ``erasure_key``: the key of ``[privacy] hash_key_env`` (what hashes an
+        erased address; else the hash policy's key, else ``<root>/work/erasure.key``)."""
+        secret = erasure_key.reveal().encode() if erasure_key is not None else privacy.key
+        return cls(Lake.from_config(storage), privacy, KeySource(storage.work, secret or None))
 
     @property
     def erasures(self) -> ErasureFilter:

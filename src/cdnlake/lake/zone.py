@@ -55,9 +55,11 @@ from cdnlake.lake.files import prepare, take_back, write_files
 from cdnlake.lake.progress import (
     ERASED,
     FENCE,
+    PRIVACY,
     WATERMARK,
     Versions,
     holder_of,
+    privacy_marks,
     rewind,
     taken_by,
 )
@@ -266,6 +268,9 @@ class ZoneWriter:
                 "rewound to read the span again; nothing of this commit was written"
             )
         versions = self._versions(progress, rewinding, snapshot)
+        if new.height and PRIVACY not in versions:  # what the rows were stored under
+            setting = self.session.privacy.setting.code()
+            versions.update(privacy_marks(snapshot.mark, setting, int(time.time() * 1000)))
         try:
             actions, kept = write_files(self.session.lake, self.spec, new)
         except (OSError, DeltaError) as exc:
@@ -363,9 +368,11 @@ def _commit_each(
     """The one commit loop of :meth:`ZoneWriter.commit` and :func:`commit_together`: each
     zone's share prepared, the shares submitted together to the table's committer, those
     sent back (their zone committed to meanwhile) prepared again, up to
-    ``CONFLICT_RETRIES`` times; each zone's outcome, its error alone where it failed."""
+    ``CONFLICT_RETRIES`` times; each zone's outcome, its error alone where it failed.
+    The rows are stored as the session's privacy policy allows (:mod:`cdnlake.privacy`):
+    addresses and URLs treated before any file is written."""
     outcomes: dict[int, Written | CdnlakeError] = {}
-    frames = {id(w): prepare(w.spec, w.zone_id, rows) for w, rows in writes}
+    frames = {id(w): prepare(w.spec, w.zone_id, w.session.privacy.rows(rows)) for w, rows in writes}
     reads = {id(w): Reads() for w, _ in writes}
     pending = {id(w): w for w, _ in writes}
     for _preparation in range(CONFLICT_RETRIES + 1):

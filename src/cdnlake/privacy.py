@@ -1,0 +1,449 @@
+"""What cdnlake keeps of personal data: client addresses and URL query strings.
+
+``[privacy]`` (:class:`cdnlake.config.PrivacyConfig`) becomes one :class:`PrivacyPolicy`,
+built once at the composition root (the key of ``ip = "hash"`` read from the environment
+there) and given to the lake session, whose writers apply it to every row and every
+rejected line's raw text before a byte is written (``docs/privacy.md``).
+
+- ``remote_ip``: ``keep`` (as received), ``truncate`` (the network of the configured
+  prefix: ``1.2.3.4`` -> ``1.2.3.0`` at /24), ``drop`` (NULL) or ``hash`` (HMAC-SHA256
+  of the address's canonical text, as 64 hex digits). Addresses are read with the
+  standard library's :mod:`ipaddress`: an IPv4-mapped IPv6 address counts as its IPv4
+  address, a zone index (``%eth0``) is dropped. What the provider already anonymised
+  (``1.2.3.0``, ``2001:db8:1:2::``) is truncated again, which leaves it as it is at the
+  provider's prefixes or longer; ``0.0.0.0`` and ``::`` (the provider's "Drop") are kept
+  as they are but under ``drop``. A value that is no address is stored as NULL under
+  ``truncate`` and ``hash``: never as given. Under ``hash`` a value that is already 64
+  lower-case hex digits is taken for a hash stored earlier and left as it is.
+- ``url`` and ``referer``: the query parameters named in ``strip_query`` are removed
+  (names compared case-insensitively after percent-decoding); the other parameters, their
+  order, the path and the fragment stay as they were. ``path`` has no query: untouched.
+- A rejected line's raw text: a v1 line (``|``-separated: address in field 6, URL in
+  field 8) or a v2 record's JSON (``remoteIp``, ``url``) is treated field by field, and
+  then, whatever the text is, every IPv4- or IPv6-looking token in it is treated as an
+  address and every listed query parameter removed.
+- A shield event's ``log`` text is scrubbed the same way (it is free text).
+
+Request ids (the exactly-once keys) are never touched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import unquote
+
+from cdnlake.errors import ConfigError
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from cdnlake.config import PrivacyConfig, Secret
+
+IpMode = Literal["keep", "truncate", "drop", "hash"]
+MODES: tuple[IpMode, ...] = ("keep", "truncate", "hash", "drop")  # in code order
+DEFAULT_STRIP = ("token", "expires", "token_path")
+HASH_PATTERN = r"^[0-9a-f]{64}$"
+_HASHED = re.compile(HASH_PATTERN)
+_V4 = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+IPV4_PATTERN = rf"^{_V4}(?:\.{_V4}){{3}}$"  # dotted quad as ipaddress reads it
+# Tokens of free text that look like an address (checked with ipaddress afterwards).
+_V4_TOKEN = re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d]|\.\d)")
+_V6_TOKEN = re.compile(
+    r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{0,4})"
+    r"(?:%[\w.]+)?(?![\w:])"
+)
+_QUERY_IN_TEXT = re.compile(r"\?[^\s|\"'<>#\\]*")
+_PARAM_IN_TEXT = re.compile(r"(?<![\w%.~-])([\w%.~-]+)=[^&\s|\"'<>#\\]*")  # name=value
+V1_IP_FIELD, V1_URL_FIELD, V1_REFERER_FIELD = 5, 7, 6  # 0-based fields of a v1 line
+_FINGERPRINT = b"cdnlake privacy key id"
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
+def parse_address(text: str | None) -> Address | None:
+    """``text`` as an address (an IPv4-mapped IPv6 address as its IPv4 address, without
+    a zone index or surrounding brackets), or None when it is none."""
+    if text is None:
+        return None
+    text = text.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    try:
+        address = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A ``[privacy]`` setting as the lake records it with each zone's rows: an integer
+    (a Delta application transaction's version, :meth:`code`), so that ``status`` and
+    ``maintain --apply-privacy`` know what the stored rows went through."""
+
+    ip: IpMode = "keep"
+    ipv4_prefix: int = 0  # truncate only
+    ipv6_prefix: int = 0
+    strip_id: int = 0  # 16 bits of a digest of the strip_query names (0: none)
+    key_id: int = 0  # 30 bits of an HMAC of a fixed text under the hash key (hash only)
+
+    def code(self) -> int:
+        return (
+            MODES.index(self.ip)
+            | self.ipv4_prefix << 2
+            | self.ipv6_prefix << 8
+            | self.strip_id << 16
+            | self.key_id << 32
+        )
+
+    @classmethod
+    def decode(cls, code: int) -> Setting:
+        return cls(
+            MODES[code & 3],
+            (code >> 2) & 0x3F,
+            (code >> 8) & 0xFF,
+            (code >> 16) & 0xFFFF,
+            (code >> 32) & 0x3FFFFFFF,
+        )
+
+    def describe_ip(self) -> str:
+        """The address treatment in a few words, e.g. ``truncate /24 /64``."""
+        if self.ip == "truncate":
+            return f"truncate /{self.ipv4_prefix} /{self.ipv6_prefix}"
+        if self.ip == "hash":
+            return f"hash (key {self.key_id:08x})"
+        return self.ip
+
+    def cannot_become(self, wanted: Setting) -> str | None:
+        """Why rows stored under this setting cannot be brought to ``wanted`` (None when
+        they can, or need nothing)."""
+        if self.ip == "hash" and wanted.ip == "truncate":
+            return (
+                "addresses stored as hashes cannot be truncated (the addresses are not "
+                'known any more); keep ip = "hash" or choose "drop"'
+            )
+        if self.ip == "hash" and wanted.ip == "hash" and self.key_id != wanted.key_id:
+            return (
+                f"addresses stored as hashes under another key (key {self.key_id:08x}) "
+                "cannot be hashed again under this one (the addresses are not known any more)"
+            )
+        return None
+
+    def covers(self, wanted: Setting) -> bool:
+        """Whether rows stored under this setting need nothing to meet ``wanted``."""
+        if self.strip_id != wanted.strip_id and wanted.strip_id != 0:
+            return False
+        if wanted.ip == "keep" or self.ip == "drop":
+            return True
+        if wanted.ip == "drop":
+            return False
+        if wanted.ip == "truncate":
+            return self.ip == "truncate" and (
+                self.ipv4_prefix <= wanted.ipv4_prefix and self.ipv6_prefix <= wanted.ipv6_prefix
+            )
+        return self.ip == "hash" and self.key_id == wanted.key_id
+
+
+KEEP_ALL = Setting()  # what every lake stored before [privacy] existed (code 0)
+
+
+def _strip_id(names: Iterable[str]) -> int:
+    names = sorted({n.lower() for n in names})
+    if not names:
+        return 0
+    digest = hashlib.sha256("\0".join(names).encode()).digest()
+    return int.from_bytes(digest[:2], "big") or 1
+
+
+@dataclass(frozen=True)
+class PrivacyPolicy:
+    """The ``[privacy]`` setting, ready to apply: built once (:meth:`from_config`) and
+    passed down. :data:`KEEP` changes nothing."""
+
+    ip: IpMode = "keep"
+    ipv4_prefix: int = 24
+    ipv6_prefix: int = 64
+    strip_query: tuple[str, ...] = ()
+    key: bytes = field(default=b"", repr=False)
+    _names: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_names", frozenset(n.lower() for n in self.strip_query))
+        if self.ip == "hash" and not self.key:
+            raise ValueError("a hash policy needs a key")
+
+    @classmethod
+    def from_config(cls, config: PrivacyConfig) -> PrivacyPolicy:
+        """The policy of ``[privacy]``; ConfigError naming the variable when ``ip =
+        "hash"`` and the key's variable is unset or empty."""
+        key = b""
+        if config.ip == "hash":
+            secret: Secret = config.require_hash_key()
+            key = secret.reveal().encode()
+        return cls(config.ip, config.ipv4_prefix, config.ipv6_prefix, config.strip_query, key)
+
+    # -- what the policy is -------------------------------------------------------------
+    @property
+    def changes_nothing(self) -> bool:
+        return self.ip == "keep" and not self._names
+
+    @property
+    def setting(self) -> Setting:
+        key_id = 0
+        if self.ip == "hash":
+            digest = hmac.new(self.key, _FINGERPRINT, hashlib.sha256).digest()
+            key_id = int.from_bytes(digest[:4], "big") & 0x3FFFFFFF
+        v4, v6 = (self.ipv4_prefix, self.ipv6_prefix) if self.ip == "truncate" else (0, 0)
+        return Setting(self.ip, v4, v6, _strip_id(self.strip_query), key_id)
+
+    def describe(self) -> str:
+        """One line for ``status`` and the report."""
+        ip = {
+            "keep": "client addresses kept as received",
+            "truncate": (
+                f"client addresses truncated to /{self.ipv4_prefix} (IPv4) "
+                f"and /{self.ipv6_prefix} (IPv6)"
+            ),
+            "drop": "client addresses not stored",
+            "hash": "client addresses stored as keyed hashes (HMAC-SHA256)",
+        }[self.ip]
+        query = (
+            "query parameters " + ", ".join(self.strip_query) + " removed from URLs"
+            if self.strip_query
+            else "URLs kept whole"
+        )
+        return f"{ip}; {query}"
+
+    # -- one address ----------------------------------------------------------------------
+    def stored_as(self, text: str | None) -> str | None:
+        """What ``text`` (a ``remote_ip`` as received) is stored as under this policy:
+        also what ``forget --ip`` looks for."""
+        if text is None or self.ip == "keep":
+            return text
+        if self.ip == "drop":
+            return None
+        if self.ip == "hash" and _HASHED.match(text):
+            return text  # a hash stored earlier
+        address = parse_address(text)
+        if address is None:
+            return None
+        if address.is_unspecified:  # the provider's "Drop": nothing left to protect
+            return str(address)
+        if self.ip == "truncate":
+            prefix = self.ipv4_prefix if address.version == 4 else self.ipv6_prefix
+            return str(ipaddress.ip_network((address, prefix), strict=False).network_address)
+        return hmac.new(self.key, str(address).encode(), hashlib.sha256).hexdigest()
+
+    # -- columns ------------------------------------------------------------------------
+    def addresses(self, column: pl.Series) -> pl.Series:
+        """A ``remote_ip`` column as stored (:meth:`stored_as` of each value): IPv4
+        truncation in polars' kernels, the rest once per distinct value."""
+        import polars as pl
+
+        if self.ip == "keep" or column.len() == 0:
+            return column
+        if self.ip == "drop":
+            return pl.Series(column.name, [None] * column.len(), pl.String)
+        if self.ip == "truncate":
+            v4 = column.str.contains(IPV4_PATTERN).fill_null(False)
+            if v4.all():
+                return self._truncate_v4(column)
+            out = _by_distinct(column, self.stored_as)
+            if v4.any():
+                out = pl.select(
+                    pl.when(v4).then(self._truncate_v4(column)).otherwise(out).alias(column.name)
+                ).to_series()
+            return out
+        return _by_distinct(column, self.stored_as)
+
+    def _truncate_v4(self, column: pl.Series) -> pl.Series:
+        """Dotted quads (and NULLs for the rest) truncated to ``ipv4_prefix``."""
+        import polars as pl
+
+        octets = column.str.split_exact(".", 3).struct.unnest()
+        value = pl.lit(0, pl.UInt64)
+        for name in octets.columns:
+            value = value * 256 + pl.col(name).cast(pl.UInt64, strict=False)
+        kept = value // (1 << (32 - self.ipv4_prefix)) * (1 << (32 - self.ipv4_prefix))
+        quad = pl.format(
+            "{}.{}.{}.{}",
+            *[(kept // (1 << shift)) % 256 for shift in (24, 16, 8, 0)],
+        )
+        return octets.select(quad.alias(column.name)).to_series()
+
+    def urls(self, column: pl.Series) -> pl.Series:
+        """A ``url`` (or ``referer``) column without the listed query parameters."""
+
+        if not self._names or column.len() == 0:
+            return column
+        names = "|".join(re.escape(n) for n in sorted(self._names))
+        query = column.str.extract(r"^[^#?]*\?([^#]*)", 1)
+        touched = query.str.contains(rf"(?i)(?:^|&)(?:{names})(?:=|&|$)|%").fill_null(False)
+        if not touched.any():
+            return column
+        rows = touched.arg_true()
+        picked = column.gather(rows)
+        encoded = query.gather(rows).str.contains("%").fill_null(False)
+        stripped = self._strip_fast(picked)
+        if encoded.any():  # names may be percent-encoded: decoded one by one
+            slow = encoded.arg_true()
+            stripped = stripped.scatter(
+                slow, [self.strip_url(url) for url in picked.gather(slow).to_list()]
+            )
+        return column.clone().scatter(rows, stripped)
+
+    def _strip_fast(self, column: pl.Series) -> pl.Series:
+        import polars as pl
+
+        url = pl.col(column.name)
+        head = url.str.extract(r"^([^#]*)", 1)
+        fragment = url.str.extract(r"^[^#]*(#.*)$", 1).fill_null("")
+        base = head.str.extract(r"^([^?]*)", 1)
+        parts = head.str.extract(r"^[^?]*\?(.*)$", 1).str.split("&")
+        kept = parts.list.eval(
+            pl.element().filter(
+                ~pl.element()
+                .str.extract(r"^([^=]*)", 1)
+                .str.to_lowercase()
+                .is_in(sorted(self._names))
+            )
+        )
+        query = pl.when(kept.list.len() > 0).then("?" + kept.list.join("&")).otherwise(pl.lit(""))
+        new = pl.concat_str(base, query, fragment)
+        changed = kept.list.len() < parts.list.len()
+        return (
+            column.to_frame()
+            .select(pl.when(changed).then(new).otherwise(url).alias(column.name))
+            .to_series()
+        )
+
+    def strip_url(self, url: str | None) -> str | None:
+        """One URL without the listed query parameters (the reference :meth:`urls` keeps
+        to): names percent-decoded and compared case-insensitively."""
+        if url is None or not self._names:
+            return url
+        head, hash_mark, fragment = url.partition("#")
+        base, question, query = head.partition("?")
+        if not question:
+            return url
+        kept = self._strip_params(query)
+        if kept is None:
+            return url
+        return base + ("?" + kept if kept else "") + hash_mark + fragment
+
+    def _strip_params(self, query: str) -> str | None:
+        """The query (without its ``?``) less the listed parameters; None if none was."""
+        parts = query.split("&")
+        kept = [p for p in parts if unquote(p.partition("=")[0]).lower() not in self._names]
+        return None if len(kept) == len(parts) else "&".join(kept)
+
+    def rows(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Rows of a table as they may be stored: ``remote_ip``, ``url``, ``referer`` and a
+        shield event's ``log`` text, where the frame has them."""
+        if self.changes_nothing or frame.height == 0:
+            return frame
+        changed: list[pl.Series] = []
+        if "remote_ip" in frame.columns and self.ip != "keep":
+            changed.append(self.addresses(frame["remote_ip"]))
+        for name in ("url", "referer"):
+            if name in frame.columns and self._names:
+                changed.append(self.urls(frame[name]))
+        if "log" in frame.columns:
+            changed.append(self.texts(frame["log"]))
+        return frame.with_columns(changed) if changed else frame
+
+    # -- raw text -------------------------------------------------------------------------
+    def texts(self, column: pl.Series) -> pl.Series:
+        """A column of raw text (a rejected line, a shield event's log) as it may be
+        stored: :meth:`scrub_text` once per distinct value."""
+        if self.changes_nothing or column.len() == 0:
+            return column
+        return _by_distinct(column, self.scrub_text)
+
+    def scrub_text(self, text: str | None) -> str | None:
+        """A raw line or record as it may be stored: a v2 record's ``remoteIp`` and
+        ``url``, a v1 line's fields 6 and 8 treated as the columns are; then, whatever
+        the text, every address-looking token and every listed query parameter."""
+        if text is None or self.changes_nothing:
+            return text
+        text = self._v2_record(text) or self._v1_line(text) or text
+        if self._names:
+            text = _QUERY_IN_TEXT.sub(self._strip_query_match, text)
+            text = _PARAM_IN_TEXT.sub(self._strip_param_match, text)
+        if self.ip != "keep":
+            text = _V6_TOKEN.sub(self._address_match, text)
+            text = _V4_TOKEN.sub(self._address_match, text)
+        return text
+
+    def _strip_query_match(self, match: re.Match[str]) -> str:
+        kept = self._strip_params(match[0][1:])
+        if kept is None:
+            return match[0]
+        return "?" + kept if kept else ""
+
+    def _strip_param_match(self, match: re.Match[str]) -> str:
+        return "" if unquote(match[1]).lower() in self._names else match[0]
+
+    def _address_match(self, match: re.Match[str]) -> str:
+        token = match[0]
+        if parse_address(token) is None:
+            if "." in token and ":" not in token:  # octets past 255 or with leading 0s
+                return "-"
+            return token  # a time of day, a MAC address: no address
+        stored = self.stored_as(token)
+        return "-" if stored is None else stored
+
+    def _v2_record(self, text: str) -> str | None:
+        if not text.lstrip().startswith("{"):
+            return None
+        try:
+            record = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(record, dict):
+            return None
+        if isinstance(record.get("remoteIp"), str):
+            record["remoteIp"] = self.stored_as(record["remoteIp"])
+        for name in ("url", "referer"):
+            if isinstance(record.get(name), str):
+                record[name] = self.strip_url(record[name])
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+    def _v1_line(self, text: str) -> str | None:
+        fields = text.split("|")
+        if len(fields) <= V1_URL_FIELD:
+            return None
+        if self.ip != "keep":
+            fields[V1_IP_FIELD] = self.stored_as(fields[V1_IP_FIELD]) or "-"
+        for i in (V1_URL_FIELD, V1_REFERER_FIELD):
+            fields[i] = self.strip_url(fields[i]) or fields[i]
+        return "|".join(fields)
+
+
+KEEP = PrivacyPolicy()  # stores everything as received: the lake before [privacy]
+
+
+def _by_distinct(column: pl.Series, treat: Callable[[str | None], str | None]) -> pl.Series:
+    """``treat`` of each value, computed once per distinct value."""
+    import polars as pl
+
+    distinct = column.unique().drop_nulls()
+    if distinct.len() == 0:
+        return column
+    values = distinct.to_list()
+    mapping = {value: treat(value) for value in values}
+    return column.replace_strict(mapping, default=None, return_dtype=pl.String)
+
+
+def policy_error(message: str) -> ConfigError:
+    """A setting that cannot be applied to what the lake holds, as a one-line error."""
+    return ConfigError(f"privacy: {message}")

@@ -1,0 +1,249 @@
+"""The [privacy] policy: addresses, query strings and raw text as they may be stored."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from cdnlake.config import build_config
+from cdnlake.errors import ConfigError
+from cdnlake.privacy import KEEP, KEEP_ALL, PrivacyPolicy, Setting, parse_address
+
+NAMES = ("token", "expires", "token_path")
+TRUNCATE = PrivacyPolicy("truncate", 24, 64, NAMES)
+HASH = PrivacyPolicy("hash", 24, 64, NAMES, b"k1")
+
+
+def mac(text: str, key: bytes = b"k1") -> str:
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+ADDRESSES = [
+    # (as received, truncated /24 /64, canonical text hashed: None = stored as NULL)
+    ("1.2.3.4", "1.2.3.0", "1.2.3.4"),
+    ("1.2.3.0", "1.2.3.0", "1.2.3.0"),  # the provider's OneDigit
+    ("0.0.0.0", "0.0.0.0", None),  # the provider's Drop: kept as it is
+    ("::", "::", None),
+    ("255.255.255.255", "255.255.255.0", "255.255.255.255"),
+    ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::", "2001:db8:1:2:3:4:5:6"),
+    ("2001:DB8:0:0:0:0:0:1", "2001:db8::", "2001:db8::1"),  # any spelling: one address
+    ("2001:db8:1:2::", "2001:db8:1:2::", "2001:db8:1:2::"),  # the provider's /64
+    ("fe80::1%eth0", "fe80::", "fe80::1"),  # zone index dropped
+    ("::ffff:9.8.7.6", "9.8.7.0", "9.8.7.6"),  # IPv4-mapped: its IPv4 address
+    ("[2001:db8::7]", "2001:db8::", "2001:db8::7"),
+    ("::1", "::", "::1"),
+]
+MALFORMED = ["bad", "", "-", "1.2.3", "256.1.1.1", "01.2.3.4", "1.2.3.4:80", "2001:db8::g"]
+
+
+@pytest.mark.parametrize(("given", "truncated", "hashed"), ADDRESSES)
+def test_one_address(given: str, truncated: str, hashed: str | None) -> None:
+    assert TRUNCATE.stored_as(given) == truncated
+    assert HASH.stored_as(given) == (mac(hashed) if hashed else given)
+    assert KEEP.stored_as(given) == given
+    assert PrivacyPolicy("drop").stored_as(given) is None
+
+
+def test_columns_agree_with_one_address() -> None:
+    given = [a for a, _, _ in ADDRESSES] + MALFORMED + [None]
+    column = pl.Series("remote_ip", given, pl.String)
+    for policy in (
+        TRUNCATE,
+        HASH,
+        PrivacyPolicy("truncate", 20, 48),
+        PrivacyPolicy("truncate", 0, 0),
+        PrivacyPolicy("truncate", 32, 128),
+        PrivacyPolicy("drop"),
+    ):
+        assert policy.addresses(column).to_list() == [policy.stored_as(a) for a in given]
+    assert PrivacyPolicy("truncate", 20, 48).stored_as("10.1.255.9") == "10.1.240.0"
+
+
+def test_truncate_of_ipv4_only_column_uses_the_same_rule() -> None:
+    column = pl.Series("remote_ip", ["10.20.30.40", "10.20.30.41", "192.0.2.255"])
+    assert PrivacyPolicy("truncate", 16, 64).addresses(column).to_list() == [
+        "10.20.0.0",
+        "10.20.0.0",
+        "192.0.0.0",
+    ]
+
+
+@pytest.mark.parametrize("given", MALFORMED)
+def test_malformed_address_is_never_stored_as_given(given: str) -> None:
+    assert TRUNCATE.stored_as(given) is None
+    assert HASH.stored_as(given) is None
+    assert KEEP.stored_as(given) == given
+
+
+def test_a_stored_hash_is_left_as_it_is() -> None:
+    once = HASH.stored_as("1.2.3.4")
+    assert HASH.stored_as(once) == once
+    assert TRUNCATE.stored_as(once) is None  # no address: a hash cannot be truncated
+
+
+def test_parse_address() -> None:
+    assert str(parse_address(" ::ffff:1.2.3.4 ")) == "1.2.3.4"
+    assert parse_address("nope") is None
+    assert parse_address(None) is None
+
+
+URLS = [
+    ("https://a/b?x=1&token=abc&y=2#frag", "https://a/b?x=1&y=2#frag"),
+    ("https://a/b?token=1", "https://a/b"),
+    ("https://a/b?TOKEN=1&expires=2", "https://a/b"),  # names: any case
+    ("https://a/b?tok%65n=1&z", "https://a/b?z"),  # percent-encoded name
+    ("https://a/b?token=1&token=2&a=3&token", "https://a/b?a=3"),  # repeated
+    ("https://a/b#x?token=1", "https://a/b#x?token=1"),  # in the fragment: no query
+    ("https://a/b?a&&token&b", "https://a/b?a&&b"),
+    ("https://a/b?tokens=1&my_token=2", "https://a/b?tokens=1&my_token=2"),  # other names
+    ("https://a/p?token_path=%2Fp&expires=9&q=1#t", "https://a/p?q=1#t"),
+    ("https://a/b?", "https://a/b?"),
+    ("https://a/b", "https://a/b"),
+    ("/relative?expires=1&b=%20", "/relative?b=%20"),
+    (None, None),
+]
+
+
+def test_query_strings() -> None:
+    column = pl.Series("url", [u for u, _ in URLS], pl.String)
+    assert TRUNCATE.urls(column).to_list() == [want for _, want in URLS]
+    assert [TRUNCATE.strip_url(u) for u, _ in URLS] == [want for _, want in URLS]
+    assert column.to_list() == [u for u, _ in URLS]  # the caller's column is untouched
+    assert PrivacyPolicy(strip_query=()).urls(column).to_list() == column.to_list()
+
+
+def test_rows_leave_request_id_and_path() -> None:
+    frame = pl.DataFrame(
+        {
+            "request_id": ["1.2.3.4", "tok"],
+            "path": ["/a", "/b"],
+            "url": ["https://h/a?token=s", "https://h/b?x=1"],
+            "referer": ["https://h/?expires=1", None],
+            "remote_ip": ["1.2.3.4", "2001:db8::1"],
+        }
+    )
+    out = TRUNCATE.rows(frame)
+    assert out["request_id"].to_list() == ["1.2.3.4", "tok"]
+    assert out["path"].to_list() == ["/a", "/b"]
+    assert out["url"].to_list() == ["https://h/a", "https://h/b?x=1"]
+    assert out["referer"].to_list() == ["https://h/", None]
+    assert out["remote_ip"].to_list() == ["1.2.3.0", "2001:db8::"]
+    assert KEEP.rows(frame) is frame
+
+
+V1_LINE = (
+    "HIT|200|1700000000000|512|7|203.0.113.77|https://ref/?token=r|"
+    "https://h/a?token=SECRET&x=1|DE|UA 198.51.100.9|abcdef12345|DE"
+)
+
+
+def test_v1_raw_line() -> None:
+    out = TRUNCATE.scrub_text(V1_LINE)
+    fields = out.split("|")
+    assert fields[5] == "203.0.113.0"
+    assert fields[7] == "https://h/a?x=1"
+    assert fields[6] == "https://ref/"
+    assert "198.51.100.9" not in out and "SECRET" not in out
+    assert fields[10] == "abcdef12345"
+    hashed = HASH.scrub_text(V1_LINE)
+    assert hashed.split("|")[5] == mac("203.0.113.77")
+    bad_ip = V1_LINE.replace("203.0.113.77", "garbage")
+    assert TRUNCATE.scrub_text(bad_ip).split("|")[5] == "-"
+
+
+def test_v2_raw_record() -> None:
+    record = {
+        "remoteIp": "2001:db8:5:6:7:8:9:a",
+        "url": "https://h/a?expires=9&token=SECRET",
+        "timestamp": "12:30:45",
+        "requestId": "abc",
+    }
+    out = TRUNCATE.scrub_text(json.dumps(record))
+    back = json.loads(out)
+    assert back["remoteIp"] == "2001:db8:5:6::"
+    assert back["url"] == "https://h/a"
+    assert back["timestamp"] == "12:30:45" and back["requestId"] == "abc"
+    assert json.loads(PrivacyPolicy("drop").scrub_text(json.dumps(record)))["remoteIp"] is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "cut|off 203.0.113.77 ?token=SECRET&b=1",
+        '{"remoteIp": "203.0.113.77", "url": "https://h/?token=SECRET", broken',
+        "x token=SECRET y [2001:db8::77] z ::ffff:203.0.113.77",
+        "TOKEN=SECRET&tok%65n=SECRET2 at https://h/?tok%65n=SECRET3",
+        "octets 010.001.002.003 time 12:30:45",
+    ],
+)
+def test_unparsed_text_is_scrubbed_conservatively(text: str) -> None:
+    for policy in (TRUNCATE, HASH, PrivacyPolicy("drop", strip_query=NAMES)):
+        out = policy.scrub_text(text)
+        assert out is not None
+        for secret in ("203.0.113.77", "2001:db8::77", "SECRET", "010.001.002.003"):
+            assert secret not in out, (policy.ip, out)
+    assert "12:30:45" in TRUNCATE.scrub_text(text) or "12:30:45" not in text
+
+
+def test_texts_column() -> None:
+    column = pl.Series("raw_line", [V1_LINE, None, V1_LINE], pl.String)
+    out = TRUNCATE.texts(column).to_list()
+    assert out[0] == out[2] == TRUNCATE.scrub_text(V1_LINE) and out[1] is None
+
+
+def test_setting_codes() -> None:
+    assert KEEP.setting == KEEP_ALL and KEEP_ALL.code() == 0
+    for policy in (TRUNCATE, HASH, PrivacyPolicy("drop"), PrivacyPolicy(strip_query=NAMES)):
+        assert Setting.decode(policy.setting.code()) == policy.setting
+    assert HASH.setting.key_id != PrivacyPolicy("hash", key=b"k2").setting.key_id
+    assert TRUNCATE.setting.covers(TRUNCATE.setting)
+    assert not KEEP_ALL.covers(TRUNCATE.setting)
+    assert PrivacyPolicy("truncate", 16, 48, NAMES).setting.covers(TRUNCATE.setting)
+    assert not TRUNCATE.setting.covers(PrivacyPolicy("truncate", 16, 64, NAMES).setting)
+    assert HASH.setting.cannot_become(TRUNCATE.setting) is not None
+    other_key = PrivacyPolicy("hash", strip_query=NAMES, key=b"k2").setting
+    assert "another key" in (HASH.setting.cannot_become(other_key) or "")
+    assert TRUNCATE.setting.cannot_become(HASH.setting) is None
+    assert "truncated to /24" in TRUNCATE.describe()
+
+
+def config(privacy: dict[str, object], env: dict[str, str] | None = None) -> PrivacyPolicy:
+    built = build_config({"privacy": privacy}, base_dir=Path("/tmp"), env=env or {})
+    return PrivacyPolicy.from_config(built.privacy)
+
+
+def test_config_defaults_and_hash_key() -> None:
+    policy = config({})
+    assert policy.ip == "keep" and policy.strip_query == NAMES
+    hashed = config({"ip": "hash", "hash_key_env": "MY_KEY"}, {"MY_KEY": "k1"})
+    assert hashed.stored_as("1.2.3.4") == mac("1.2.3.4")
+
+
+@pytest.mark.parametrize(
+    ("privacy", "env", "message"),
+    [
+        ({"ip": "mask"}, {}, "privacy.ip: expected one of 'keep', 'truncate'"),
+        ({"ipv4_prefix": 33}, {}, "privacy.ipv4_prefix: must be at most 32"),
+        ({"ipv6_prefix": -1}, {}, "privacy.ipv6_prefix: must be at least 0"),
+        ({"ip": "hash"}, {}, 'privacy.hash_key_env: ip = "hash" needs the NAME'),
+        ({"ip": "hash", "hash_key_env": "MY_KEY"}, {}, "environment variable MY_KEY is not set"),
+        (
+            {"ip": "hash", "hash_key_env": "MY_KEY"},
+            {"MY_KEY": ""},
+            "environment variable MY_KEY is not set",
+        ),
+        ({"hash_key": "x"}, {}, "privacy.hash_key: secrets must not be written"),
+        ({"strip_query": ["a&b"]}, {}, "privacy.strip_query[0]: expected a query parameter"),
+    ],
+)
+def test_config_errors(privacy: dict[str, object], env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        config(privacy, env)
+    text = str(caught.value)
+    assert message in text and "\n" not in text
+    assert "k1" not in text
