@@ -155,7 +155,7 @@ class ErasureFilter:
         import polars as pl
 
         hashes = self._address_hashes(frame, [e for e in erasures if e.kind == IP])
-        covered = pl.Series([False] * frame.height)
+        covered = pl.Series([False] * frame.height, dtype=pl.Boolean)
         for erasure in erasures:
             if erasure.kind == REQUEST_ID:
                 hit = frame["request_id"] == erasure.filter

@@ -61,7 +61,7 @@ class Target:
             except ValueError:
                 raise UsageError(
                     "forget --ip: not an IPv4 or IPv6 address (give one address, e.g. "
-                    "203.0.113.7 or 2001:db8::7)"
+                    "192.0.2.10 or 2001:db8::10)"
                 ) from None
         if self.request_id is not None and not self.request_id.strip():
             raise UsageError("forget --request-id: empty")
@@ -265,7 +265,7 @@ def _escape(text: str) -> str:
 
 
 def _text_match(rows: pl.DataFrame, columns: tuple[str, ...], pattern: str) -> pl.Series:
-    hit = pl.Series([False] * rows.height)
+    hit = pl.Series([False] * rows.height, dtype=pl.Boolean)
     for column in columns:
         hit = hit | rows[column].str.contains(pattern).fill_null(False)
     return hit
