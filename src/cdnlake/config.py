@@ -15,6 +15,7 @@ import os
 import re
 import tomllib
 import typing
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -374,6 +375,24 @@ class RetentionConfig(Table, frozen=True):
                     f"provider serves {MIN_KEPT_DAYS} days, which a pass may read again), "
                     f"got {days}"
                 )
+
+    def first_kept(self, now: datetime, days: int | None = None) -> date | None:
+        """The first UTC day of ``requests`` (or of ``days`` days) kept at ``now``; None
+        while everything is kept (0 days). A day before it is *expired*."""
+        days = self.requests_days if days is None else days
+        return None if days <= 0 else now.date() - timedelta(days=days)
+
+    def describe(self) -> str:
+        """What retention keeps, in a few words (``status``)."""
+
+        def kept(days: int) -> str:
+            return "forever" if days == 0 else f"{days} days"
+
+        return (
+            f"requests and shield events kept {kept(self.requests_days)}, bookkeeping "
+            f"{kept(self.bookkeeping_days)}; removed files leave storage "
+            f"{self.vacuum_hours} h after removal"
+        )
 
 
 class ZoneConfig(Table, frozen=True):

@@ -114,6 +114,7 @@ def judge(
 ) -> list[HourAudit]:
     """One row per zone and hour of the days ``first``..``last`` that has begun by ``now``."""
     lag = timedelta(seconds=config.ingest.lag_seconds)
+    kept_from = config.retention.first_kept(now)
     rows: list[HourAudit] = []
     for zone in zones:
         hour = day_start(first)
@@ -129,6 +130,7 @@ def judge(
                     lag=lag,
                     watermark=(marks or {}).get(zone),
                     started=(starts or {}).get(zone),
+                    kept_from=kept_from,
                 )
             )
             hour += HOUR

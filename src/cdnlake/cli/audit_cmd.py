@@ -116,9 +116,11 @@ def audit(args: argparse.Namespace) -> int:
     failed = [h for h in hours if h.failed]
     pending = sum(h.verdict == "pending" for h in hours)
     before = sum(h.verdict == "before" for h in hours)
+    expired = sum(h.verdict == "expired" for h in hours)
     summary = (
         f"audit: {len(hours)} zone-hours, {len(failed)} short or missing, {pending} pending"
         + (f", {before} before cdnlake started (not audited)" if before else "")
+        + (f", {expired} expired by [retention] (not audited)" if expired else "")
         + f" (tolerance {config.audit.tolerance:g})"
     )
     print(summary, file=sys.stderr)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 
 from cdnlake.config import RetentionConfig
 from cdnlake.errors import StopRequested, StorageError, first_line
@@ -48,11 +48,6 @@ BOOKKEEPING_TIMES: tuple[tuple[TableSpec, str], ...] = (
 )
 
 
-def first_kept(days: int, now: datetime) -> date | None:
-    """The first UTC day that ``days`` of retention keep at ``now`` (None: all, 0 days)."""
-    return None if days <= 0 else now.date() - timedelta(days=days)
-
-
 @dataclass
 class Expired:
     """What retention removed from one table."""
@@ -72,11 +67,11 @@ def expire(
 ) -> list[Expired]:
     """Remove what ``retention`` no longer keeps (of ``zones``, all without): what went."""
     out: list[Expired] = []
-    first = first_kept(retention.requests_days, now)
+    first = retention.first_kept(now)
     if first is not None:
         for spec in (REQUESTS, SHIELD_EVENTS):
             out.append(_expire_days(session, spec, first, zones, stop))
-    first = first_kept(retention.bookkeeping_days, now)
+    first = retention.first_kept(now, retention.bookkeeping_days)
     if first is not None:
         for spec, column in BOOKKEEPING_TIMES:
             if stop():
