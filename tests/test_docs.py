@@ -456,7 +456,9 @@ def config_tables(page: Path) -> dict[str, set[str]]:
             section = cells[0].strip("`").strip("[]")
         if "planned" in line:
             continue
-        keys = {k for k in re.findall(r"`([^`]+)`", cells[1]) if re.fullmatch(r"[a-z_]+", k)}
+        keys = {
+            k for k in re.findall(r"`([^`]+)`", cells[1]) if re.fullmatch(r"[a-z_][a-z0-9_]*", k)
+        }
         sections.setdefault(section, set()).update(keys)
     return sections
 

@@ -35,7 +35,7 @@ import ipaddress
 import json
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote
 
@@ -123,6 +123,17 @@ class Setting:
             return f"hash (key {self.key_id:08x})"
         return self.ip
 
+    def describe(self) -> str:
+        """The setting in a few words, e.g. ``ip truncate /24 /64, query stripped``."""
+        query = "URLs whole" if self.strip_id == 0 else "query parameters removed"
+        return f"ip {self.describe_ip()}, {query}"
+
+    def same_as(self, other: Setting) -> bool:
+        """Equal, but where one key id is unknown (0: the key is not in this environment)."""
+        if self.ip == other.ip == "hash" and 0 in (self.key_id, other.key_id):
+            return self.strip_id == other.strip_id
+        return self == other
+
     def cannot_become(self, wanted: Setting) -> str | None:
         """Why rows stored under this setting cannot be brought to ``wanted`` (None when
         they can, or need nothing)."""
@@ -138,6 +149,24 @@ class Setting:
             )
         return None
 
+    def reaches(self, wanted: Setting) -> bool:
+        """Whether rows stored under this setting, treated under ``wanted``, are stored as
+        ``wanted`` stores them (not when this setting is the stronger: a truncated address
+        stays truncated under ``keep``)."""
+        if wanted.ip == "drop":
+            return True
+        if self.ip == "drop":
+            return False
+        if wanted.ip == "keep":
+            return self.ip == "keep"
+        if wanted.ip == "truncate":
+            return self.ip == "keep" or (
+                self.ip == "truncate"
+                and self.ipv4_prefix >= wanted.ipv4_prefix
+                and self.ipv6_prefix >= wanted.ipv6_prefix
+            )
+        return self.ip != "hash" or self.key_id == wanted.key_id
+
     def covers(self, wanted: Setting) -> bool:
         """Whether rows stored under this setting need nothing to meet ``wanted``."""
         if self.strip_id != wanted.strip_id and wanted.strip_id != 0:
@@ -151,6 +180,17 @@ class Setting:
                 self.ipv4_prefix <= wanted.ipv4_prefix and self.ipv6_prefix <= wanted.ipv6_prefix
             )
         return self.ip == "hash" and self.key_id == wanted.key_id
+
+
+def configured_setting(config: PrivacyConfig) -> Setting:
+    """The setting ``[privacy]`` names, without failing where the hash key is not in this
+    environment (``status``): then its key id is 0, unknown."""
+    key = config.hash_key.reveal().encode() if config.hash_key is not None else b"?"
+    policy = PrivacyPolicy(
+        config.ip, config.ipv4_prefix, config.ipv6_prefix, config.strip_query, key
+    )
+    setting = policy.setting
+    return setting if config.hash_key is not None else replace(setting, key_id=0)
 
 
 KEEP_ALL = Setting()  # what every lake stored before [privacy] existed (code 0)

@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 from cdnlake.audit.days import from_row
 from cdnlake.config import FUTURE_TOLERANCE_SECONDS, Config, ForwardingConfig
 from cdnlake.coordination import lease_key, lease_keys
-from cdnlake.lake.progress import WATERMARK, from_ms
+from cdnlake.lake.progress import WATERMARK, describe_stored, from_ms, stored_settings
 from cdnlake.lake.schema import (
     AUDIT_DAYS,
     INGEST_GAPS,
@@ -31,6 +31,7 @@ from cdnlake.lake.schema import (
 )
 from cdnlake.lake.session import LakeSession
 from cdnlake.lake.store import Lake, add_actions_table
+from cdnlake.privacy import Setting, configured_setting
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.db import Warehouse
 
@@ -73,6 +74,11 @@ class ZoneStatus:
     # The zone's last audited day (``cdnlake audit``, the daemon's daily audit): day,
     # verdict, ratio, ...; None for a zone never audited (and for shield zones).
     last_audit: dict[str, Any] | None = None
+    # The [privacy] setting its stored rows went through (mixed, with the date, while
+    # older rows were stored under another one), and whether they are weaker than the
+    # configured one (``cdnlake maintain --apply-privacy`` rewrites them).
+    privacy: str | None = None
+    privacy_pending: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in vars(self).items()}
@@ -92,6 +98,24 @@ def watermarks(
         if mark is not None:
             marks[zone_id] = mark
     return marks
+
+
+def zone_privacy(
+    spec: TableSpec, table: DeltaTable | None, zone_id: int, configured: Setting
+) -> tuple[str | None, bool]:
+    """The setting a zone's stored rows went through, as its marks say, and whether some
+    were stored under another than ``configured`` (None, False: no rows)."""
+    if table is None:
+        return None, False
+
+    def versions(mark: str) -> int | None:
+        return table.transaction_version(spec.app_id(zone_id, mark))
+
+    stored = stored_settings(versions)
+    if not stored:
+        return None, False
+    pending = len(stored) > 1 or not stored[0].same_as(configured)
+    return describe_stored(versions), pending
 
 
 def rows_on(lake: Lake, spec: TableSpec, table: DeltaTable | None, day: date) -> dict[int, int]:
@@ -255,6 +279,7 @@ def zone_statuses(
         names = [c[0] for c in found.description]
         kept = [from_row(dict(zip(names, r, strict=True))) for r in found.fetchall()]
         audits = {a.zone_id: a for a in kept}
+    configured = configured_setting(config.privacy)
     # (id, name, source, is shield, its watermarks, its rows today, its freshness)
     zones = [(z.id, z.name, z.source, False, pull_marks, rows_today, fresh) for z in config.zones]
     zones += [
@@ -283,6 +308,12 @@ def zone_statuses(
                 "(a record with a wrong timestamp)"
             )
         forwarded_at = freshest.forwarded.get(zone_id)
+        privacy, pending = zone_privacy(
+            SHIELD_EVENTS if shield else REQUESTS,
+            events if shield else requests,
+            zone_id,
+            configured,
+        )
         out.append(
             ZoneStatus(
                 zone_id=zone_id,
@@ -309,6 +340,8 @@ def zone_statuses(
                     (now - forwarded_at).total_seconds() if forwarded_at else None
                 ),
                 last_audit=None if shield or zone_id not in audits else audits[zone_id].as_dict(),
+                privacy=privacy,
+                privacy_pending=pending,
             )
         )
     return out

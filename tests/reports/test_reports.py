@@ -32,10 +32,12 @@ def test_files_are_named_by_zone_and_date(written):
     assert "report-all-2026-11-20.md" in files
     assert "report-all-2026-11-20.hit_ratio.csv" in files
     # user_agents is read once and written as its browser, system and crawler families;
-    # completeness (the day's audit) comes from the lake's audit_days, not a named query
+    # completeness (the day's audit) comes from the lake's audit_days, not a named query,
+    # and clients (how addresses were stored) from the zones' [privacy] marks
     csvs = [f for f in files if f.endswith(".csv")]
-    assert len(csvs) == len(SECTIONS) - 1 + len(AGENT_SECTIONS) + 1
+    assert len(csvs) == len(SECTIONS) - 1 + len(AGENT_SECTIONS) + 2
     assert "report-all-2026-11-20.completeness.csv" in files
+    assert "report-all-2026-11-20.clients.csv" in files
 
 
 def test_formats_agree_with_each_other_and_with_sql(written):

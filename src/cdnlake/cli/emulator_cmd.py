@@ -94,7 +94,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--zones",
         default=None,
-        help="ID[:v2|v1|extended|disabled|suspended],... (default: the demo zones, "
+        help="ID[:v2|v1|extended|disabled|suspended|fullip|signed],... (default: the demo zones, "
         "1234:v2:extended,1235:v1,1236:v2)",
     )
     p.add_argument(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cdnlake.cli.common import Interrupt, interruptible, load, say
@@ -73,7 +74,13 @@ def maintain(args: argparse.Namespace) -> int:
     ):
         if args.restore:
             return stop.run(lambda: restore(session, args.zone))
+        privacy_failed = False
         try:
+            if args.apply_privacy:
+                privacy_failed = stop.run(
+                    lambda: apply_privacy(session, config, args.zone, stop.is_set),
+                    on_abandon=lambda: say(stopped_maintain(stop)),
+                )
             report = stop.run(
                 lambda: run_maintain(
                     session,
@@ -98,7 +105,31 @@ def maintain(args: argparse.Namespace) -> int:
         print(table.line())
     if not report.tables:
         print("the lake has no tables yet")
-    return 1 if any(t.damaged for t in report.tables) else 0
+    return 1 if privacy_failed or any(t.damaged for t in report.tables) else 0
+
+
+def apply_privacy(
+    session: LakeSession, config: Config, zones: list[int] | None, stop: Callable[[], bool]
+) -> bool:
+    """``maintain --apply-privacy``'s rewrite, printed; whether a zone could not be done."""
+    from cdnlake.coordination import maintain_hold
+    from cdnlake.ingest.result import this_daemon
+    from cdnlake.lake.apply_privacy import apply_privacy as run
+
+    report = run(
+        session,
+        zones,
+        locks=config.storage.work / "locks",
+        hold=maintain_hold(config, this_daemon()),
+        stop=stop,
+    )
+    print(f"apply-privacy: {report.setting}")
+    for zone in report.zones:
+        print(f"apply-privacy: {zone.line()}")
+    if not report.zones:
+        print("apply-privacy: every zone's rows were stored under this setting already")
+    print(f"apply-privacy: rejected_lines: {report.rejected_lines} row(s) rewritten")
+    return bool(report.failed)
 
 
 def stopped_maintain(stop: Interrupt) -> str:

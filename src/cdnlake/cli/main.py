@@ -277,6 +277,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="only put back the files set aside in <lake>/_quarantine that decode, less the "
         "rows the table holds already (of --zone's zones, if given); exit 1 if one stays",
     )
+    p.add_argument(
+        "--apply-privacy",
+        action="store_true",
+        help="first rewrite the rows (and rejected lines) stored under a weaker [privacy] "
+        "setting than the configured one, then maintain as usual; exit 1 if a zone cannot be",
+    )
 
     p = _command(
         sub,

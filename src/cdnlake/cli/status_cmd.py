@@ -112,6 +112,25 @@ def wide(config: Config, statuses: list[ZoneStatus]) -> tuple[list[str], list[tu
     return columns, rows
 
 
+def privacy_lines(config: Config, statuses: list[ZoneStatus]) -> str:
+    """Where some zone's rows were stored under another [privacy] setting than the
+    configured one: that setting, and per such zone the one its rows went through
+    ("mixed ... until" while older rows went through another); nothing otherwise (the
+    JSON has each zone's ``privacy`` always)."""
+    from cdnlake.privacy import configured_setting
+
+    pending = [s for s in statuses if s.privacy_pending]
+    if not pending:
+        return ""
+    text = f"privacy: {configured_setting(config.privacy).describe()}\n"
+    for s in pending:
+        text += f"privacy: zone {s.zone_id} ({s.source}) stored: {s.privacy}\n"
+    return text + (
+        "privacy: rows stored under another setting than the configured one: "
+        "`cdnlake maintain --apply-privacy` rewrites the weaker ones\n"
+    )
+
+
 def status(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load
     from cdnlake.status import full_status
@@ -136,6 +155,7 @@ def status(args: argparse.Namespace) -> int:
         ]
         if audits:  # the completeness audit's last day of each zone audited
             sys.stdout.write(f"last audit: {'; '.join(audits)}\n")
+        sys.stdout.write(privacy_lines(config, statuses))
         kind = "daemons (PostgreSQL fleet)" if fleet.coordinated else "daemon"
         sys.stdout.write(f"{kind}: {'; '.join(fleet.daemons) or 'none running'}\n")
         sys.stdout.write(f"retention: {config.retention.describe()}\n")

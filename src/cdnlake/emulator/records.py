@@ -72,6 +72,8 @@ class ZoneSpec:
     extended: bool = False
     disabled: bool = False
     suspended: bool = False
+    full_ips: bool = False  # client addresses whole, not anonymised by the provider
+    signed_urls: bool = False  # a fifth of the URLs carry token authentication
     # A sustained rate (requests per second, > 0): the zone's records are made second by
     # second on demand (``sustained.py``), from ``since_ms`` on (None: at every time),
     # instead of hour by hour from ``rpm``.

@@ -45,7 +45,9 @@ Route = Callable[["Emulator", Request], Response]
 
 
 def parse_zones(text: str) -> dict[int, ZoneSpec]:
-    """``ID[:v2|v1|extended|disabled|suspended]...`` separated by commas."""
+    """``ID[:v2|v1|extended|disabled|suspended|fullip|signed]...`` separated by commas
+    (``fullip``: whole client addresses, as a customer under the provider's data
+    processing agreement gets them; ``signed``: some URLs carry token authentication)."""
     zones: dict[int, ZoneSpec] = {}
     for item in text.split(","):
         item = item.strip()
@@ -55,7 +57,7 @@ def parse_zones(text: str) -> dict[int, ZoneSpec]:
         if not parts[0].isdigit() or int(parts[0]) <= 0:
             raise ValueError(f"--zones: bad zone id in {item!r}")
         kinds = set(parts[1:])
-        unknown = kinds - {"v1", "v2", "extended", "disabled", "suspended"}
+        unknown = kinds - {"v1", "v2", "extended", "disabled", "suspended", "fullip", "signed"}
         if unknown:
             raise ValueError(f"--zones: unknown kind {sorted(unknown)[0]!r} in {item!r}")
         zid = int(parts[0])
@@ -64,6 +66,8 @@ def parse_zones(text: str) -> dict[int, ZoneSpec]:
             extended="extended" in kinds,
             disabled="disabled" in kinds,
             suspended="suspended" in kinds,
+            full_ips="fullip" in kinds,
+            signed_urls="signed" in kinds,
         )
     if not zones:
         raise ValueError("--zones: no zones given")

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
 import itertools
 import random
 import threading
+import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
@@ -122,6 +124,26 @@ def client_ip(zone_id: int, k: int) -> str:
     if rng.random() < 0.8:
         return f"{rng.randint(1, 223)}.{rng.randint(0, 255)}.{rng.randint(0, 255)}.0"
     return f"2001:db8:{rng.getrandbits(16):x}:{rng.getrandbits(16):x}::"
+
+
+@functools.cache
+def full_client_ip(zone_id: int, k: int) -> str:
+    """The whole address of client ``k`` (the network of :func:`client_ip`, a host in it)."""
+    network = client_ip(zone_id, k)
+    host = zlib.crc32(f"host:{zone_id}:{k}".encode())
+    if network.endswith("::"):
+        groups = [(host >> shift) & 0xFFFF or 1 for shift in (0, 8, 16, 24)]
+        return network[:-1] + ":".join(f"{g:x}" for g in groups)
+    return network[:-1] + str(1 + host % 254)
+
+
+def signed(url: str, zone_id: int, ts: int) -> str:
+    """One URL of five with the provider's token authentication in its query string."""
+    digest = hashlib.sha256(f"token:{zone_id}:{ts}:{url}".encode()).hexdigest()
+    if int(digest[:2], 16) % 5:
+        return url
+    joiner = "&" if "?" in url else "?"
+    return f"{url}{joiner}token=tk{digest[2:24]}&expires={ts // 1000 + 3600}"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -316,7 +338,10 @@ class Traffic:
         elif status == 206:
             size = rng.randint(65_536, 1_048_576)
             content_range = f"bytes={rng.randrange(0, 10) * 1_048_576}-"
-        ip = client_ip(zone_id, int(rng.paretovariate(0.8)) % CLIENTS)
+        client = int(rng.paretovariate(0.8)) % CLIENTS
+        ip = full_client_ip(zone_id, client) if spec.full_ips else client_ip(zone_id, client)
+        if spec.signed_urls:  # no draw of rng: the zone's other fields stay as they are
+            url = signed(url, zone_id, ts)
         ua: str | None = (
             rng.choice(HOSTILE_AGENTS)
             if hostile

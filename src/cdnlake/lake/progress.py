@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Protocol
 
+from cdnlake.privacy import Setting
+
 WATERMARK = ""
 DAYS = "days"
 FRESH = "fresh"
@@ -56,9 +58,8 @@ PRIVACY_MIXED = "privacy_mixed"
 PRIVACY_BEFORE = "privacy_before"
 ERASED = "erased"
 MARKS = (WATERMARK, DAYS, FRESH, FENCE, PRIVACY, PRIVACY_MIXED, PRIVACY_BEFORE, ERASED)
-# The code of the setting every lake stored under before [privacy]: cdnlake.privacy's
-# Setting("keep") with no query parameter removed (kept here as a number: status reads
-# marks without importing the privacy module's dependencies).
+# The code of the setting every lake stored under before [privacy]: addresses kept, no
+# query parameter removed (cdnlake.privacy.KEEP_ALL).
 LEGACY_PRIVACY = 0
 HOLDER_SHIFT = 24  # fence token = holder generation << HOLDER_SHIFT | rewinds since
 EPOCH = date(1970, 1, 1)
@@ -158,3 +159,30 @@ def rewind(writer: Rewinder, start: datetime) -> None:
         return progress
 
     writer.rewind(back)
+
+
+def stored_settings(versions: Versions) -> list[Setting]:
+    """The settings a zone's rows were stored under, as its marks say (the latest first;
+    rows from before ``[privacy]`` existed: kept as received); [] for a zone without rows."""
+    latest = versions(PRIVACY)
+    if latest is None:
+        return [] if versions(WATERMARK) is None else [Setting.decode(LEGACY_PRIVACY)]
+    found = [Setting.decode(latest)]
+    before = versions(PRIVACY_BEFORE)
+    if versions(PRIVACY_MIXED) and before is not None:
+        found.append(Setting.decode(before))
+    return found
+
+
+def describe_stored(versions: Versions) -> str:
+    """A zone's stored setting for ``status``: ``truncate /24 /64``, or mixed with the
+    date up to which older rows were stored under the other one."""
+    settings = stored_settings(versions)
+    if not settings:
+        return "no rows"
+    text = settings[0].describe()
+    if len(settings) > 1:
+        until = from_ms(versions(PRIVACY_MIXED))
+        day = f" until {until:%Y-%m-%d %H:%M}Z" if until else ""
+        text += f"; mixed: older rows {settings[1].describe()}{day}"
+    return text

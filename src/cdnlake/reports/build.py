@@ -139,6 +139,9 @@ def collect(
         at = next((i + 1 for i, (n, _) in enumerate(items) if n == "overview"), 0)
         items.insert(at, ("completeness", completeness(config, day, zones)))
         data.sections = dict(items)
+        from cdnlake.reports.clients import clients  # how addresses were stored ([privacy])
+
+        data.sections["clients"] = clients(config, zones, data.sections["overview"].first())
     agents = data.sections.pop("user_agents", None)
     if agents is not None:
         from cdnlake.reports.agents import group

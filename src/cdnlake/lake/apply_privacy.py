@@ -1,0 +1,279 @@
+"""``maintain --apply-privacy``: rows stored under a weaker ``[privacy]`` setting, rewritten.
+
+A change of ``[privacy]`` applies to what is written from then on; the rows already
+stored keep what they were stored with until this rewrite. Per zone of ``requests`` and
+``shield_events`` it reads the columns the policy treats (``remote_ip``, ``url``,
+``referer``, a shield event's ``log``), and rewrites each (zone, day) partition where the
+policy changes a value, through maintain's own rewrite (:func:`maintain._replace`: one
+commit replacing exactly the files read, conflict-checked by delta-rs, no progress
+moved). The zone is held meanwhile as maintain holds it for a rewind (its lock on this
+machine, its lease in a fleet), and once every partition is done the zone's privacy
+marks (:mod:`cdnlake.lake.progress`) say so, committed through the zone's writer, fenced
+like every commit. ``rejected_lines`` gets its raw text and reasons treated by one MERGE
+per zone.
+
+What cannot be done is said, per zone, and nothing of that zone is rewritten: addresses
+stored as hashes cannot be truncated, nor hashed again under a new key (the addresses
+are not known any more). The replaced files leave storage at the next vacuum past the
+retention (``maintain --retention-hours``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from cdnlake.errors import CdnlakeError, StopRequested, StorageError
+from cdnlake.lake.maintain import _frame, _holding, _replace, _Rewritten
+from cdnlake.lake.progress import (
+    LEGACY_PRIVACY,
+    PRIVACY,
+    Versions,
+    ZoneHold,
+    describe_stored,
+    privacy_applied,
+    stored_settings,
+)
+from cdnlake.lake.retry import retrying
+from cdnlake.lake.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, TableSpec
+from cdnlake.lake.session import LakeSession
+from cdnlake.lake.store import add_actions_table
+from cdnlake.lake.table import Merge
+from cdnlake.lake.zone import ZoneWriter
+from cdnlake.privacy import HASH_PATTERN, PrivacyPolicy, Setting
+
+log = logging.getLogger(__name__)
+
+TREATED = ("remote_ip", "url", "referer", "log")  # the columns a policy may change
+REWRITE_ROUNDS = 5  # readings of a partition that another commit kept rewriting
+
+
+@dataclass
+class ZoneOutcome:
+    """What the rewrite did to one zone of one table."""
+
+    table: str
+    zone: int
+    before: str  # the setting(s) its rows were stored under, as status says it
+    partitions: int = 0  # (zone, day) partitions rewritten
+    rows: int = 0  # rows whose stored values changed
+    error: str | None = None
+
+    def line(self) -> str:
+        head = f"{self.table} zone {self.zone} (stored: {self.before})"
+        if self.error:
+            return f"{head}: NOT rewritten: {self.error}"
+        return f"{head}: {self.rows} row(s) rewritten in {self.partitions} partition(s)"
+
+
+@dataclass
+class PrivacyReport:
+    setting: str  # the configured setting, described
+    zones: list[ZoneOutcome] = field(default_factory=list)
+    rejected_lines: int = 0  # rejected lines whose raw text or reason changed
+
+    @property
+    def failed(self) -> list[ZoneOutcome]:
+        return [z for z in self.zones if z.error]
+
+
+def apply_privacy(
+    session: LakeSession,
+    zones: list[int] | None = None,
+    *,
+    locks: Path | None = None,
+    hold: ZoneHold | None = None,
+    stop: Callable[[], bool] = lambda: False,
+) -> PrivacyReport:
+    """Bring the stored rows of ``zones`` (every zone without) to the session's policy."""
+    policy = session.privacy
+    report = PrivacyReport(policy.describe())
+    for spec in (REQUESTS, SHIELD_EVENTS):
+        table = session.lake.open(spec)
+        if table is None:
+            continue
+        log_table = session.log_table(spec)
+        for zone in _zones_of(spec, table, zones):
+            if stop():
+                raise StopRequested()
+            marks = log_table.snapshot(zone).mark
+            if not _mixed(marks, policy):
+                continue  # every row of the zone was stored under this very setting
+            outcome = ZoneOutcome(spec.name, zone, describe_stored(marks))
+            try:
+                _apply_zone(session, spec, zone, outcome, locks, hold, stop)
+            except StopRequested:
+                raise
+            except CdnlakeError as exc:
+                outcome.error = str(exc)
+            report.zones.append(outcome)
+            log.info("apply-privacy %s", outcome.line())
+    report.rejected_lines = _rejected_lines(session, zones, stop)
+    return report
+
+
+def _mixed(marks: Versions, policy: PrivacyPolicy) -> bool:
+    """Whether some rows of the zone may have been stored under another setting (a zone
+    with files but no marks: as received, before [privacy] existed)."""
+    settings = stored_settings(marks) or [Setting.decode(LEGACY_PRIVACY)]
+    return len(settings) != 1 or settings[0] != policy.setting
+
+
+def _zones_of(spec: TableSpec, table: Any, zones: list[int] | None) -> list[int]:
+    import pyarrow as pa
+
+    actions = pa.table(add_actions_table(table))
+    column = f"partition.{spec.zone_column}"
+    if actions.num_rows == 0:
+        return []
+    found = sorted({int(z) for z in actions[column].to_pylist() if z is not None})
+    return [z for z in found if zones is None or z in zones]
+
+
+def _open(session: LakeSession, spec: TableSpec) -> Any:
+    table = session.lake.open(spec)
+    if table is None:
+        raise StorageError(f"{spec.name}: the table went away")
+    return table
+
+
+def _apply_zone(
+    session: LakeSession,
+    spec: TableSpec,
+    zone: int,
+    outcome: ZoneOutcome,
+    locks: Path | None,
+    hold: ZoneHold | None,
+    stop: Callable[[], bool],
+) -> None:
+    """Rewrite the zone's partitions the policy changes, holding the zone, then mark it."""
+    policy = session.privacy
+    wanted = policy.setting
+    with _holding(locks, hold, spec, zone) as generation:
+        writer = ZoneWriter(session, spec, zone, holder=generation)
+        marks = writer.table.snapshot(zone).mark
+        for stored in stored_settings(marks):
+            why = stored.cannot_become(wanted)
+            if why is not None:
+                raise CdnlakeError(why)
+        seen = marks(PRIVACY)
+        reached = all(s.reaches(wanted) for s in stored_settings(marks) or [Setting()])
+        table = _open(session, spec)
+        columns = [c for c in TREATED if c in spec.columns]
+        for day in _days_of(session, spec, table, zone):
+            if stop():
+                raise StopRequested()
+            partition = [(spec.zone_column, "=", str(zone)), ("date", "=", day)]
+            changed = _rewrite_partition(session, spec, table, zone, partition, columns)
+            if changed:
+                outcome.partitions += 1
+                outcome.rows += changed
+
+        def applied(current: Versions) -> dict[str, int]:
+            """Marked done unless rows came meanwhile under yet another setting."""
+            if current(PRIVACY) not in (seen, wanted.code()):
+                return {}
+            return privacy_applied(wanted.code())
+
+        if reached:  # else older rows were stored stronger: the marks keep saying so
+            writer.commit(writer.empty(), applied)
+
+
+def _days_of(session: LakeSession, spec: TableSpec, table: Any, zone: int) -> list[str]:
+    actions = session.lake.add_actions(spec, table, [(spec.zone_column, "=", zone)])
+    return sorted({str(a["partition.date"]) for a in actions})
+
+
+def _rewrite_partition(
+    session: LakeSession,
+    spec: TableSpec,
+    table: Any,
+    zone: int,
+    partition: list[Any],
+    columns: list[str],
+) -> int:
+    """The rows of one partition whose treated values the policy changes: 0, or that many
+    rewritten (the whole partition replaced in one commit)."""
+    from cdnlake.lake.files import prepare
+
+    policy = session.privacy
+    lake = session.lake
+    try:
+        for attempt in retrying(
+            f"applying [privacy] to {partition}", on=_Rewritten, attempts=REWRITE_ROUNDS
+        ):
+            with attempt:
+                actions = lake.add_actions(spec, table, partition, stats=("size_bytes",))
+                if not actions:
+                    return 0
+                dataset = lake.dataset(spec, table, actions=actions)
+                stored = _frame(dataset.to_table(columns=columns))
+                _refuse_hashes(policy, stored)
+                treated = policy.rows(stored)
+                differs = pl.any_horizontal(pl.col(c).ne_missing(treated[c]) for c in columns)
+                changed = stored.select(differs.sum()).item()
+                if not changed:
+                    return 0
+                rows = _frame(dataset.to_table())
+                once = prepare(spec, zone, policy.rows(rows).sort("ts"))
+                _replace(lake, spec, table, partition, actions, once)
+                return int(changed)
+    except _Rewritten:
+        raise StorageError(
+            f"{spec.name}: zone {zone} {partition[1][2]}: kept changing while it was "
+            "rewritten; run maintain --apply-privacy again"
+        ) from None
+    return 0  # pragma: no cover - retrying raises or returns
+
+
+def _refuse_hashes(policy: PrivacyPolicy, stored: pl.DataFrame) -> None:
+    """Addresses that are hashes already (rows of a zone whose marks were lost, or of a
+    lake older than its marks) cannot be truncated: refused, rather than made NULL."""
+    if policy.ip != "truncate" or "remote_ip" not in stored.columns:
+        return
+    if stored.select(pl.col("remote_ip").str.contains(HASH_PATTERN).any()).item():
+        raise CdnlakeError(Setting("hash").cannot_become(Setting("truncate")) or "")
+
+
+def _rejected_lines(session: LakeSession, zones: list[int] | None, stop: Callable[[], bool]) -> int:
+    """Rejected lines' raw text and reasons treated as the policy says: one MERGE per zone
+    whose rows change; how many rows changed."""
+    policy = session.privacy
+    lake = session.lake
+    if policy.changes_nothing:
+        return 0
+    table = lake.open(REJECTED_LINES)
+    if table is None:
+        return 0
+    merges = session.merge_table(REJECTED_LINES)
+    total = 0
+    for zone in _zones_of(REJECTED_LINES, table, zones):
+        if stop():
+            raise StopRequested()
+        dataset = lake.dataset(REJECTED_LINES, table, [("zone", "=", str(zone))])
+        rows = _frame(dataset.to_table())
+        treated = rows.with_columns(policy.texts(rows["raw_line"]), policy.texts(rows["reason"]))
+        differs = rows["raw_line"].ne_missing(treated["raw_line"]) | rows["reason"].ne_missing(
+            treated["reason"]
+        )
+        changed = treated.filter(differs)
+        if changed.height == 0:
+            continue
+        merges.committer.run(_update_texts(changed, zone), patient=False)
+        total += changed.height
+    return total
+
+
+def _update_texts(changed: pl.DataFrame, zone: int) -> Merge:
+    """The MERGE that replaces the raw text and reason of ``changed`` (rows as read)."""
+    return Merge(
+        lambda: changed,
+        "t.record_key = s.record_key",
+        [zone],
+        update={"raw_line": "s.raw_line", "reason": "s.reason"},
+    )
