@@ -241,3 +241,37 @@ def test_forget_from_the_command_line(tmp_path, capsys):
     shown = capsys.readouterr().out
     assert "ip" in shown and "12" in shown
     assert (tmp_path / "data" / "work" / "erasure.key").stat().st_mode & 0o077 == 0
+
+
+def test_a_compaction_landing_while_forget_prepares_sends_it_back(tmp_path, monkeypatch):
+    """maintain rewrites the day (its files replaced by one) after forget read them: the
+    erasure's files are no longer all in the table, so it is prepared again on the
+    compacted file; nothing is doubled, nothing of the address is left."""
+    from cdnlake.lake import rewrite as rewrite_module
+    from cdnlake.lake.maintain import maintain
+
+    config = config_at(tmp_path)
+    with session_for(config) as session:
+        writer = ZoneWriter(session, REQUESTS, 7)
+        for k in range(3):  # three files in the day: something to compact
+            start = START + timedelta(minutes=2 * k)
+            end = start + timedelta(minutes=2)
+            writer.commit(requests(7, start, end), {WATERMARK: to_ms(end)})
+        prepare = rewrite_module.Rewriter._prepare
+        compacted: list[int] = []
+
+        def prepared_then_compacted(self, *args, **kwargs):
+            attempt = prepare(self, *args, **kwargs)
+            if not compacted:
+                with session_for(config) as other:
+                    report = maintain(other)
+                compacted.append(next(t.compacted for t in report.tables if t.table == "requests"))
+            return attempt
+
+        monkeypatch.setattr(rewrite_module.Rewriter, "_prepare", prepared_then_compacted)
+        report = forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+        assert compacted == [3]
+        assert report.requests == {7: 36}
+        rows = table_rows(session)
+        assert ADDRESS not in rows["remote_ip"].to_list()
+        assert rows.height == rows["request_id"].n_unique() == 3 * 108
