@@ -275,3 +275,37 @@ def test_a_compaction_landing_while_forget_prepares_sends_it_back(tmp_path, monk
         rows = table_rows(session)
         assert ADDRESS not in rows["remote_ip"].to_list()
         assert rows.height == rows["request_id"].n_unique() == 3 * 108
+
+
+def shield_events(start: datetime, count: int) -> pl.DataFrame:
+    from cdnlake.lake.schema import SHIELD_SCHEMA, polars_schema
+
+    rows = [
+        {
+            "log_id": f"ev-{i}",
+            "ts": start + timedelta(seconds=i),
+            "log": f'{{"match": "from {ADDRESS if i % 2 else OTHER}", "uri": "/login"}}',
+        }
+        for i in range(count)
+    ]
+    frame = pl.DataFrame(
+        rows, schema={"log_id": pl.String, "ts": pl.Datetime("us", "UTC"), "log": pl.String}
+    )
+    columns = polars_schema(SHIELD_SCHEMA)
+    missing = [pl.lit(None, t).alias(c) for c, t in columns.items() if c not in frame.columns]
+    return frame.with_columns(missing).select(list(SHIELD_SCHEMA))
+
+
+def test_shield_events_holding_the_address_go_and_stay_out(tmp_path):
+    from cdnlake.lake.schema import SHIELD_EVENTS
+
+    config = config_at(tmp_path)
+    with session_for(config) as session:
+        ZoneWriter(session, SHIELD_EVENTS, 5001).commit(shield_events(START, 10), {})
+        report = forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+        assert report.shield == 5
+        logs = table_rows(session, SHIELD_EVENTS)["log"].to_list()
+        assert len(logs) == 5 and not any(ADDRESS in text for text in logs)
+    with session_for(config) as other:  # the day's event log read again
+        written = ZoneWriter(other, SHIELD_EVENTS, 5001).commit(shield_events(START, 10), {})
+        assert (written.new, written.erased) == (0, 5)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdnlake.errors import StorageError
 from cdnlake.lake.erasure_key import KeySource
-from cdnlake.lake.schema import ERASURES, REQUESTS, TableSpec, polars_schema
+from cdnlake.lake.schema import ERASURES, REQUESTS, SHIELD_EVENTS, TableSpec, polars_schema
 from cdnlake.lake.store import Lake
 
 if TYPE_CHECKING:
@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 IP, REQUEST_ID = "ip", "request_id"
 EVERY_ZONE = 0  # an erasure's zone when it concerns every zone
+# What may be an address in free text (a shield event's log): checked by its keyed hash.
+ADDRESS_TOKEN = r"\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}"
 
 
 def canonical(address: str) -> str:
@@ -138,23 +140,37 @@ class ErasureFilter:
         self, spec: TableSpec, zone: int, frame: pl.DataFrame, mark: int | None
     ) -> pl.DataFrame:
         """``frame`` (rows as the table stores them) less the rows an erasure covers."""
-        if spec is not REQUESTS or not mark or frame.height == 0:
+        if spec not in (REQUESTS, SHIELD_EVENTS) or not mark or frame.height == 0:
             return frame
         wanted = [e for e in self.erasures(mark) if e.concerns(zone)]
         if not wanted:
             return frame
-        covered = self.covered(frame, wanted)
+        covered = self.covered(frame, wanted, spec)
         dropped = int(covered.sum())
         if dropped:
             log.info("zone %s: %d row(s) an erasure covers were not stored", zone, dropped)
             return frame.filter(~covered)
         return frame
 
-    def covered(self, frame: pl.DataFrame, erasures: list[Erasure]) -> pl.Series:
-        """Which rows of ``frame`` (``requests`` rows) the ``erasures`` cover."""
+    def covered(
+        self, frame: pl.DataFrame, erasures: list[Erasure], spec: TableSpec = REQUESTS
+    ) -> pl.Series:
+        """Which rows of ``frame`` (``requests`` rows, or ``shield_events`` rows, whose
+        free text an address erasure is held against) the ``erasures`` cover."""
         import polars as pl
 
-        hashes = self._address_hashes(frame, [e for e in erasures if e.kind == IP])
+        if spec is SHIELD_EVENTS:
+            erasures = [e for e in erasures if e.kind == IP]
+            text = pl.concat_str(
+                [pl.col("log"), pl.col("labels_json")], separator=" ", ignore_nulls=True
+            )
+            found = frame.select(text.str.extract_all(ADDRESS_TOKEN)).to_series()
+        else:
+            found = frame["remote_ip"]
+        distinct = found.explode() if spec is SHIELD_EVENTS else found
+        hashes = self._address_hashes(
+            distinct.drop_nulls().unique().to_list(), [e for e in erasures if e.kind == IP]
+        )
         covered = pl.Series([False] * frame.height, dtype=pl.Boolean)
         for erasure in erasures:
             if erasure.kind == REQUEST_ID:
@@ -163,7 +179,10 @@ class ErasureFilter:
                 addresses = [a for a, h in hashes.items() if h == erasure.filter]
                 if not addresses:
                     continue
-                hit = frame["remote_ip"].is_in(addresses)
+                if spec is SHIELD_EVENTS:
+                    hit = found.list.eval(pl.element().is_in(addresses)).list.any()
+                else:
+                    hit = found.is_in(addresses)
             hit = hit.fill_null(False) & (frame["ts"] <= erasure.erased_at)
             if erasure.from_day is not None:
                 hit = hit & (frame["date"] >= erasure.from_day)
@@ -172,9 +191,9 @@ class ErasureFilter:
             covered = covered | hit.fill_null(False)
         return covered
 
-    def _address_hashes(self, frame: pl.DataFrame, erasures: list[Erasure]) -> dict[str, str]:
-        """Each distinct address of ``frame`` with its keyed hash (only when an address
-        erasure made under this process's key concerns it)."""
+    def _address_hashes(self, addresses: list[str], erasures: list[Erasure]) -> dict[str, str]:
+        """Each of ``addresses`` with its keyed hash (only when an address erasure made
+        under this process's key concerns them)."""
         if not erasures:
             return {}
         key = self.keys.get()
@@ -192,5 +211,4 @@ class ErasureFilter:
                 )
         if key is None or not usable:
             return {}
-        addresses = frame["remote_ip"].drop_nulls().unique().to_list()
         return {address: key.digest(canonical(address)) for address in addresses}

@@ -144,7 +144,7 @@ def forget(
                     days=days,
                 )
 
-            written = rewrite(shield, {})
+            written = rewrite(shield, mark)  # the mark: its writers hold rows against it
             report.shield += written.removed
             report.files += written.files_removed
             report.days |= written.days_removed
