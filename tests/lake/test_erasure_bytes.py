@@ -122,3 +122,40 @@ def test_after_forget_and_vacuum_no_byte_holds_the_address(tmp_path, emulator):
     assert len(ids) == len(set(ids)), "a request was stored twice"
     assert set(before["request_id"].to_list()) - erased <= set(ids)
     assert not erased & set(ids)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="maintain --apply-privacy leaves the Delta log's statistics of the files it "
+    "replaced (delta-rs records each compacted file's min and max of every column) until "
+    "Delta's log cleanup; forget --vacuum-now drops them (lake.forget.vacuum_removed)",
+)
+def test_after_apply_privacy_no_byte_holds_a_whole_address(tmp_path):
+    """The same proof after ``[privacy] ip`` changes from keep to truncate and
+    ``maintain --apply-privacy --retention-hours 0`` (the command of the privacy work)."""
+    path = tmp_path / "config.toml"
+    base = '[storage]\nroot = "data"\n[[zones]]\nid = 1234\n'
+    path.write_text(base)
+    address = "203.0.113.77"
+    start = datetime.now(UTC) - timedelta(hours=5)
+    lines = [
+        f"MISS|200|{int(start.timestamp() * 1000) + i * 1000}|512|{ZONE}|"
+        f"{address if i % 3 else '198.51.100.9'}|-|https://cdn.example.net/f{i}.zip|WA|curl/8|"
+        f"apply-{i:04d}|DE"
+        for i in range(60)
+    ]
+    v1 = tmp_path / "day.log"
+    for half in (lines[:30], lines[30:]):  # two files in the day: maintain compacts them
+        v1.write_text("\n".join(half) + "\n")
+        assert (
+            run_cli("--config", str(path), "import-v1", str(v1), "--zone", str(ZONE)).returncode
+            == 0
+        )
+    v1.unlink()
+    assert run_cli("--config", str(path), "maintain").returncode == 0
+    path.write_text(base + '[privacy]\nip = "truncate"\n')
+    applied = run_cli(
+        "--config", str(path), "maintain", "--apply-privacy", "--retention-hours", "0"
+    )
+    assert applied.returncode == 0, applied.stderr
+    assert holders(tmp_path, [address]) == []
