@@ -27,6 +27,7 @@ from cdnlake.lake.progress import WATERMARK, to_ms
 from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
 from cdnlake.lake.session import LakeSession
 from cdnlake.lake.zone import ZoneWriter
+from tests.conftest import make_client
 from tests.lake.test_fencing import provider, stored_ids, watermark
 from tests.sessions import session_for
 
@@ -200,3 +201,23 @@ def test_bad_retention_values_are_one_line_naming_the_key(tmp_path, key, value, 
         build_config({"retention": {key: value}}, base_dir=tmp_path, env={})
     assert words in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_the_daemons_daily_maintenance_expires_too(tmp_path):
+    from cdnlake.scheduler import Daemon
+
+    config = config_at(tmp_path, requests_days=3)
+    today = datetime.now(UTC).date()
+    with session_for(config) as session:
+        writer = ZoneWriter(session, REQUESTS, ZONE)
+        for back in (10, 2):
+            start = datetime(today.year, today.month, today.day, 1, tzinfo=UTC) - timedelta(
+                days=back
+            )
+            end = start + timedelta(minutes=1)
+            writer.commit(provider(ZONE, start, end), {WATERMARK: to_ms(end)})
+        api = make_client(config)  # never called: maintenance asks nothing of the provider
+        daemon = Daemon(config, api, session=session, catch_up=False)
+        daemon.maintain()
+        assert daemon.maintain_runs == 1
+        assert days_held(session) == {today - timedelta(days=2)}
