@@ -10,11 +10,11 @@ client are new data), and its filter: the request id, or the address as stored, 
 its keyed hash (:mod:`cdnlake.lake.erasure_key`: the address is never kept).
 
 The filter is the session's (one per process, :class:`~cdnlake.lake.session.LakeSession`):
-it reads ``erasures`` only when a zone's *erasure mark* (``progress.ERASED``, committed
-by ``forget`` to every zone it concerns, after its row is recorded) is newer than what it
-read, so a pass never reads the table in a lake where nothing was erased, and a pass in
-flight while an erasure lands re-prepares its commit (the mark's commit touches its zone)
-and drops the rows then.
+it reads ``erasures`` only when a zone's *erasure mark* (``progress.ERASED``, the instant
+of the zone's last erasure, committed by ``forget`` to every zone it concerns after its
+row is recorded) names an erasure it has not read. So a pass never reads the table in a
+lake where nothing was erased, and a pass in flight while an erasure lands prepares its
+commit again (the mark's commit touches its zone) and drops the rows then.
 """
 
 from __future__ import annotations
@@ -84,6 +84,10 @@ def from_row(row: dict[str, Any]) -> Erasure:
     )
 
 
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
 def read_erasures(lake: Lake) -> list[Erasure]:
     """Every erasure the lake records."""
     table = lake.open(ERASURES)
@@ -124,16 +128,19 @@ class ErasureFilter:
         self.keys = keys
         self._lock = threading.Lock()
         self._erasures: list[Erasure] = []
-        self._seen = 0  # the newest erasure mark whose erasures are read
+        # The erasure marks (each the instant of its erasure, epoch ms) whose erasures
+        # are read, and those a read did not find (an erasure since expired): neither is
+        # read for again. A mark is matched by value, not compared: clocks of machines differ.
+        self._known: set[int] = set()
         self._unmatched: set[str] = set()  # erasures of another key, said once each
 
     def erasures(self, mark: int | None) -> list[Erasure]:
-        """The erasures known once the mark ``mark`` (epoch ms, or None) is: read again
-        when it is newer than what was read."""
+        """The erasures known once the erasure mark ``mark`` (epoch ms, or None) is: read
+        again when it names an erasure not read yet."""
         with self._lock:
-            if mark and mark > self._seen:
+            if mark and mark not in self._known:
                 self._erasures = read_erasures(self.lake)
-                self._seen = mark
+                self._known = {_ms(e.erased_at) for e in self._erasures} | self._known | {mark}
             return list(self._erasures)
 
     def kept(
