@@ -106,7 +106,7 @@ def forget(
     report = ForgetReport(erasure.erasure_id, now)
     zones = list(target.zones) or None
     scope = _zones_of(session, REQUESTS, zones)
-    record(session, _rows(erasure, target, scope, report))  # first: never lost
+    record(session, _rows(erasure, target, report))  # first: never lost
 
     days = _days(target)
     mark = {ERASED: to_ms(now)}
@@ -150,11 +150,11 @@ def forget(
             report.days |= written.days_removed
     report.rejected = _forget_rejects(session, target, texts, zones)
 
-    record(session, _rows(erasure, target, scope, report))  # with its counts
+    record(session, _rows(erasure, target, report))  # with its counts
     if vacuum_now:
         vacuum_removed(session, [REQUESTS, SHIELD_EVENTS, REJECTED_LINES])
         report.vacuumed = True
-        record(session, _rows(erasure, target, scope, report))
+        record(session, _rows(erasure, target, report))
     log.info(
         "erasure %s: %d row(s) removed (%d request(s), %d shield event(s), %d rejected line(s))",
         erasure.erasure_id,
@@ -193,9 +193,7 @@ def _erasure(
     )
 
 
-def _rows(
-    erasure: Erasure, target: Target, scope: list[int], report: ForgetReport
-) -> list[dict[str, object]]:
+def _rows(erasure: Erasure, target: Target, report: ForgetReport) -> list[dict[str, object]]:
     """The erasure's rows: one per zone named (``--zone``), else one for every zone."""
     zones = list(target.zones) or [EVERY_ZONE]
     rows = []

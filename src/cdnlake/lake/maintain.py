@@ -1,4 +1,8 @@
-"""Keeping the lake small and fast to open: compact, checkpoint, vacuum.
+"""Keeping the lake small and fast to open: expire, compact, checkpoint, vacuum.
+
+First, what ``[retention]`` no longer keeps is removed (:mod:`cdnlake.lake.expire`): whole
+days of ``requests`` and ``shield_events``, old rows of the bookkeeping tables; their files
+leave storage at the vacuum of a run ``retention.vacuum_hours`` later.
 
 Every pass adds a few small files (a daemon polling each minute: over a thousand a day
 per zone and table). ``maintain`` rewrites each partition's small files into few large

@@ -13,6 +13,9 @@ The session also carries the process's ``[privacy]`` policy (:mod:`cdnlake.priva
 every writer of rows (:class:`cdnlake.lake.zone.ZoneWriter`) and of rejected lines
 (:class:`cdnlake.lake.bookkeeping.Bookkeeping`) applies it before a byte is written, so
 every path that commits through a session stores what the setting allows and no more.
+It also holds the erasures (:mod:`cdnlake.lake.erasures`) those writers hold rows of
+``requests`` and ``shield_events`` against, so that what ``cdnlake forget`` removed is
+never stored again.
 """
 
 from __future__ import annotations
