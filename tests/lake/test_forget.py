@@ -309,3 +309,14 @@ def test_shield_events_holding_the_address_go_and_stay_out(tmp_path):
     with session_for(config) as other:  # the day's event log read again
         written = ZoneWriter(other, SHIELD_EVENTS, 5001).commit(shield_events(START, 10), {})
         assert (written.new, written.erased) == (0, 5)
+
+
+def test_damaged_files_set_aside_are_named_not_searched(tmp_path):
+    config = config_at(tmp_path)
+    kept = tmp_path / "data" / "lake" / "_quarantine" / "requests" / "pull_zone_id=7"
+    (kept / "date=2026-11-20").mkdir(parents=True)
+    (kept / "date=2026-11-20" / "part-1.zstd.parquet.20261120T010203").write_bytes(b"junk")
+    with session_for(config) as session:
+        seed(session, zones=(7,))
+        assert forget(session, Target(ip=ADDRESS), datetime.now(UTC)).quarantined == 1
+        assert forget(session, Target(ip=ADDRESS, zones=(8,)), datetime.now(UTC)).quarantined == 0

@@ -53,6 +53,13 @@ def forget(args: argparse.Namespace) -> int:
         f"{report.files} file(s) rewritten"
     )
     print("recorded in the relation erasures (the address as a keyed hash, never itself)")
+    if report.quarantined:
+        print(
+            f"NOT SEARCHED: {report.quarantined} damaged file(s) set aside in _quarantine/ "
+            "for these zones (they do not decode): `cdnlake maintain --restore` puts back "
+            "those that do, without the erased rows; then run this again, and delete the "
+            "rest by hand"
+        )
     if report.vacuumed:
         print("the old bytes have left storage (--vacuum-now)")
     else:

@@ -86,6 +86,9 @@ class ForgetReport:
     rejected: int = 0
     files: int = 0  # data files rewritten or removed
     vacuumed: bool = False
+    # Damaged files set aside in _quarantine/ for the zones concerned: not searched (they
+    # do not decode); `maintain --restore` puts back those that do, without erased rows.
+    quarantined: int = 0
 
     @property
     def rows(self) -> int:
@@ -149,6 +152,7 @@ def forget(
             report.files += written.files_removed
             report.days |= written.days_removed
     report.rejected = _forget_rejects(session, target, texts, zones)
+    report.quarantined = _quarantined(session, zones)
 
     record(session, _rows(erasure, target, report))  # with its counts
     if vacuum_now:
@@ -164,6 +168,26 @@ def forget(
         report.rejected,
     )
     return report
+
+
+def _quarantined(session: LakeSession, zones: list[int] | None) -> int:
+    """How many files set aside in ``_quarantine/`` belong to ``zones`` (all without)."""
+    import pyarrow.fs as pafs
+
+    from cdnlake.lake.damage import QUARANTINE
+    from cdnlake.lake.restore import KEPT
+
+    selector = pafs.FileSelector(QUARANTINE, recursive=True, allow_not_found=True)
+    try:
+        found = session.lake.filesystem().get_file_info(selector)
+    except OSError as exc:
+        raise StorageError(f"cannot list {QUARANTINE}: {first_line(exc)}") from None
+    count = 0
+    for info in found:
+        match = KEPT.fullmatch(info.path.removeprefix(f"{QUARANTINE}/"))
+        if info.type == pafs.FileType.File and match is not None:
+            count += zones is None or int(match["zone"]) in zones
+    return count
 
 
 def _erasure(
