@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
+import pyarrow.fs as pafs
 import pytest
 
 from cdnlake.cli.main import main
@@ -86,8 +87,8 @@ def test_forget_an_address_rewrites_records_and_nothing_comes_back(tmp_path, lak
         seed(session)
         marks = {zone: watermark(session.lake, zone) for zone in (7, 8)}
         now = datetime.now(UTC)
-        report = forget(session, Target(ip=ADDRESS), now)
-        assert report.requests == {7: 12, 8: 12}
+        report = forget(session, Target(ip=ADDRESS), now, vacuum_now=True)
+        assert report.requests == {7: 12, 8: 12} and report.vacuumed
         assert report.rejected == 1
         assert report.days == {START.date()}
         rows = table_rows(session)
@@ -102,6 +103,20 @@ def test_forget_an_address_rewrites_records_and_nothing_comes_back(tmp_path, lak
         assert erasure["requests_removed"][0] == 24 and erasure["rejected_removed"][0] == 1
         for value in erasure.row(0):  # never the address, in any column
             assert ADDRESS not in str(value)
+        assert erasure["vacuumed_at"][0] is not None
+        # Vacuumed: the table's files are exactly those it names, its log starts anew.
+        table = session.lake.open(REQUESTS)
+        assert table is not None
+        named = {uri.rsplit("/", 1)[-1] for uri in table.file_uris()}
+        stored = {
+            info.base_name
+            for info in session.lake.filesystem().get_file_info(
+                pafs.FileSelector("requests", recursive=True)
+            )
+            if info.base_name.endswith(".parquet") and "_delta_log" not in info.path
+        }
+        assert stored == named
+        assert table.history(1)  # the table still opens from its new checkpoint
         # The same span read again, in this process and in another: nothing comes back.
         again = ZoneWriter(session, REQUESTS, 7).commit(requests(7), {})
         assert (again.new, again.erased) == (0, 12)
