@@ -335,3 +335,33 @@ def test_damaged_files_set_aside_are_named_not_searched(tmp_path):
         seed(session, zones=(7,))
         assert forget(session, Target(ip=ADDRESS), datetime.now(UTC)).quarantined == 1
         assert forget(session, Target(ip=ADDRESS, zones=(8,)), datetime.now(UTC)).quarantined == 0
+
+
+def test_a_new_fleet_holder_taking_the_zone_fences_forget_which_begins_again(tmp_path, monkeypatch):
+    """A daemon of a fleet takes the zone (a newer lease: a new fence token) while forget
+    prepares: forget's commit is refused by the fence, begun again under the new token,
+    and lands; the holder's token and watermark stay as the holder left them."""
+    from cdnlake.lake import rewrite as rewrite_module
+    from cdnlake.lake.progress import FENCE, taken_by
+    from tests.sessions import mark_of
+
+    config = config_at(tmp_path)
+    with session_for(config) as session:
+        seed(session, zones=(7,))
+        prepare = rewrite_module.Rewriter._prepare
+        taken: list[ZoneWriter] = []
+
+        def prepared_then_taken(self, *args, **kwargs):
+            attempt = prepare(self, *args, **kwargs)
+            if not taken:
+                with session_for(config) as fleet_daemon:
+                    taken.append(ZoneWriter(fleet_daemon, REQUESTS, 7, holder=3))
+            return attempt
+
+        monkeypatch.setattr(rewrite_module.Rewriter, "_prepare", prepared_then_taken)
+        report = forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+        assert taken and report.requests == {7: 12}
+        writer = ZoneWriter(session, REQUESTS, 7)
+        assert mark_of(writer, FENCE) == taken_by(3)
+        assert watermark(session.lake, 7) == END
+        assert ADDRESS not in table_rows(session)["remote_ip"].to_list()
