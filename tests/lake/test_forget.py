@@ -365,3 +365,17 @@ def test_a_new_fleet_holder_taking_the_zone_fences_forget_which_begins_again(tmp
         assert mark_of(writer, FENCE) == taken_by(3)
         assert watermark(session.lake, 7) == END
         assert ADDRESS not in table_rows(session)["remote_ip"].to_list()
+
+
+def test_stopped_between_zones_the_erasure_is_kept(tmp_path):
+    from cdnlake.errors import StopRequested
+
+    config = config_at(tmp_path)
+    with session_for(config) as session:
+        seed(session)
+        with pytest.raises(StopRequested):
+            forget(session, Target(ip=ADDRESS), datetime.now(UTC), stop=lambda: True)
+        assert table_rows(session, ERASURES).height == 1  # recorded first: never lost
+        assert ADDRESS in table_rows(session)["remote_ip"].to_list()  # nothing half done
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC))  # run again: finished
+        assert ADDRESS not in table_rows(session)["remote_ip"].to_list()

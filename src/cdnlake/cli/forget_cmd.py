@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, date, datetime
 
-from cdnlake.cli.common import interruptible, load, require_writable_root
+from cdnlake.cli.common import interruptible, load, require_writable_root, say
 from cdnlake.config import Config
-from cdnlake.errors import ConfigError, UsageError
+from cdnlake.errors import ConfigError, StopRequested, UsageError
 
 
 def forget(args: argparse.Namespace) -> int:
@@ -38,11 +38,21 @@ def forget(args: argparse.Namespace) -> int:
             config.storage, privacy=policy, erasure_key=config.privacy.hash_key
         ) as session,
     ):
-        report = stop.run(
-            lambda: run_forget(
-                session, target, now, stored=policy.stored_as, vacuum_now=args.vacuum_now
+        try:
+            report = stop.run(
+                lambda: run_forget(
+                    session,
+                    target,
+                    now,
+                    stored=policy.stored_as,
+                    vacuum_now=args.vacuum_now,
+                    stop=stop.is_set,
+                ),
+                on_abandon=lambda: say(_stopped(stop.signal)),
             )
-        )
+        except StopRequested:
+            say(_stopped(stop.signal))
+            return 1
     what = "address" if target.ip is not None else "request id"
     per_zone = ", ".join(f"zone {z}: {n}" for z, n in sorted(report.requests.items()))
     days = ", ".join(d.isoformat() for d in sorted(report.days)) or "none"
@@ -72,6 +82,13 @@ def forget(args: argparse.Namespace) -> int:
             "them at once"
         )
     return 0
+
+
+def _stopped(signal: str | None) -> str:
+    return (
+        f"cdnlake: interrupted ({signal}): forget stopped between zones; the erasure is "
+        "recorded and each zone done is whole; run the same forget again to finish"
+    )
 
 
 def _day(option: str, text: str | None) -> date | None:

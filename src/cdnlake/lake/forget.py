@@ -28,7 +28,7 @@ from datetime import date, datetime, timedelta
 
 import polars as pl
 
-from cdnlake.errors import StorageError, UsageError, first_line
+from cdnlake.errors import StopRequested, StorageError, UsageError, first_line
 from cdnlake.lake.erasures import EVERY_ZONE, IP, REQUEST_ID, Erasure, canonical, record
 from cdnlake.lake.progress import ERASED, to_ms
 from cdnlake.lake.rewrite import Rewriter, rewrite
@@ -102,9 +102,12 @@ def forget(
     *,
     stored: Callable[[str], str | None] = lambda address: address,
     vacuum_now: bool = False,
+    stop: Callable[[], bool] = lambda: False,
 ) -> ForgetReport:
     """Remove what ``target`` matches (see the module docstring). ``stored``: the address
-    as ``[privacy] ip`` stores it (None where addresses are dropped)."""
+    as ``[privacy] ip`` stores it (None where addresses are dropped). ``stop``: checked
+    between zones; when it turns true, :class:`StopRequested` (the erasure is recorded,
+    the zones done so far are whole; running it again finishes)."""
     erasure = _erasure(session, target, now, stored)
     report = ForgetReport(erasure.erasure_id, now)
     zones = list(target.zones) or None
@@ -114,6 +117,8 @@ def forget(
     days = _days(target)
     mark = {ERASED: to_ms(now)}
     for zone in scope:
+        if stop():
+            raise StopRequested()
         zone_erasure = Erasure(**{**erasure.__dict__, "zone": zone})
 
         def make(zone: int = zone, e: Erasure = zone_erasure) -> Rewriter:
@@ -136,6 +141,8 @@ def forget(
     if target.ip is not None:
         pattern = "|".join(f"(?:^|{_EDGE}){_escape(t)}(?:$|{_EDGE})" for t in texts)
         for zone in _zones_of(session, SHIELD_EVENTS, zones):
+            if stop():
+                raise StopRequested()
 
             def shield(zone: int = zone) -> Rewriter:
                 return Rewriter(
