@@ -237,7 +237,10 @@ def start_emulator(
     frozen: bool = True,
     faults: Faults | None = None,
     seed: int = 7,
+    **extra: Any,
 ) -> Emulator:
+    """A started emulator; ``extra`` are more :class:`EmulatorConfig` fields (e.g.
+    ``archive_days``, ``archive_limits`` for zones marked ``:archived``)."""
     config = EmulatorConfig(
         port=0,
         seed=seed,
@@ -249,6 +252,7 @@ def start_emulator(
         now=now,
         frozen=frozen,
         faults=faults or Faults(),
+        **extra,
     )
     return Emulator(config).start()
 

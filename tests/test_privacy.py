@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 from pathlib import Path
 
@@ -20,7 +21,8 @@ HASH = PrivacyPolicy("hash", 24, 64, NAMES, b"k1")
 
 
 def mac(text: str, key: bytes = b"k1") -> str:
-    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+    """HMAC-SHA256 of the address's 4 or 16 bytes."""
+    return hmac.new(key, ipaddress.ip_address(text).packed, hashlib.sha256).hexdigest()
 
 
 ADDRESSES = [
@@ -169,6 +171,12 @@ def test_v2_raw_record() -> None:
     assert back["url"] == "https://h/a"
     assert back["timestamp"] == "12:30:45" and back["requestId"] == "abc"
     assert json.loads(PrivacyPolicy("drop").scrub_text(json.dumps(record)))["remoteIp"] is None
+    # A forwarded JSON message may spell its fields as the management API does.
+    other = {"RemoteIp": "garbage", "Url": "https://h/?token=S&a=1"}
+    assert json.loads(TRUNCATE.scrub_text(json.dumps(other))) == {
+        "RemoteIp": None,
+        "Url": "https://h/?a=1",
+    }
 
 
 @pytest.mark.parametrize(
@@ -201,14 +209,15 @@ def test_setting_codes() -> None:
     for policy in (TRUNCATE, HASH, PrivacyPolicy("drop"), PrivacyPolicy(strip_query=NAMES)):
         assert Setting.decode(policy.setting.code()) == policy.setting
     assert HASH.setting.key_id != PrivacyPolicy("hash", key=b"k2").setting.key_id
-    assert TRUNCATE.setting.covers(TRUNCATE.setting)
-    assert not KEEP_ALL.covers(TRUNCATE.setting)
-    assert PrivacyPolicy("truncate", 16, 48, NAMES).setting.covers(TRUNCATE.setting)
-    assert not TRUNCATE.setting.covers(PrivacyPolicy("truncate", 16, 64, NAMES).setting)
     assert HASH.setting.cannot_become(TRUNCATE.setting) is not None
     other_key = PrivacyPolicy("hash", strip_query=NAMES, key=b"k2").setting
     assert "another key" in (HASH.setting.cannot_become(other_key) or "")
     assert TRUNCATE.setting.cannot_become(HASH.setting) is None
+    assert KEEP_ALL.reaches(TRUNCATE.setting) and TRUNCATE.setting.reaches(TRUNCATE.setting)
+    assert PrivacyPolicy("truncate", 28, 96).setting.reaches(TRUNCATE.setting)
+    assert not PrivacyPolicy("truncate", 16, 64).setting.reaches(TRUNCATE.setting)
+    assert not TRUNCATE.setting.reaches(KEEP_ALL) and TRUNCATE.setting.reaches(HASH.setting)
+    assert not HASH.setting.reaches(PrivacyPolicy("hash", key=b"k2").setting)
     assert "truncated to /24" in TRUNCATE.describe()
 
 
@@ -247,3 +256,78 @@ def test_config_errors(privacy: dict[str, object], env: dict[str, str], message:
     text = str(caught.value)
     assert message in text and "\n" not in text
     assert "k1" not in text
+
+
+def test_column_and_one_by_one_agree_on_random_urls() -> None:
+    import random
+
+    rng = random.Random(40)
+    pieces = ["token", "TOKEN", "expires", "token_path", "tok%65n", "x", "tokens", "a%20b", ""]
+    urls = []
+    for _ in range(3000):
+        params = [
+            rng.choice(pieces) + rng.choice(["", "=", "=1", "=a=b", "=%2F"])
+            for _ in range(rng.randint(0, 5))
+        ]
+        query = ("?" + "&".join(params)) if rng.random() < 0.9 else ""
+        urls.append(f"https://h/p{query}" + rng.choice(["", "#f", "#f?token=1"]))
+    column = pl.Series("url", urls)
+    assert TRUNCATE.urls(column).to_list() == [TRUNCATE.strip_url(u) for u in urls]
+
+
+def test_the_fast_address_reader_and_writer_agree_with_ipaddress() -> None:
+    import random
+
+    from cdnlake.privacy import address_text, packed_address
+
+    rng = random.Random(64)
+    for _ in range(20_000):
+        if rng.random() < 0.5:
+            groups = [rng.choice([0, 0, 0, 1, rng.getrandbits(16)]) for _ in range(8)]
+            packed = b"".join(g.to_bytes(2, "big") for g in groups)
+        else:
+            size = rng.choice([4, 16])
+            packed = bytes(rng.choice([0, 0, 255, rng.getrandbits(8)]) for _ in range(size))
+        address = ipaddress.ip_address(packed)
+        if address.version == 6 and address.ipv4_mapped is not None:
+            assert packed_address(str(address)) == address.ipv4_mapped.packed
+            continue
+        assert address_text(packed) == str(address)
+        assert packed_address(str(address)) == packed
+        assert packed_address(str(address).upper()) == packed
+
+
+def test_raw_text_with_nothing_to_treat_is_kept_byte_for_byte() -> None:
+    record = '{"logId": "x",  "n": 1e5, "log": "blocked /login"}'
+    assert TRUNCATE.scrub_text(record) == record
+    line = "HIT|200|1700000000000|512|7|1.2.3.0|-|https://h/a?x=1|DE|UA|abcdef12345|DE"
+    assert TRUNCATE.scrub_text(line) == line
+
+
+def test_marks_say_what_the_rows_were_stored_under() -> None:
+    from cdnlake.lake.progress import (
+        PRIVACY_MIXED,
+        WATERMARK,
+        describe_stored,
+        privacy_applied,
+        privacy_marks,
+        stored_settings,
+    )
+
+    marks: dict[str, int] = {}
+    assert stored_settings(marks.get) == [] and describe_stored(marks.get) == "no rows"
+    marks[WATERMARK] = 1  # rows from before [privacy]: as received
+    assert describe_stored(marks.get) == "ip keep, URLs whole"
+    at = 1_795_000_000_000  # 2026-11-18 11:06:40 UTC
+    marks.update(privacy_marks(marks.get, TRUNCATE.setting.code(), at))
+    assert stored_settings(marks.get) == [TRUNCATE.setting, KEEP_ALL]
+    assert describe_stored(marks.get) == (
+        "ip truncate /24 /64, query parameters removed; "
+        "mixed: older rows ip keep, URLs whole until 2026-11-18 11:06Z"
+    )
+    marks.update(privacy_marks(marks.get, TRUNCATE.setting.code(), at + 1))  # same setting
+    assert marks[PRIVACY_MIXED] == at  # the change is dated once
+    marks.update(privacy_marks(marks.get, HASH.setting.code(), at + 2))  # another change
+    assert stored_settings(marks.get) == [HASH.setting, KEEP_ALL]  # the oldest kept
+    marks.update(privacy_applied(HASH.setting.code()))
+    assert stored_settings(marks.get) == [HASH.setting]

@@ -10,6 +10,7 @@ will fail the same way until something is changed by a person.
     │   │   └── UnreachableError       nothing listens at the address (connection refused)
     │   ├── MalformedResponseError     a 2xx body that does not decode
     │   ├── RateLimitedError           429 rate_limited
+    │   ├── ChecksumMismatchError      a download whose SHA-256 is not the listed one
     │   ├── ServerError                5xx internal_error
     │   ├── CoordinationError          the daemons' PostgreSQL cannot be reached or failed
     │   ├── EngineError                the query engine (Spark Connect) cannot be reached or failed
@@ -31,6 +32,7 @@ will fail the same way until something is changed by a person.
         ├── FencedError                the zone was rewound or taken over since this pass began
         ├── DataError                  damaged lake, state or warehouse file
         │   ├── DamagedInputError      an input file or body that ends early or is corrupt
+        │   ├── CorruptDownloadError   a download that kept mismatching its checksum
         │   └── RejectedInputError     input of which not one line or record could be taken
         ├── StorageError               the lake or its staging area cannot be written
         └── NoLakeError                a query of the lake where no lake was written yet
@@ -100,7 +102,9 @@ class HttpError(CdnlakeError):
 
 
 class TransportError(HttpError, TransientError):
-    pass
+    # A download that broke off after more of it arrived: its retries start afresh (a
+    # long file resumed with Range must not run out of attempts by making progress).
+    progressed = False
 
 
 class UnreachableError(TransportError):
@@ -121,6 +125,10 @@ class RateLimitedError(HttpError, TransientError):
 
 class ServerError(HttpError, TransientError):
     pass
+
+
+class ChecksumMismatchError(HttpError, TransientError):
+    """A downloaded file whose SHA-256 is not the one listed: fetched again."""
 
 
 class CoordinationError(TransientError):
@@ -208,6 +216,10 @@ class DamagedInputError(DataError):
     def __init__(self, message: str, *, last_line: int) -> None:
         super().__init__(message)
         self.last_line = last_line  # the last whole line the input still held
+
+
+class CorruptDownloadError(HttpError, DataError):
+    """A file that still did not match its listed checksum after every retry."""
 
 
 class RejectedInputError(DataError):

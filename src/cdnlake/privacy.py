@@ -7,7 +7,8 @@ rejected line's raw text before a byte is written (``docs/privacy.md``).
 
 - ``remote_ip``: ``keep`` (as received), ``truncate`` (the network of the configured
   prefix: ``1.2.3.4`` -> ``1.2.3.0`` at /24), ``drop`` (NULL) or ``hash`` (HMAC-SHA256
-  of the address's canonical text, as 64 hex digits). Addresses are read with the
+  of the address's 4 or 16 bytes, as 64 hex digits: one address, one hash, however it
+  was written). Addresses are read with the
   standard library's :mod:`ipaddress`: an IPv4-mapped IPv6 address counts as its IPv4
   address, a zone index (``%eth0``) is dropped. What the provider already anonymised
   (``1.2.3.0``, ``2001:db8:1:2::``) is truncated again, which leaves it as it is at the
@@ -29,17 +30,18 @@ Request ids (the exactly-once keys) are never touched.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ipaddress
 import json
 import re
+import socket
+import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import unquote
-
-from cdnlake.errors import ConfigError
 
 if TYPE_CHECKING:
     import polars as pl
@@ -84,6 +86,45 @@ def parse_address(text: str | None) -> Address | None:
     return address
 
 
+_MAPPED = bytes(10) + b"\xff\xff"  # the first 12 bytes of an IPv4-mapped IPv6 address
+
+
+def packed_address(text: str) -> bytes | None:
+    """``text`` as an address's 4 or 16 bytes (an IPv4-mapped IPv6 address as its IPv4
+    address), or None when it is none: the C parser first (a tenth of the time of
+    :mod:`ipaddress`, which reads what it refuses: brackets, zone indexes)."""
+    try:
+        return socket.inet_pton(socket.AF_INET, text)
+    except OSError:
+        pass
+    try:
+        packed = socket.inet_pton(socket.AF_INET6, text)
+    except OSError:
+        address = parse_address(text)
+        return None if address is None else address.packed
+    return packed[12:] if packed.startswith(_MAPPED) else packed
+
+
+def address_text(packed: bytes) -> str:
+    """An address's 4 or 16 bytes as :mod:`ipaddress` writes it (IPv6: lower case, the
+    longest run of two or more zero groups, the first of equals, as ``::``)."""
+    if len(packed) == 4:
+        return ".".join(map(str, packed))
+    groups = struct.unpack(">8H", packed)
+    best, best_len, start = -1, 1, -1
+    for i, group in enumerate((*groups, 1)):
+        if group == 0 and start < 0:
+            start = i
+        elif group != 0 and start >= 0:
+            if i - start > best_len:
+                best, best_len = start, i - start
+            start = -1
+    words = [f"{g:x}" for g in groups]
+    if best < 0:
+        return ":".join(words)
+    return ":".join(words[:best]) + "::" + ":".join(words[best + best_len :])
+
+
 @dataclass(frozen=True)
 class Setting:
     """A ``[privacy]`` setting as the lake records it with each zone's rows: an integer
@@ -124,7 +165,7 @@ class Setting:
         return self.ip
 
     def describe(self) -> str:
-        """The setting in a few words, e.g. ``ip truncate /24 /64, query stripped``."""
+        """The setting in a few words: ``ip truncate /24 /64, query parameters removed``."""
         query = "URLs whole" if self.strip_id == 0 else "query parameters removed"
         return f"ip {self.describe_ip()}, {query}"
 
@@ -167,20 +208,6 @@ class Setting:
             )
         return self.ip != "hash" or self.key_id == wanted.key_id
 
-    def covers(self, wanted: Setting) -> bool:
-        """Whether rows stored under this setting need nothing to meet ``wanted``."""
-        if self.strip_id != wanted.strip_id and wanted.strip_id != 0:
-            return False
-        if wanted.ip == "keep" or self.ip == "drop":
-            return True
-        if wanted.ip == "drop":
-            return False
-        if wanted.ip == "truncate":
-            return self.ip == "truncate" and (
-                self.ipv4_prefix <= wanted.ipv4_prefix and self.ipv6_prefix <= wanted.ipv6_prefix
-            )
-        return self.ip == "hash" and self.key_id == wanted.key_id
-
 
 def configured_setting(config: PrivacyConfig) -> Setting:
     """The setting ``[privacy]`` names, without failing where the hash key is not in this
@@ -215,9 +242,11 @@ class PrivacyPolicy:
     strip_query: tuple[str, ...] = ()
     key: bytes = field(default=b"", repr=False)
     _names: frozenset[str] = field(init=False, repr=False, compare=False)
+    _mac: hmac.HMAC = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_names", frozenset(n.lower() for n in self.strip_query))
+        object.__setattr__(self, "_mac", hmac.new(self.key, digestmod=hashlib.sha256))
         if self.ip == "hash" and not self.key:
             raise ValueError("a hash policy needs a key")
 
@@ -236,7 +265,7 @@ class PrivacyPolicy:
     def changes_nothing(self) -> bool:
         return self.ip == "keep" and not self._names
 
-    @property
+    @functools.cached_property
     def setting(self) -> Setting:
         key_id = 0
         if self.ip == "hash":
@@ -273,15 +302,19 @@ class PrivacyPolicy:
             return None
         if self.ip == "hash" and _HASHED.match(text):
             return text  # a hash stored earlier
-        address = parse_address(text)
-        if address is None:
+        packed = packed_address(text)
+        if packed is None:
             return None
-        if address.is_unspecified:  # the provider's "Drop": nothing left to protect
-            return str(address)
+        if not any(packed):  # the provider's "Drop": nothing left to protect
+            return address_text(packed)
         if self.ip == "truncate":
-            prefix = self.ipv4_prefix if address.version == 4 else self.ipv6_prefix
-            return str(ipaddress.ip_network((address, prefix), strict=False).network_address)
-        return hmac.new(self.key, str(address).encode(), hashlib.sha256).hexdigest()
+            bits = 8 * len(packed)
+            prefix = self.ipv4_prefix if bits == 32 else self.ipv6_prefix
+            network = int.from_bytes(packed, "big") >> (bits - prefix) << (bits - prefix)
+            return address_text(network.to_bytes(len(packed), "big"))
+        mac = self._mac.copy()
+        mac.update(packed)
+        return mac.hexdigest()
 
     # -- columns ------------------------------------------------------------------------
     def addresses(self, column: pl.Series) -> pl.Series:
@@ -293,47 +326,44 @@ class PrivacyPolicy:
             return column
         if self.ip == "drop":
             return pl.Series(column.name, [None] * column.len(), pl.String)
-        if self.ip == "truncate":
+        if self.ip == "truncate" and self.ipv4_prefix % 8 == 0:
             v4 = column.str.contains(IPV4_PATTERN).fill_null(False)
             if v4.all():
                 return self._truncate_v4(column)
-            out = _by_distinct(column, self.stored_as)
-            if v4.any():
-                out = pl.select(
-                    pl.when(v4).then(self._truncate_v4(column)).otherwise(out).alias(column.name)
-                ).to_series()
-            return out
+            if not v4.any():
+                return _by_distinct(column, self.stored_as)
+            others = _by_distinct(column.clone().set(v4, None), self.stored_as)
+            return self._truncate_v4(column).zip_with(v4, others)
         return _by_distinct(column, self.stored_as)
 
     def _truncate_v4(self, column: pl.Series) -> pl.Series:
-        """Dotted quads (and NULLs for the rest) truncated to ``ipv4_prefix``."""
-        import polars as pl
-
-        octets = column.str.split_exact(".", 3).struct.unnest()
-        value = pl.lit(0, pl.UInt64)
-        for name in octets.columns:
-            value = value * 256 + pl.col(name).cast(pl.UInt64, strict=False)
-        kept = value // (1 << (32 - self.ipv4_prefix)) * (1 << (32 - self.ipv4_prefix))
-        quad = pl.format(
-            "{}.{}.{}.{}",
-            *[(kept // (1 << shift)) % 256 for shift in (24, 16, 8, 0)],
-        )
-        return octets.select(quad.alias(column.name)).to_series()
+        """Dotted quads truncated to ``ipv4_prefix``, a multiple of 8, by one regex
+        replacement (other values: anything; the caller keeps the dotted quads' alone)."""
+        whole = self.ipv4_prefix // 8
+        if whole == 4:
+            return column
+        kept = r"\.".join([r"(\d+)"] * whole)
+        dropped = r"\.".join([r"\d+"] * (4 - whole))
+        pattern = f"^{kept}\\.{dropped}$" if whole else f"^{dropped}$"
+        zeros = ".".join(["0"] * (4 - whole))
+        keep = ".".join(f"${{{i + 1}}}" for i in range(whole))
+        return column.str.replace(pattern, f"{keep}.{zeros}" if whole else zeros)
 
     def urls(self, column: pl.Series) -> pl.Series:
-        """A ``url`` (or ``referer``) column without the listed query parameters."""
-
+        """A ``url`` (or ``referer``) column without the listed query parameters: the
+        rows whose query string may hold one are treated apart, by regex replacements
+        (their names percent-encoded: one by one)."""
         if not self._names or column.len() == 0:
             return column
         names = "|".join(re.escape(n) for n in sorted(self._names))
-        query = column.str.extract(r"^[^#?]*\?([^#]*)", 1)
-        touched = query.str.contains(rf"(?i)(?:^|&)(?:{names})(?:=|&|$)|%").fill_null(False)
+        touched = column.str.contains(rf"(?i)\?[^#]*(?:{names}|%)").fill_null(False)
         if not touched.any():
             return column
         rows = touched.arg_true()
         picked = column.gather(rows)
-        encoded = query.gather(rows).str.contains("%").fill_null(False)
-        stripped = self._strip_fast(picked)
+        query = picked.str.extract(r"^[^#?]*\?([^#]*)", 1)
+        stripped = self._strip_fast(picked, query, names)
+        encoded = query.str.contains("%").fill_null(False)
         if encoded.any():  # names may be percent-encoded: decoded one by one
             slow = encoded.arg_true()
             stripped = stripped.scatter(
@@ -341,30 +371,32 @@ class PrivacyPolicy:
             )
         return column.clone().scatter(rows, stripped)
 
-    def _strip_fast(self, column: pl.Series) -> pl.Series:
+    def _strip_fast(self, urls: pl.Series, query: pl.Series, names: str) -> pl.Series:
+        """URLs less the parameters named (plainly) in their query strings ``query``."""
         import polars as pl
 
-        url = pl.col(column.name)
-        head = url.str.extract(r"^([^#]*)", 1)
+        # Between "&"s, a listed name alone or with its "=value" goes; one pass removes
+        # every other one of a run of them (a match takes the "&" the next one needs).
+        param = rf"(?i)&(?:{names})(?:=[^&]*)?&"
+        padded = "&" + query + "&"
+        while True:
+            fewer = padded.str.replace_all(param, "&")
+            if fewer.equals(padded):
+                break
+            padded = fewer
+        kept = padded.str.strip_prefix("&").str.strip_suffix("&")
+        changed = kept.str.len_bytes() < query.str.len_bytes()
+        frame = pl.DataFrame({"url": urls, "kept": kept})
+        url = pl.col("url")
+        base = url.str.extract(r"^([^#?]*)", 1)
         fragment = url.str.extract(r"^[^#]*(#.*)$", 1).fill_null("")
-        base = head.str.extract(r"^([^?]*)", 1)
-        parts = head.str.extract(r"^[^?]*\?(.*)$", 1).str.split("&")
-        kept = parts.list.eval(
-            pl.element().filter(
-                ~pl.element()
-                .str.extract(r"^([^=]*)", 1)
-                .str.to_lowercase()
-                .is_in(sorted(self._names))
-            )
+        new = pl.concat_str(
+            base,
+            pl.when(pl.col("kept") != "").then("?" + pl.col("kept")).otherwise(pl.lit("")),
+            fragment,
         )
-        query = pl.when(kept.list.len() > 0).then("?" + kept.list.join("&")).otherwise(pl.lit(""))
-        new = pl.concat_str(base, query, fragment)
-        changed = kept.list.len() < parts.list.len()
-        return (
-            column.to_frame()
-            .select(pl.when(changed).then(new).otherwise(url).alias(column.name))
-            .to_series()
-        )
+        out = frame.select(pl.when(changed).then(new).otherwise(url).alias(urls.name))
+        return out.to_series()
 
     def strip_url(self, url: str | None) -> str | None:
         """One URL without the listed query parameters (the reference :meth:`urls` keeps
@@ -451,11 +483,15 @@ class PrivacyPolicy:
             return None
         if not isinstance(record, dict):
             return None
-        if isinstance(record.get("remoteIp"), str):
-            record["remoteIp"] = self.stored_as(record["remoteIp"])
-        for name in ("url", "referer"):
+        before = dict(record)
+        for name in ("remoteIp", "RemoteIp"):  # the v2 spelling, the management API's
+            if isinstance(record.get(name), str):
+                record[name] = self.stored_as(record[name])
+        for name in ("url", "Url", "referer", "Referer"):
             if isinstance(record.get(name), str):
                 record[name] = self.strip_url(record[name])
+        if record == before:
+            return None  # the text as it came (the rest of the scrub still reads it)
         return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
     def _v1_line(self, text: str) -> str | None:
@@ -479,11 +515,5 @@ def _by_distinct(column: pl.Series, treat: Callable[[str | None], str | None]) -
     distinct = column.unique().drop_nulls()
     if distinct.len() == 0:
         return column
-    values = distinct.to_list()
-    mapping = {value: treat(value) for value in values}
-    return column.replace_strict(mapping, default=None, return_dtype=pl.String)
-
-
-def policy_error(message: str) -> ConfigError:
-    """A setting that cannot be applied to what the lake holds, as a one-line error."""
-    return ConfigError(f"privacy: {message}")
+    treated = pl.Series([treat(value) for value in distinct.to_list()], dtype=pl.String)
+    return column.replace_strict(distinct, treated, default=None, return_dtype=pl.String)

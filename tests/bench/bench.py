@@ -634,14 +634,22 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
     ]
 
 
-def syslog_frame(zone: int, request_id: str, ts_ms: int) -> bytes:
+def syslog_frame(zone: int, request_id: str, ts_ms: int, as_json: bool = False) -> bytes:
     """One forwarded request as the provider sends it over TCP: an octet-counted RFC 5424
-    message whose text is a v1 line."""
+    message whose text is a v1 line, or (``as_json``) the request as a JSON object."""
     stamp = datetime.fromtimestamp(ts_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     line = (
         f"HIT|200|{ts_ms}|1234|{zone}|192.0.2.1|-|https://cdn.example.com/a.js|DE|"
         f"Mozilla/5.0|{request_id}|US"
     )
+    if as_json:
+        line = (
+            f'{{"timestamp":"{stamp[:23]}Z","pullZoneId":{zone},"requestId":"{request_id}",'
+            '"cacheStatus":"HIT","statusCode":200,"bytesSent":1234,"edgeLocation":"DE",'
+            '"scheme":"https","host":"cdn.example.com","path":"/a.js",'
+            '"url":"https://cdn.example.com/a.js","remoteIp":"192.0.2.1","countryCode":"US",'
+            '"userAgent":"Mozilla/5.0","referer":null,"ja4Fingerprint":null,"asn":3320}'
+        )
     message = f"<134>1 {stamp} de.edge cdn-logs - - - ".encode() + b"\xef\xbb\xbf" + line.encode()
     return str(len(message)).encode() + b" " + message
 
@@ -754,18 +762,10 @@ def bench_forwarding(
                 latencies = sorted(
                     watch.seen[rid] - at for rid, at in sent.items() if rid in watch.seen
                 )
-                # Throughput: all at once, the receiver taking them as fast as it commits.
-                before = scrape_forwarded(metrics)
-                ts = int(time.time() * 1000)
-                payload = b"".join(syslog_frame(1234, f"thr{k:012d}", ts) for k in range(burst))
-                started = time.perf_counter()
-                sock.sendall(payload)
-                deadline = time.monotonic() + max(120.0, burst / 1000)
-                committed, took = 0, 0.0
-                while committed < burst and time.monotonic() < deadline:
-                    committed = scrape_forwarded(metrics) - before
-                    took = time.perf_counter() - started
-                    time.sleep(0.2)
+                # Throughput: all at once, the receiver taking them as fast as it commits;
+                # plain v1 lines, then JSON objects.
+                committed, took = burst_of(sock, metrics, burst, "thr", as_json=False)
+                json_committed, json_took = burst_of(sock, metrics, burst, "jsn", as_json=True)
     finally:
         emu.stop()
     lost = len(sent) - len(latencies)
@@ -773,6 +773,7 @@ def bench_forwarding(
     p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies else median
     bound = flush + 2
     per_second = committed / took if took else 0.0
+    json_per_second = json_committed / json_took if json_took else 0.0
     busy = 10_000
     return [
         Figure(
@@ -795,7 +796,35 @@ def bench_forwarding(
             committed >= burst and per_second >= busy,
             f"{committed:,} committed in {took:.1f} s",
         ),
+        Figure(
+            f"forwarded JSON rows one daemon commits, {burst:,} objects sent at once over TCP",
+            json_per_second,
+            float(busy),
+            "rows/s",
+            f">= {busy:,} rows/s (the busy zone's rate)",
+            json_committed >= burst and json_per_second >= busy,
+            f"{json_committed:,} committed in {json_took:.1f} s",
+        ),
     ]
+
+
+def burst_of(
+    sock: socket.socket, metrics: str, burst: int, prefix: str, *, as_json: bool
+) -> tuple[int, float]:
+    """``burst`` requests sent at once; the rows the daemon committed of them and how long
+    that took (until the last, or a deadline)."""
+    before = scrape_forwarded(metrics)
+    ts = int(time.time() * 1000)
+    payload = b"".join(syslog_frame(1234, f"{prefix}{k:012d}", ts, as_json) for k in range(burst))
+    started = time.perf_counter()
+    sock.sendall(payload)
+    deadline = time.monotonic() + max(120.0, burst / 1000)
+    committed, took = 0, 0.0
+    while committed < burst and time.monotonic() < deadline:
+        committed = scrape_forwarded(metrics) - before
+        took = time.perf_counter() - started
+        time.sleep(0.2)
+    return committed, took
 
 
 def rss_mb(pid: int) -> float:

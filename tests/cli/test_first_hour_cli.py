@@ -281,6 +281,10 @@ def test_partial_days_are_said_wherever_their_figures_appear(tmp_path):
     data = json.loads((out / f"report-all-{first.date()}--{today}.json").read_text())
     trend = {r["date"]: r["partial"] for r in data["sections"]["daily_trend"]["rows"]}
     assert trend[str(first.date())] and trend[str(today)] and not trend[str(second)]
+    # and in the charts themselves: both days hatched in each of the four, with a key
+    html = (out / f"report-all-{first.date()}--{today}.html").read_text()
+    assert html.count('<rect class="partial-band"') == 2 * 4
+    assert html.count(f"partial day: {first.date():%m-%d}, {today:%m-%d}<") == 4
 
 
 def md_plain(markdown: str) -> str:

@@ -258,6 +258,9 @@ def test_the_wheel_carries_its_sql(tmp_path):
     zipfile.ZipFile(wheel).extractall(site)
     # The fleet's PostgreSQL statements ship too.
     assert "cdnlake/sql/postgres/take_leases.sql" in zipfile.ZipFile(wheel).namelist()
+    # So does the report's list of AI crawlers (a report reads it).
+    for name in ("ai_robots.json", "ai_robots.LICENSE", "README.md"):
+        assert f"cdnlake/reports/lists/{name}" in zipfile.ZipFile(wheel).namelist()
     python = venv / "bin" / "python"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

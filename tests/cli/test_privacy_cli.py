@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import re
 from datetime import UTC, datetime, timedelta
@@ -57,7 +58,8 @@ def cli(config: Path, *args: str) -> str:
 
 
 def mac(address: str) -> str:
-    return hmac.new(HASH_KEY.encode(), address.encode(), hashlib.sha256).hexdigest()
+    packed = ipaddress.ip_address(address).packed
+    return hmac.new(HASH_KEY.encode(), packed, hashlib.sha256).hexdigest()
 
 
 def stored_bytes(root: Path) -> list[tuple[Path, bytes]]:
@@ -167,8 +169,6 @@ def test_no_whole_address_or_token_reaches_storage(tmp_path: Path, ip: str) -> N
         whole = wire[rid].remoteIp
         if ip == "truncate":
             prefix = 24 if "." in whole else 64
-            import ipaddress
-
             net = ipaddress.ip_network((whole, prefix), strict=False)
             assert stored == str(net.network_address)
         else:

@@ -11,6 +11,8 @@ import pytest
 
 from cdnlake.reports.build import write_reports
 from tests.fixture_lake import build_fixture_lake
+from tests.reports.operator_day import DAY as OPERATOR_DAY
+from tests.reports.operator_day import add_operator_day, add_today
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
@@ -45,7 +47,13 @@ def pages(tmp_path_factory):
     config = build_fixture_lake(root)
     daily = write_reports(config, date(2026, 11, 20), formats=("html",))[0]
     ranged = write_reports(config, date(2026, 11, 18), formats=("html",), end=date(2026, 11, 20))[0]
-    return {"daily": daily, "range": ranged}
+    # A day of AI crawlers, long paths missing the cache and every status class, and a
+    # range that reaches today (a partial day).
+    add_operator_day(config)
+    today = add_today(config)
+    operator = write_reports(config, OPERATOR_DAY, formats=("html",))[0]
+    to_today = write_reports(config, date(2026, 11, 18), formats=("html",), end=today)[0]
+    return {"daily": daily, "range": ranged, "operator": operator, "to_today": to_today}
 
 
 def look(browser, path, width: int, shots):
@@ -58,7 +66,7 @@ def look(browser, path, width: int, shots):
 
 
 @pytest.mark.parametrize("width", [DESKTOP, PHONE])
-@pytest.mark.parametrize("kind", ["daily", "range"])
+@pytest.mark.parametrize("kind", ["daily", "range", "operator", "to_today"])
 def test_no_overflow_and_legible_charts(browser, pages, kind, width, tmp_path):
     page, errors = look(browser, pages[kind], width, tmp_path)
     try:
@@ -115,5 +123,113 @@ def test_hostile_text_does_not_run_in_the_browser(browser, pages, tmp_path):
     try:
         assert page.evaluate("document.scripts.length") == 0
         assert "<script>alert(1)</script>" in page.inner_text("main")  # shown as text
+    finally:
+        page.close()
+
+
+# Every word of the page's text (charts aside, folded tables unfolded) whose characters
+# are laid out on more than one line: a word broken inside. A word runs between spaces;
+# a slash ends one too (a path may wrap after its slashes, and only there). Measured on
+# the rendered line boxes, one Range per word.
+BROKEN_WORDS = """() => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  const broken = [];
+  const range = document.createRange();
+  const walker = document.createTreeWalker(document.querySelector('main'), NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    if (node.parentElement.closest('svg')) continue;
+    for (const m of node.data.matchAll(/[^\\s\\/]+\\/?/g)) {
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const rects = [...range.getClientRects()].filter(r => r.width > 0 && r.height > 0);
+      if (!rects.length) continue;
+      const tops = rects.map(r => r.top);
+      const tall = Math.max(...rects.map(r => r.height));
+      if (Math.max(...tops) - Math.min(...tops) > tall / 2) {
+        const at = node.parentElement.closest('[id]');
+        broken.push((at ? at.id : node.parentElement.tagName) + ': ' + m[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+
+
+@pytest.mark.parametrize("kind", ["daily", "operator", "to_today"])
+def test_on_a_phone_no_title_or_path_is_broken_inside_a_word(browser, pages, kind, tmp_path):
+    page, _ = look(browser, pages[kind], PHONE, tmp_path)
+    try:
+        words = page.evaluate(
+            "[...document.querySelectorAll('main td')].map(e => e.textContent).join(' ')"
+        )
+        if kind == "operator":  # the long path is there to be wrapped, and is kept whole
+            assert "a-very-long-file-name-without-any-breaks" in words
+        broken = page.evaluate(BROKEN_WORDS)
+        assert not broken, broken[:10]
+        # a path too long for its cell ends in an ellipsis, the whole of it in the tooltip
+        if kind == "operator":
+            clipped = page.evaluate(
+                """[...document.querySelectorAll('#top_miss_paths_by_bytes .pieces')]
+                     .filter(p => [...p.children].some(s => s.scrollWidth > s.clientWidth + 1))
+                     .map(p => [p.title, getComputedStyle(p.lastElementChild).textOverflow])"""
+            )
+            assert any(t.endswith(".mp4") for t, _ in clipped), clipped
+            assert all(t.startswith("a.example/") and o == "ellipsis" for t, o in clipped)
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("kind", ["operator", "to_today"])
+def test_a_chart_that_scrolls_says_so(browser, pages, kind, tmp_path):
+    """On a phone each chart overflows its box and shows the cue; on a desktop, where it
+    fits, no cue at all."""
+    cues = """[...document.querySelectorAll('#charts .chartwrap')].map(w => {
+        const box = w.querySelector('.chartbox'), hint = w.querySelector('.scroll-hint');
+        const r = hint.getBoundingClientRect();
+        return {overflows: box.scrollWidth > box.clientWidth + 1,
+                hint: getComputedStyle(hint).display !== 'none' && r.height > 0 && r.width > 0,
+                fade: getComputedStyle(w, '::after').display !== 'none'};
+      })"""
+    for width, scrolls in ((PHONE, True), (DESKTOP, False)):
+        page, _ = look(browser, pages[kind], width, tmp_path)
+        try:
+            seen = page.evaluate(cues)
+            assert len(seen) == 4
+            want = {"overflows": scrolls, "hint": scrolls, "fade": scrolls}
+            assert all(s == want for s in seen), (width, seen)
+            if scrolls:  # the cue is on screen, under its chart, in the panel
+                assert page.get_by_text("scroll sideways").first.is_visible()
+                # and the fade goes once the chart is scrolled to its end
+                fade = "getComputedStyle(document.querySelector('.chartwrap'), '::after')"
+                assert page.evaluate(f"{fade}.opacity") == "1"
+                page.evaluate("document.querySelector('.chartbox').scrollLeft = 1e6")
+                page.wait_for_function(f"{fade}.opacity === '0'", timeout=10_000)
+        finally:
+            page.close()
+
+
+def test_a_partial_day_is_marked_in_the_range_charts(browser, pages, tmp_path):
+    """Today's place in each chart is hatched, its bars pale, and the legend says why."""
+    page, _ = look(browser, pages["to_today"], DESKTOP, tmp_path)
+    try:
+        seen = page.evaluate(
+            """[...document.querySelectorAll('#charts .panel')].map(p => {
+                 const band = p.querySelector('rect.partial-band');
+                 const r = band ? band.getBoundingClientRect() : {width: 0, height: 0};
+                 const marked = [...p.querySelectorAll('svg .partial')].map(e =>
+                   e.tagName === 'rect' ? getComputedStyle(e).fillOpacity
+                                        : getComputedStyle(e).fill);
+                 const key = p.querySelector('.legend .partial-key');
+                 return {band: r.width > 10 && r.height > 100, marked,
+                         key: key ? key.innerText : null};
+               })"""
+        )
+        assert len(seen) == 4
+        for chart in seen:
+            assert chart["band"] and chart["key"] and chart["key"].startswith("partial day: ")
+            assert chart["marked"], chart
+        bars, _, points, _ = seen
+        assert bars["marked"] == ["0.45"]  # the one partial bar, pale
+        assert set(points["marked"]) == {"rgb(255, 255, 255)"}  # hollow points
     finally:
         page.close()

@@ -32,11 +32,14 @@ def test_files_are_named_by_zone_and_date(written):
     assert "report-all-2026-11-20.md" in files
     assert "report-all-2026-11-20.hit_ratio.csv" in files
     # user_agents is read once and written as its browser, system and crawler families;
-    # completeness (the day's audit) comes from the lake's audit_days, not a named query,
-    # and clients (how addresses were stored) from the zones' [privacy] marks
+    # completeness (the day's audit) comes from the lake's audit_days, not a named query;
+    # the status classes are the status codes, grouped; clients (how addresses were
+    # stored) comes from the zones' [privacy] marks
     csvs = [f for f in files if f.endswith(".csv")]
-    assert len(csvs) == len(SECTIONS) - 1 + len(AGENT_SECTIONS) + 2
+    assert len(csvs) == len(SECTIONS) - 1 + len(AGENT_SECTIONS) + 3
     assert "report-all-2026-11-20.completeness.csv" in files
+    assert "report-all-2026-11-20.status_classes.csv" in files
+    assert "report-all-2026-11-20.ai_crawler.csv" in files
     assert "report-all-2026-11-20.clients.csv" in files
 
 
@@ -180,7 +183,7 @@ def test_json_carries_the_panels_and_rate_changes_in_points(written):
     assert [r["path"] for r in doc["top_paths"]["by_misses"]] == ["/y", "/z"]
     assert doc["top_referers"][0] == {"referer_host": "(direct)", "requests": 7, "pct": 70.0}
     agents = doc["user_agents"]
-    assert set(agents) == {"browser", "os", "tool", "crawler"}
+    assert set(agents) == {"browser", "os", "tool", "crawler", "ai_crawler"}
     assert {r["tool"] for r in agents["tool"]} >= {"curl"}  # a tool, not a browser
     assert "curl" not in {r["browser"] for r in agents["browser"]}
     assert sum(r["requests"] for kind in ("browser", "tool", "crawler") for r in agents[kind]) == 10
@@ -205,7 +208,8 @@ def test_range_report_from_the_command_line(tmp_path):
     assert [(t["date"], t["requests"]) for t in trend] == [("2026-11-19", 2), ("2026-11-20", 10)]
     assert doc["sections"]["period_overview"]["rows"][0]["requests"] == 12
     html = (out / "report-all-2026-11-19--2026-11-20.html").read_text()
-    assert "2026-11-19 to 2026-11-20" in html and 'id="chart-requests"' in html
+    assert "2026-11-19 to 2026-11-20" in re.sub(r"<[^>]+>", "", html)  # the title, as read
+    assert 'id="chart-requests"' in html
     for bad, needle in [
         (["--from", "2026-11-20"], "go together"),
         (["--from", "2026-11-20", "--to", "2026-11-19"], "after"),

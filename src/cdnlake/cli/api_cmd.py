@@ -43,6 +43,14 @@ def _secret_source(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _show_passwords(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--show-passwords",
+        action="store_true",
+        help="print the storage zone's passwords (masked as *** by default)",
+    )
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     areas = p.add_subparsers(dest="area", metavar="AREA", required=True)
 
@@ -95,13 +103,47 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         acts,
         "set-forwarding",
         "Have the provider push a pull zone's logs to a syslog endpoint (a daemon's "
-        "[forwarding] listen), or stop with --disable.",
+        "[forwarding] listen), as plain v1 lines or JSON objects, or stop with --disable.",
     )
     a.add_argument("--zone", type=int, required=True, help="pull zone id")
     a.add_argument("--host", help="host name or address the provider sends to")
     a.add_argument("--port", type=int, help="port the provider sends to")
     a.add_argument("--protocol", choices=["tcp", "tls", "udp"], help="as [forwarding] protocol")
+    a.add_argument(
+        "--format",
+        dest="log_format",
+        choices=["plain", "json"],
+        help="what each message carries: a plain v1 log line (the default) or a JSON object; "
+        "the receiver takes both",
+    )
     a.add_argument("--disable", action="store_true", help="stop forwarding the zone's logs")
+    a = _action(
+        acts,
+        "set-archive",
+        "Have the provider archive a pull zone's logs in a storage zone (permanent log "
+        "storage, what `cdnlake backfill` reads), or stop with --disable.",
+    )
+    a.add_argument("--zone", type=int, required=True, help="pull zone id")
+    a.add_argument("--storage-zone", type=int, help="id of the storage zone to archive into")
+    a.add_argument("--disable", action="store_true", help="stop archiving the zone's logs")
+    a = _action(
+        acts,
+        "show-archive",
+        "A pull zone's permanent log storage: on or off, and the storage zone it writes to.",
+    )
+    a.add_argument("--zone", type=int, required=True, help="pull zone id")
+    _show_passwords(a)
+
+    storagezone = areas.add_parser(
+        "storagezone", help="storage zones: list, get (passwords masked unless asked)"
+    )
+    acts = storagezone.add_subparsers(dest="action", metavar="ACTION", required=True)
+    a = _action(acts, "list", "Storage zones of the account.")
+    a.add_argument("--search", help="only zones whose name holds this")
+    _show_passwords(a)
+    a = _action(acts, "get", "One storage zone.")
+    a.add_argument("--id", dest="storage_zone", type=int, required=True, help="storage zone id")
+    _show_passwords(a)
 
     video = areas.add_parser("video", help="video library: videos, collections, oEmbed")
     acts = video.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -190,6 +232,8 @@ def log_day(text: str) -> date:
 
 def _set_forwarding(cdn: Any, args: argparse.Namespace) -> Any:
     given = [f"--{k}" for k in ("host", "port", "protocol") if getattr(args, k) is not None]
+    if args.log_format is not None:
+        given.append("--format")
     if args.disable:
         if given:
             raise UsageError(f"set-forwarding: --disable takes no {', '.join(given)}")
@@ -197,7 +241,42 @@ def _set_forwarding(cdn: Any, args: argparse.Namespace) -> Any:
     missing = [k for k in ("--host", "--port", "--protocol") if k not in given]
     if missing:
         raise UsageError(f"set-forwarding: {', '.join(missing)} needed (or --disable)")
-    return cdn.pullzone.set_forwarding(args.zone, args.host, args.port, args.protocol)
+    return cdn.pullzone.set_forwarding(
+        args.zone, args.host, args.port, args.protocol, args.log_format or "plain"
+    )
+
+
+def _set_archive(cdn: Any, args: argparse.Namespace) -> Any:
+    if args.disable:
+        if args.storage_zone is not None:
+            raise UsageError("set-archive: --disable takes no --storage-zone")
+        return cdn.pullzone.disable_archive(args.zone)
+    if args.storage_zone is None:
+        raise UsageError("set-archive: --storage-zone needed (or --disable)")
+    return cdn.pullzone.set_archive(args.zone, args.storage_zone)
+
+
+def _storage_zone(zone: Any, show: bool) -> Any:
+    return zone if show else zone.masked()
+
+
+def _show_archive(cdn: Any, args: argparse.Namespace) -> Any:
+    settings = cdn.pullzone.get_pull_zone(args.zone)
+    store = None
+    if settings.logging_storage_zone_id:
+        store = _storage_zone(
+            cdn.storagezone.get_storage_zone(settings.logging_storage_zone_id),
+            args.show_passwords,
+        )
+    return {
+        "pullZoneId": settings.id,
+        "pullZoneName": settings.name,
+        "enabled": settings.logging_save_to_storage,
+        "storageZoneId": settings.logging_storage_zone_id or None,
+        "storageZone": store,
+        # The folder the provider writes under, in that storage zone.
+        "folder": f"pullzone-logs/{settings.name}/" if settings.name else None,
+    }
 
 
 def run(cdn: Any, args: argparse.Namespace) -> Any:
@@ -239,6 +318,10 @@ def run(cdn: Any, args: argparse.Namespace) -> Any:
     if area == "pullzone":
         if action == "set-forwarding":
             return _set_forwarding(cdn, args)
+        if action == "set-archive":
+            return _set_archive(cdn, args)
+        if action == "show-archive":
+            return _show_archive(cdn, args)
         cdn.pullzone.add_hostname(args.zone, args.hostname)
         return {"added": args.hostname, "pullZoneId": args.zone}
     if area == "video":
@@ -260,6 +343,15 @@ def run(cdn: Any, args: argparse.Namespace) -> Any:
         return cdn.dns.list_records(args.zone, args.page, args.per_page, rtype)
     if area == "containers":
         return cdn.containers.list_node_ips()
+    if area == "storagezone":
+        if action == "list":
+            return [
+                _storage_zone(z, args.show_passwords)
+                for z in cdn.storagezone.iter_storage_zones(search=args.search)
+            ]
+        return _storage_zone(
+            cdn.storagezone.get_storage_zone(args.storage_zone), args.show_passwords
+        )
     raise UsageError(f"api: unknown action {area} {action}")  # pragma: no cover
 
 

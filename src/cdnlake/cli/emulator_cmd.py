@@ -77,6 +77,18 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
+
+
+def _count1(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The emulator's options. Every command builds this parser, so nothing of the
     emulator itself is imported here (its zones default is resolved when it runs)."""
@@ -94,8 +106,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--zones",
         default=None,
-        help="ID[:v2|v1|extended|disabled|suspended|fullip|signed],... (default: the demo zones, "
-        "1234:v2:extended,1235:v1,1236:v2)",
+        help="ID[:v2|v1|extended|disabled|suspended|archived|fullip|signed],... (default: "
+        "the demo zones, 1234:v2:extended,1235:v1,1236:v2); archived: permanent log storage "
+        "on, with --archive-days of history; fullip: whole client addresses; signed: some "
+        "URLs with token authentication",
     )
     p.add_argument(
         "--shield-zones",
@@ -120,6 +134,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS|LOW-HIGH",
         help="push each request of a zone with log forwarding set this long after it "
         "happened, a delay of its own within LOW-HIGH (the provider: 10-30; default 0)",
+    )
+    archive = p.add_argument_group("permanent log storage (zones marked :archived)")
+    archive.add_argument(
+        "--archive-days",
+        type=_count,
+        default=30,
+        help="UTC days of history before the start (default 30)",
+    )
+    archive.add_argument(
+        "--archive-legacy-days",
+        type=_count,
+        default=7,
+        help="the first days of history named in the older scheme <dd>_<n>.gzip (default 7)",
+    )
+    archive.add_argument(
+        "--archive-max-lines", type=_count1, default=5_000_000, help="a part closes at (5000000)"
+    )
+    archive.add_argument(
+        "--archive-max-bytes",
+        type=_count1,
+        default=2_000_000_000,
+        help="...or at this many bytes of lines (2000000000)",
+    )
+    archive.add_argument(
+        "--archive-max-open", type=_positive, default=7200.0, help="...or open this long, s (7200)"
+    )
+    archive.add_argument(
+        "--archive-idle", type=_positive, default=3600.0, help="...or idle this long, s (3600)"
+    )
+    archive.add_argument(
+        "--archive-flush",
+        type=_positive,
+        default=60.0,
+        help="writers append what arrived every this many seconds (60)",
     )
     p.add_argument("--now", help="start the clock at this ISO-8601 instant")
     p.add_argument("--frozen", action="store_true", help="freeze the clock (with --now)")
@@ -152,10 +200,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the logging API (v1 and v2) serves no record of this UTC hour of this zone, "
         "while /statistics still counts them (repeat for more)",
     )
+    for name, what in (
+        ("cut", "stored cut short (a gzip stream that ends early)"),
+        ("bad-lines", "holding two lines that are no log lines"),
+        ("bad-checksum", "listed with a Checksum that does not match"),
+        ("corrupt-once", "served corrupted on its first download"),
+    ):
+        faults.add_argument(
+            f"--archive-{name}",
+            action="append",
+            default=[],
+            metavar="PATTERN",
+            help=f"archived parts {what}: a pattern on <zone name>/<YYYY>/<MM>/<file> "
+            "(repeat for more)",
+        )
+    faults.add_argument(
+        "--storage-cut-after",
+        type=_count,
+        default=0,
+        metavar="BYTES",
+        help="every storage zone download breaks off after this many bytes (0: never)",
+    )
     faults.add_argument("--fault-seed", type=int, default=0, help="seed of the fault dice")
 
 
 def build_config(args: argparse.Namespace) -> Any:
+    from cdnlake.emulator.archive import ArchiveLimits
     from cdnlake.emulator.forwarding import Delay
     from cdnlake.emulator.server import DEMO_ZONES, EmulatorConfig, parse_zones
     from cdnlake.emulator.state import Faults
@@ -192,6 +262,11 @@ def build_config(args: argparse.Namespace) -> Any:
             malformed_rate=args.malformed_rate,
             bad_record_rate=args.bad_record_rate,
             lose_hours=",".join(args.lose_hour),
+            archive_cut=",".join(args.archive_cut),
+            archive_bad_lines=",".join(args.archive_bad_lines),
+            archive_bad_checksum=",".join(args.archive_bad_checksum),
+            archive_corrupt_once=",".join(args.archive_corrupt_once),
+            storage_cut_after=args.storage_cut_after,
             seed=args.fault_seed,
         )
     except ValueError as exc:
@@ -222,6 +297,15 @@ def build_config(args: argparse.Namespace) -> Any:
         frozen=args.frozen,
         shield_zones=shield,
         forward_delay=delay,
+        archive_days=args.archive_days,
+        archive_legacy_days=args.archive_legacy_days,
+        archive_limits=ArchiveLimits(
+            max_lines=args.archive_max_lines,
+            max_bytes=args.archive_max_bytes,
+            max_open_seconds=args.archive_max_open,
+            idle_seconds=args.archive_idle,
+            flush_seconds=args.archive_flush,
+        ),
     )
 
 
@@ -241,10 +325,17 @@ def emulator(args: argparse.Namespace) -> int:
     zones = ", ".join(
         f"{z.id}{' (extended)' if z.extended else ''}{' (disabled)' if z.disabled else ''}"
         f"{f' ({z.per_second:g}/s)' if z.per_second else ''}"
+        f"{' (archived)' if z.archived else ''}"
         for z in config.zones.values()
     )
     print(f"cdnlake emulator listening on {emu.url}", flush=True)
     print(f"zones: {zones}; rate {config.rate_limit}/{config.rate_window:g}s per zone", flush=True)
+    for store in config.storage_zones:
+        print(
+            f"storage zone {store.name} (id {store.id}) at {emu.storage_url}: password "
+            f"{store.password}, read-only {store.read_only_password} (emulated values)",
+            flush=True,
+        )
     stop = False
 
     def _stop(signum: int, frame: object) -> None:

@@ -348,7 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(
         sub,
         "api",
-        "The other API areas (shield, compute, pullzone, video, dns, containers); JSON out.",
+        "The other API areas (shield, compute, pullzone, video, dns, containers, storagezone); "
+        "JSON out.",
         "cdnlake.cli.api_cmd:api",
     )
     from cdnlake.cli.api_cmd import add_arguments as add_api_arguments

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from cdnlake.client.retry import RetryPolicy
     from cdnlake.client.shield import ShieldApi
     from cdnlake.client.stats import RequestStats
+    from cdnlake.client.storage import StorageObject, StorageZoneClient
+    from cdnlake.client.storagezone import StorageZone, StorageZoneApi
     from cdnlake.client.video import VideoApi
 
 _HOMES = {
@@ -41,6 +43,10 @@ _HOMES = {
     "RequestStats": "stats",
     "RetryPolicy": "retry",
     "ShieldApi": "shield",
+    "StorageObject": "storage",
+    "StorageZone": "storagezone",
+    "StorageZoneApi": "storagezone",
+    "StorageZoneClient": "storage",
     "V2Page": "logging_wire",
     "V2Query": "logging_wire",
     "V2Record": "logging_wire",
@@ -60,6 +66,10 @@ __all__ = [
     "RequestStats",
     "RetryPolicy",
     "ShieldApi",
+    "StorageObject",
+    "StorageZone",
+    "StorageZoneApi",
+    "StorageZoneClient",
     "V2Page",
     "V2Query",
     "V2Record",

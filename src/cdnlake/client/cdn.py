@@ -9,6 +9,7 @@ from cdnlake.client.dns import DnsApi
 from cdnlake.client.logging_api import LoggingClient
 from cdnlake.client.pullzone import PullZoneApi
 from cdnlake.client.shield import ShieldApi
+from cdnlake.client.storagezone import StorageZoneApi
 from cdnlake.client.video import VideoApi
 
 
@@ -24,3 +25,4 @@ class CdnApi:
         self.video = VideoApi(api)
         self.dns = DnsApi(api)
         self.containers = ContainersApi(api)
+        self.storagezone = StorageZoneApi(api)

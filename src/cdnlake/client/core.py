@@ -242,18 +242,28 @@ class ApiClient:
         parser: ErrorParser = logging_error_body,
         idempotent: bool | None = None,
         handle: Callable[[httpx.Response], Any] | None = None,
+        headers: dict[str, str] | Callable[[], dict[str, str]] | None = None,
     ) -> Any:
         """Send one logical request, retrying transient failures; return ``handle(resp)``.
 
         ``handle`` turns a 2xx answer into the result (default: decoded JSON). It may raise
         a transient error (say, a cut body) to have the whole request retried.
+        ``headers`` are added to the credentials ``auth`` picks; a callable is asked again
+        before each attempt (a download resuming with ``Range`` from where it broke off).
         """
         stats = stats or RequestStats()
         if idempotent is None:
             idempotent = method in ("GET", "HEAD", "PUT", "DELETE")
         budget: RequestBudget | None = self.budgets.for_zone(zone) if zone is not None else None
-        headers = self._auth_headers(auth)
-        request = self._http.build_request(method, url, params=params, json=json, headers=headers)
+        auth_headers = self._auth_headers(auth)
+
+        def build() -> httpx.Request:
+            extra = headers() if callable(headers) else headers or {}
+            return self._http.build_request(
+                method, url, params=params, json=json, headers={**auth_headers, **extra}
+            )
+
+        request = build()
         line = f"{method} {request.url}"[:MAX_REQUEST_LINE]
         started = time.monotonic()
         attempt = 0
@@ -261,6 +271,8 @@ class ApiClient:
             attempt += 1
             if self.abort.is_set():
                 raise StopRequested()
+            if attempt > 1 and callable(headers):
+                request = build()
             error: CdnlakeError | None = None
             sent = False
             if budget is not None:
@@ -307,6 +319,8 @@ class ApiClient:
             self._count(stats, error)
             if self.abort.is_set():  # stopping: no retry, and a failure it caused is none
                 raise StopRequested()
+            if isinstance(error, TransportError) and error.progressed:
+                attempt, started = 1, time.monotonic()
             retry_ok = error.transient and (
                 idempotent or not sent or isinstance(error, RateLimitedError)
             )

@@ -1,4 +1,5 @@
-"""Pull zones: add a custom hostname; send the zone's logs to a syslog endpoint."""
+"""Pull zones: add a custom hostname; send the zone's logs to a syslog endpoint; archive
+them in a storage zone (permanent log storage)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from cdnlake.client.error_bodies import field_error
 from cdnlake.errors import RequestValidationError
 
 ForwardingProtocol = Literal["udp", "tcp", "tls"]
+ForwardingFormat = Literal["plain", "json"]
 # PullZoneLogForwarderProtocolType: 0 UDP, 1 TCP, 2 TCPEncrypted (3 DataDog is not syslog)
 PROTOCOL_CODES: dict[str, int] = {"udp": 0, "tcp": 1, "tls": 2}
-PLAIN_FORMAT = 0  # PullZoneLogFormat: 0 Plain (the v1 line), 1 JSON
+# PullZoneLogFormat: 0 Plain (the v1 line), 1 JSON
+FORMAT_CODES: dict[str, int] = {"plain": 0, "json": 1}
 
 
 class LogForwarding(Model, rename="pascal"):
@@ -25,7 +28,50 @@ class LogForwarding(Model, rename="pascal"):
     log_forwarding_format: int | None = None
 
 
+class PullZoneLogging(Model, rename="pascal"):
+    """A pull zone's logging settings (part of ``PullZoneModel``): forwarding and
+    permanent log storage (``LoggingSaveToStorage`` into ``LoggingStorageZoneId``)."""
+
+    id: int
+    name: str | None = None
+    enable_logging: bool = True
+    logging_save_to_storage: bool = False
+    logging_storage_zone_id: int = 0
+    log_forwarding_enabled: bool = False
+    log_forwarding_hostname: str | None = None
+    log_forwarding_port: int | None = None
+    log_forwarding_protocol: int | None = None
+    log_forwarding_format: int | None = None
+
+
 class PullZoneApi(Area):
+    def get_pull_zone(self, pull_zone_id: int) -> PullZoneLogging:
+        """``GET /pullzone/{id}``: the zone's logging settings."""
+        check_id("id", pull_zone_id)
+        return self._call("GET", f"/pullzone/{pull_zone_id}", PullZoneLogging, parser=field_error)
+
+    def set_archive(self, pull_zone_id: int, storage_zone_id: int) -> PullZoneLogging:
+        """Archive the zone's logs into ``storage_zone_id`` (permanent log storage)."""
+        check_id("id", pull_zone_id)
+        check_id("LoggingStorageZoneId", storage_zone_id)
+        return self._call(
+            "POST",
+            f"/pullzone/{pull_zone_id}",
+            PullZoneLogging,
+            parser=field_error,
+            json={"LoggingSaveToStorage": True, "LoggingStorageZoneId": storage_zone_id},
+        )
+
+    def disable_archive(self, pull_zone_id: int) -> PullZoneLogging:
+        check_id("id", pull_zone_id)
+        return self._call(
+            "POST",
+            f"/pullzone/{pull_zone_id}",
+            PullZoneLogging,
+            parser=field_error,
+            json={"LoggingSaveToStorage": False},
+        )
+
     def add_hostname(self, pull_zone_id: int, hostname: str) -> None:
         """Add ``hostname``; the seed shows no response body, so nothing is returned."""
         check_id("id", pull_zone_id)
@@ -40,9 +86,15 @@ class PullZoneApi(Area):
         )
 
     def set_forwarding(
-        self, pull_zone_id: int, host: str, port: int, protocol: ForwardingProtocol
+        self,
+        pull_zone_id: int,
+        host: str,
+        port: int,
+        protocol: ForwardingProtocol,
+        log_format: ForwardingFormat = "plain",
     ) -> LogForwarding:
-        """Forward the zone's logs (plain v1 lines in RFC 5424 syslog) to ``host:port``."""
+        """Forward the zone's logs to ``host:port`` as RFC 5424 syslog, each message's text a
+        plain v1 line or (``log_format="json"``) a JSON object."""
         check_id("id", pull_zone_id)
         if not isinstance(host, str) or not host.strip() or any(c.isspace() for c in host):
             raise RequestValidationError("LogForwardingHostname", "a host name or address")
@@ -51,6 +103,10 @@ class PullZoneApi(Area):
             raise RequestValidationError(
                 "LogForwardingProtocol", f"one of udp, tcp, tls, got {protocol!r}"
             )
+        if log_format not in FORMAT_CODES:
+            raise RequestValidationError(
+                "LogForwardingFormat", f"one of plain, json, got {log_format!r}"
+            )
         return self._update(
             pull_zone_id,
             {
@@ -58,7 +114,7 @@ class PullZoneApi(Area):
                 "LogForwardingHostname": host,
                 "LogForwardingPort": port,
                 "LogForwardingProtocol": PROTOCOL_CODES[protocol],
-                "LogForwardingFormat": PLAIN_FORMAT,
+                "LogForwardingFormat": FORMAT_CODES[log_format],
             },
         )
 

@@ -1,5 +1,7 @@
 """The provider's log forwarding: each request of a zone that has it set, pushed as it
-happens to the zone's syslog endpoint (RFC 5424, the text one plain v1 line).
+happens to the zone's syslog endpoint (RFC 5424, the text one plain v1 line, or with
+``LogForwardingFormat`` 1 the request as a JSON object: the record the logging API v2
+serves, since the provider documents no JSON fields of its own).
 
 Best effort, as the provider says: on UDP a seeded share of the datagrams is lost; on TCP
 and TLS (octet-counted frames on one connection per zone) what cannot be sent when the
@@ -23,11 +25,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+import msgspec
+
 if TYPE_CHECKING:
     from cdnlake.emulator.records import Record
     from cdnlake.emulator.state import Provider
 
 UDP, TCP, TLS = 0, 1, 2  # PullZoneLogForwarderProtocolType
+PLAIN, JSON = 0, 1  # PullZoneLogFormat
 PUSH_EVERY_SECONDS = 0.2
 CONNECT_SECONDS = 5.0
 BOM = b"\xef\xbb\xbf"
@@ -61,6 +66,7 @@ class Target:
     host: str
     port: int
     protocol: int  # UDP, TCP or TLS
+    log_format: int = PLAIN  # PLAIN or JSON
 
 
 @dataclass
@@ -72,14 +78,15 @@ class Pushed:
     request_ids: list[str] = field(default_factory=list)  # those sent
 
 
-def syslog_message(record: Record, extended: bool) -> bytes:
+def syslog_message(record: Record, extended: bool, log_format: int = PLAIN) -> bytes:
     moment = datetime.fromtimestamp(record.ts_ms / 1000, tz=UTC)
     stamp = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{record.ts_ms % 1000:03d}Z"
     header = (
         f"<134>1 {stamp} {record.wire.edgeLocation.lower()}.edge cdn-logs - - "
         f'[origin@32473 eventSource="cdn" zone="{record.wire.pullZoneId}"] '
     )
-    return header.encode() + BOM + record.v1_line(extended).encode()
+    text = msgspec.json.encode(record.wire) if log_format == JSON else record.v1_line(extended)
+    return header.encode() + BOM + (text if isinstance(text, bytes) else text.encode())
 
 
 class Forwarder:
@@ -106,16 +113,18 @@ class Forwarder:
         self._thread: threading.Thread | None = None
 
     def set(self, zone_id: int, target: Target | None) -> None:
-        """Forward the zone's requests from now on to ``target`` (None: stop)."""
+        """Forward the zone's requests from now on to ``target`` (None: stop). A zone that
+        forwards already goes on where it was, to the new target in its format."""
         with self._lock:
             self._close(zone_id)
             if target is None:  # what was not pushed yet is not pushed
                 self._targets.pop(zone_id, None)
                 self._due.pop(zone_id, None)
                 return
+            if zone_id not in self._targets:
+                self._since[zone_id] = self.provider.clock.now_ms()
+                self._due[zone_id] = []
             self._targets[zone_id] = target
-            self._since[zone_id] = self.provider.clock.now_ms()
-            self._due[zone_id] = []
             self.pushed.setdefault(zone_id, Pushed())
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -157,7 +166,9 @@ class Forwarder:
                 continue
             spec = self.provider.zones.get(zone_id)
             extended = bool(spec and spec.extended)
-            messages = [(r.wire.requestId, syslog_message(r, extended)) for r in records]
+            messages = [
+                (r.wire.requestId, syslog_message(r, extended, target.log_format)) for r in records
+            ]
             pushed = self.pushed[zone_id]
             if target.protocol == UDP:
                 self._send_udp(target, messages, pushed)

@@ -46,6 +46,9 @@ class Response:
     # A fault: the (gzipped) body is cut in half and sent with the cut length, so that
     # HTTP sees a whole body and only the gzip stream shows that it ends early.
     cut_short: bool = False
+    # A fault: the body is sent with its whole length but the connection is cut after
+    # this many bytes of it (a download broken off half way).
+    cut_at: int | None = None
 
 
 def json_response(status: int, payload: Any, **kwargs: Any) -> Response:

@@ -20,18 +20,33 @@ from cdnlake.emulator.forwarding import Forwarder
 from cdnlake.emulator.http import Request, Response, json_response
 from cdnlake.emulator.pullzone import PullZoneRoutes
 from cdnlake.emulator.shield import ShieldRoutes
+from cdnlake.emulator.storagezone import StorageZoneRoutes
 from cdnlake.emulator.video import VideoRoutes
 
 if TYPE_CHECKING:
     from cdnlake.emulator.state import Provider
 
-AREAS = (ShieldRoutes, ComputeRoutes, PullZoneRoutes, VideoRoutes, DnsRoutes, ContainerRoutes)
+AREAS = (
+    ShieldRoutes,
+    ComputeRoutes,
+    PullZoneRoutes,
+    VideoRoutes,
+    DnsRoutes,
+    ContainerRoutes,
+    StorageZoneRoutes,
+)
 Route = Callable[[Request, re.Match[str]], Response]
 PUBLIC_ROUTES = {"oembed"}  # answered without credentials
 
 
 class ManagementApi(
-    ShieldRoutes, ComputeRoutes, PullZoneRoutes, VideoRoutes, DnsRoutes, ContainerRoutes
+    ShieldRoutes,
+    ComputeRoutes,
+    PullZoneRoutes,
+    VideoRoutes,
+    DnsRoutes,
+    ContainerRoutes,
+    StorageZoneRoutes,
 ):
     def __init__(self, emulator: Provider, fixtures: ManagementFixtures | None = None) -> None:
         self.emulator = emulator
@@ -47,12 +62,14 @@ class ManagementApi(
         ]
 
     def dispatch(self, req: Request) -> Response:
+        known_path = False
         for method, pattern, route, name, auth_error in self.routes:
             match = pattern.match(req.path)
             if not match:
                 continue
             if req.method != method:
-                return status_only(405)
+                known_path = True  # another route may take this method on the same path
+                continue
             if name not in PUBLIC_ROUTES:
                 problem_ = self.emulator.check_credentials(req, allow_bearer=False)
                 if problem_ == "missing":
@@ -63,4 +80,4 @@ class ManagementApi(
                 return route(req, match)
             except (ValueError, TypeError, KeyError) as exc:
                 return json_response(400, {"statusCode": 400, "message": f"bad request: {exc}"})
-        return status_only(404)
+        return status_only(405 if known_path else 404)

@@ -79,3 +79,4 @@ class ZoneSpec:
     # instead of hour by hour from ``rpm``.
     per_second: float = 0.0
     since_ms: int | None = None
+    archived: bool = False  # permanent log storage on from the start (``--zones ID:archived``)

@@ -8,6 +8,7 @@ and demos; they are not part of the provider's API.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import logging
 import socket
@@ -19,7 +20,8 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from cdnlake.emulator import logging_routes, statistics
+from cdnlake.emulator import logging_routes, statistics, storage
+from cdnlake.emulator.archive import DAY_MS, Archive, ArchiveLimits
 from cdnlake.emulator.area import ManagementFixtures
 from cdnlake.emulator.forwarding import Delay
 from cdnlake.emulator.http import (
@@ -32,6 +34,7 @@ from cdnlake.emulator.http import (
 from cdnlake.emulator.management import ManagementApi
 from cdnlake.emulator.records import ZoneSpec
 from cdnlake.emulator.state import EmulatorClock, Faults, ZoneRateLimiter, ceil_seconds
+from cdnlake.emulator.storage import DEFAULT_STORAGE_ZONES, StorageApi, StorageZone
 from cdnlake.emulator.traffic import Traffic
 
 log = logging.getLogger("cdnlake.emulator")
@@ -45,8 +48,9 @@ Route = Callable[["Emulator", Request], Response]
 
 
 def parse_zones(text: str) -> dict[int, ZoneSpec]:
-    """``ID[:v2|v1|extended|disabled|suspended|fullip|signed]...`` separated by commas
-    (``fullip``: whole client addresses, as a customer under the provider's data
+    """``ID[:v2|v1|extended|disabled|suspended|archived|fullip|signed]...`` separated by
+    commas (``archived``: permanent log storage on from the start, with ``archive_days`` of
+    history; ``fullip``: whole client addresses, as a customer under the provider's data
     processing agreement gets them; ``signed``: some URLs carry token authentication)."""
     zones: dict[int, ZoneSpec] = {}
     for item in text.split(","):
@@ -57,7 +61,8 @@ def parse_zones(text: str) -> dict[int, ZoneSpec]:
         if not parts[0].isdigit() or int(parts[0]) <= 0:
             raise ValueError(f"--zones: bad zone id in {item!r}")
         kinds = set(parts[1:])
-        unknown = kinds - {"v1", "v2", "extended", "disabled", "suspended", "fullip", "signed"}
+        unknown = kinds - {"v1", "v2", "extended", "disabled", "suspended", "archived"}
+        unknown -= {"fullip", "signed"}
         if unknown:
             raise ValueError(f"--zones: unknown kind {sorted(unknown)[0]!r} in {item!r}")
         zid = int(parts[0])
@@ -66,6 +71,7 @@ def parse_zones(text: str) -> dict[int, ZoneSpec]:
             extended="extended" in kinds,
             disabled="disabled" in kinds,
             suspended="suspended" in kinds,
+            archived="archived" in kinds,
             full_ips="fullip" in kinds,
             signed_urls="signed" in kinds,
         )
@@ -90,6 +96,13 @@ class EmulatorConfig:
     frozen: bool = False
     shield_zones: tuple[int, ...] = (5001, 5002)
     forward_delay: Delay = field(default_factory=Delay)  # log forwarding's push delay
+    # Permanent log storage: the account's storage zones; zones marked ``archived`` archive
+    # into the first from ``archive_days`` UTC days before the start, the first
+    # ``archive_legacy_days`` of those under the older naming scheme.
+    storage_zones: tuple[StorageZone, ...] = DEFAULT_STORAGE_ZONES
+    archive_days: int = 30
+    archive_legacy_days: int = 7
+    archive_limits: ArchiveLimits = field(default_factory=ArchiveLimits)
 
 
 @dataclass
@@ -117,6 +130,33 @@ class Emulator:
             self, ManagementFixtures(shield_zones=self.config.shield_zones)
         )
         self.management.forwarder.delay = self.config.forward_delay
+        self.archive = Archive(
+            self.config.seed, self.traffic, self.clock, self.config.archive_limits
+        )
+        self.storage = StorageApi(self, self.config.storage_zones)
+        self._archive_from_start()
+
+    def _archive_from_start(self) -> None:
+        """Zones marked ``archived``: permanent storage on, with days of history."""
+        archived = [z for z in self.zones.values() if z.archived]
+        if not archived:
+            return
+        if not self.config.storage_zones:
+            raise ValueError("archived zones need a storage zone (storage_zones is empty)")
+        now = self.clock.now_ms()
+        since = now - now % DAY_MS - self.config.archive_days * DAY_MS
+        for spec in archived:
+            self.archive.enable(
+                spec.id,
+                self.config.storage_zones[0].id,
+                since,
+                legacy_until_ms=since + self.config.archive_legacy_days * DAY_MS,
+            )
+
+    @property
+    def storage_url(self) -> str:
+        """The base URL of the storage zones' own API (Edge Storage)."""
+        return f"{self.url}{storage.PREFIX}"
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> Emulator:
@@ -184,6 +224,8 @@ class Emulator:
         """An answer, or a fault to act out ('drop' / 'truncate')."""
         if req.path.startswith("/_emulator/"):
             return self._control(req)
+        if req.path.startswith(storage.PREFIX + "/"):
+            return self.storage.handle(req)
         v2 = logging_routes.V2_PATH.match(req.path)
         v1 = logging_routes.V1_PATH.match(req.path)
         if v2 or v1:
@@ -297,6 +339,26 @@ class Emulator:
                     raise ValueError("delay_seconds must not be negative")
                 added = self.traffic.add_late(zone, at, delay, int(body.get("count", 1)))
                 return json_response(200, {"request_ids": [r.wire.requestId for r in added]})
+            if name == "archive":
+                # The archive's closing rules, changed on demand (a test shrinks them).
+                if req.method == "POST":
+                    limits = dataclasses.asdict(self.archive.limits) | (req.json() or {})
+                    self.archive.set_limits(ArchiveLimits(**limits))
+                return json_response(
+                    200,
+                    {
+                        "limits": dataclasses.asdict(self.archive.limits),
+                        "zones": {
+                            str(z.zone_id): {
+                                "name": z.name,
+                                "storage_zone_id": z.storage_zone_id,
+                                "enabled": z.enabled,
+                                "spans": z.spans,
+                            }
+                            for z in self.archive.zones.values()
+                        },
+                    },
+                )
             if name == "stats":
                 with self._counter_lock:
                     stats = {str(z): vars(c).copy() for z, c in self.counters.items()}
@@ -367,6 +429,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if truncate:
             self.wfile.write(payload[: len(payload) // 2])
+            self.wfile.flush()
+            self._cut()
+            return
+        if response.cut_at is not None:
+            self.wfile.write(payload[: response.cut_at])
             self.wfile.flush()
             self._cut()
             return

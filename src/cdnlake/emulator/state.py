@@ -14,8 +14,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from cdnlake.emulator.archive import Archive
     from cdnlake.emulator.http import Request
     from cdnlake.emulator.records import Record, ZoneSpec
+    from cdnlake.emulator.storage import StorageApi
     from cdnlake.emulator.traffic import Traffic
 
 
@@ -74,6 +76,13 @@ class Faults:
     # ZONE@YYYY-MM-DDTHH (UTC), e.g. "1234@2026-11-20T05". Neither v1 nor v2 serves a
     # record of those hours of that zone; ``GET /statistics`` counts every one.
     lose_hours: str = ""
+    # Permanent log storage, one part at a time: comma lists of patterns (fnmatch) on
+    # ``<zone name>/<YYYY>/<MM>/<file>``, e.g. "zone-1234/2026/11/07_1.gzip" or "*/07_100-0-*".
+    archive_cut: str = ""  # the stored file is cut short (a gzip stream that ends early)
+    archive_bad_lines: str = ""  # two lines that are no log lines among the part's lines
+    archive_bad_checksum: str = ""  # the listing's Checksum does not match the content
+    archive_corrupt_once: str = ""  # the first download of the part comes corrupted
+    storage_cut_after: int = 0  # every storage download breaks off after this many bytes
     seed: int = 0
     _rng: random.Random = field(default_factory=random.Random, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -91,6 +100,8 @@ class Faults:
                     raise ValueError(f"{f.name} must be within 0..1, got {value}")
         if self.retry_after not in RETRY_AFTER_MODES:
             raise ValueError(f"retry_after must be one of {RETRY_AFTER_MODES}")
+        if self.storage_cut_after < 0:
+            raise ValueError("storage_cut_after must not be negative")
         if self.slow_seconds < 0:
             raise ValueError("slow_seconds must not be negative")
         self._lost = parse_lost_hours(self.lose_hours)
@@ -190,5 +201,7 @@ class Provider(Protocol):
     clock: EmulatorClock
     traffic: Traffic
     faults: Faults
+    archive: Archive
+    storage: StorageApi
 
     def check_credentials(self, req: Request, *, allow_bearer: bool) -> str | None: ...

@@ -9,10 +9,14 @@ commit, with the shares of the passes waiting at that moment. A forwarded commit
 progress, so the zone's watermark stays where the last pass put it and the next pass fills
 what forwarding lost.
 
-A line whose field 5 names a configured zone but breaks a v1 rule is kept in
-``rejected_lines`` under that zone. Anything else (not syslog, no zone, a zone that is not
-configured) is only counted: storing it would let any sender write partitions of zones this
-lake does not hold.
+A message whose text starts with ``{`` is the provider's JSON format
+(:mod:`.json_messages`), any other a plain v1 line; each message is told apart on its own,
+so a zone that switches formats while it sends loses nothing, and both end as the same rows.
+
+A line whose field 5 (a JSON message's ``pullZoneId``) names a configured zone but breaks
+a rule is kept in ``rejected_lines`` under that zone. Anything else (not syslog, no zone, a
+zone that is not configured) is only counted: storing it would let any sender write
+partitions of zones this lake does not hold.
 """
 
 from __future__ import annotations
@@ -27,22 +31,24 @@ import polars as pl
 
 from cdnlake.config import Config
 from cdnlake.errors import CdnlakeError
+from cdnlake.forwarding import json_messages
 from cdnlake.ingest.result import utcnow
 from cdnlake.ingest.v1_parser import Block, parse_block
 from cdnlake.lake.bookkeeping import Bookkeeping, rejects_frame
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.schema import REQUESTS, polars_schema
 from cdnlake.lake.session import LakeSession
 from cdnlake.lake.zone import ZoneWriter, commit_together
 
 log = logging.getLogger("cdnlake.forwarding")
 
 SOURCE = "forwarded"
+ROWS = polars_schema(REQUESTS.columns)
 DEFAULT_MAX_LINES = 100_000  # lines held (buffered and awaiting commit) before senders wait
 
 
 @dataclass(frozen=True)
 class Line:
-    text: str  # the syslog message's text: one v1 line, or what claims to be
+    text: str  # the syslog message's text: one v1 line or JSON object, or what claims to be
     seq: int  # the receiver's number of the message: its line number in rejected_lines
 
 
@@ -121,9 +127,15 @@ class Flusher:
     def flush(self) -> bool:
         """Commit what was received; False if some zone's rows could not be committed
         (they are kept and tried again at the next flush)."""
-        by_zone = self._by_zone(self.buffer.take())
-        for zone_id, lines in by_zone.items():
-            rows = self._parse(zone_id, lines)
+        lines = self.buffer.take()
+        plain = self._by_zone([line for line in lines if not json_messages.is_json(line.text)])
+        decoded = self._decoded([line for line in lines if json_messages.is_json(line.text)])
+        zones = set(plain)
+        if decoded is not None:
+            named = decoded.frame[json_messages.ZONE].unique().drop_nulls()
+            zones.update(zone for zone in named if zone in self.zones)
+        for zone_id in sorted(zones):
+            rows = self._parse(zone_id, plain.get(zone_id, []), decoded)
             if zone_id in self._waiting:
                 rows = pl.concat([self._waiting.pop(zone_id), rows])
             if rows.height:
@@ -133,6 +145,7 @@ class Flusher:
         return ok
 
     def _by_zone(self, lines: list[Line]) -> dict[int, list[Line]]:
+        """Plain lines by the zone of their field 5 (the others counted)."""
         by_zone: dict[int, list[Line]] = {}
         for line in lines:
             fields = line.text.split("|", 5)
@@ -147,37 +160,67 @@ class Flusher:
                 by_zone.setdefault(zone_id, []).append(line)
         return by_zone
 
-    def _parse(self, zone_id: int, lines: list[Line]) -> pl.DataFrame:
-        """The zone's rows; its rejected lines go to ``rejected_lines`` (or are counted
-        when that cannot be written)."""
-        data = "".join(line.text + "\n" for line in lines).encode()
-        rows, rejects, blank = parse_block(Block(1, data, False), zone_id)
-        if blank:  # (message_text refuses blank text; a line of spaces splits to one field)
-            self.buffer.drop("not a log line", blank)
-        if rejects.height:
-            seqs = pl.Series("line_number", [line.seq for line in lines], dtype=pl.Int64)
-            rejects = rejects.with_columns(seqs.gather(rejects["line_number"] - 1))
-            try:
-                frame = rejects_frame(
-                    zone_id,
-                    rejects,
-                    source=SOURCE,
-                    file=f"syslog:{self.run_id}",
-                    rejected_at=utcnow(),
-                    run_id=self.run_id,
-                )
-                self.bookkeeping.record_rejects([frame], patient=False)
-                self.buffer.counts.rejected += rejects.height
-                self.buffer.counts.rejected_by_zone[zone_id] += rejects.height
-            except CdnlakeError as exc:
-                log.error(
-                    "zone %s: %d forwarded lines rejected, not stored: %s",
-                    zone_id,
-                    rejects.height,
-                    exc,
-                )
-                self.buffer.drop("rejected, not stored", rejects.height)
-        return rows.with_columns(pl.lit(SOURCE).alias("source"))
+    def _decoded(self, lines: list[Line]) -> json_messages.Decoded | None:
+        """JSON messages as columns, those of configured zones only (the others counted)."""
+        if not lines:
+            return None
+        decoded = json_messages.decode([line.text for line in lines], [line.seq for line in lines])
+        zone = decoded.frame[json_messages.ZONE]
+        if nameless := zone.null_count():
+            self.buffer.drop("JSON without a pull zone", nameless)
+        if unknown := int((~zone.is_in(sorted(self.zones))).sum()):
+            self.buffer.drop("unknown zone", unknown)
+        return decoded
+
+    def _parse(
+        self, zone_id: int, lines: list[Line], decoded: json_messages.Decoded | None
+    ) -> pl.DataFrame:
+        """The zone's rows, from its plain lines and its JSON messages; their rejects go to
+        ``rejected_lines`` (or are counted when that cannot be written)."""
+        frames: list[pl.DataFrame] = []
+        rejected: list[pl.DataFrame] = []
+        if lines:
+            data = "".join(line.text + "\n" for line in lines).encode()
+            rows, rejects, blank = parse_block(Block(1, data, False), zone_id)
+            if blank:  # (message_text refuses blank text; a line of spaces splits to one field)
+                self.buffer.drop("not a log line", blank)
+            if rejects.height:
+                seqs = pl.Series("line_number", [line.seq for line in lines], dtype=pl.Int64)
+                rejected.append(rejects.with_columns(seqs.gather(rejects["line_number"] - 1)))
+            frames.append(rows)
+        if decoded is not None:
+            rows, rejects = json_messages.normalize(decoded, zone_id)
+            if rejects.height:
+                rejected.append(rejects)
+            if rows.height:
+                frames.append(rows.with_columns(pl.lit(SOURCE).alias("source")).cast(ROWS))
+        if rejected:
+            self._reject(zone_id, pl.concat(rejected))
+        if not frames:
+            return pl.DataFrame(schema=ROWS)
+        return pl.concat(frames).with_columns(pl.lit(SOURCE).alias("source"))
+
+    def _reject(self, zone_id: int, rejects: pl.DataFrame) -> None:
+        try:
+            frame = rejects_frame(
+                zone_id,
+                rejects,
+                source=SOURCE,
+                file=f"syslog:{self.run_id}",
+                rejected_at=utcnow(),
+                run_id=self.run_id,
+            )
+            self.bookkeeping.record_rejects([frame], patient=False)
+            self.buffer.counts.rejected += rejects.height
+            self.buffer.counts.rejected_by_zone[zone_id] += rejects.height
+        except CdnlakeError as exc:
+            log.error(
+                "zone %s: %d forwarded lines rejected, not stored: %s",
+                zone_id,
+                rejects.height,
+                exc,
+            )
+            self.buffer.drop("rejected, not stored", rejects.height)
 
     def _commit(self, zones: list[int]) -> bool:
         """Commit the waiting rows of ``zones`` at once; False where a zone's could not be

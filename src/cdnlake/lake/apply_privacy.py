@@ -28,7 +28,7 @@ from typing import Any
 
 import polars as pl
 
-from cdnlake.errors import CdnlakeError, StopRequested, StorageError
+from cdnlake.errors import CdnlakeError, ConfigError, StopRequested, StorageError
 from cdnlake.lake.maintain import _frame, _holding, _replace, _Rewritten
 from cdnlake.lake.progress import (
     LEGACY_PRIVACY,
@@ -160,7 +160,7 @@ def _apply_zone(
         for stored in stored_settings(marks):
             why = stored.cannot_become(wanted)
             if why is not None:
-                raise CdnlakeError(why)
+                raise ConfigError(why)
         seen = marks(PRIVACY)
         reached = all(s.reaches(wanted) for s in stored_settings(marks) or [Setting()])
         table = _open(session, spec)
@@ -237,7 +237,7 @@ def _refuse_hashes(policy: PrivacyPolicy, stored: pl.DataFrame) -> None:
     if policy.ip != "truncate" or "remote_ip" not in stored.columns:
         return
     if stored.select(pl.col("remote_ip").str.contains(HASH_PATTERN).any()).item():
-        raise CdnlakeError(Setting("hash").cannot_become(Setting("truncate")) or "")
+        raise ConfigError(Setting("hash").cannot_become(Setting("truncate")) or "")
 
 
 def _rejected_lines(session: LakeSession, zones: list[int] | None, stop: Callable[[], bool]) -> int:

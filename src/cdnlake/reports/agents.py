@@ -1,7 +1,11 @@
-"""User agents grouped as people read them: browsers and their systems, tools, and bots.
+"""User agents grouped as people read them: browsers and their systems, tools, AI crawlers
+and other bots.
 
-Two well-kept sets of data decide, none of our own regular expressions:
+Three well-kept sets of data decide, none of our own regular expressions:
 
+- the ai.robots.txt list (:mod:`cdnlake.reports.ai_crawlers`): crawlers gathering text for
+  AI models and assistants fetching pages for their users, a group of their own, before
+  anything else (its GPTBot or Bytespider is an AI crawler, not a search engine's bot);
 - the crawler-user-agents list (its ``tags`` say what each pattern is: a search engine,
   a monitor, an HTTP library...): an agent it knows is a bot, or a tool when tagged
   ``http-library`` or ``browser-automation`` (curl, wget, python-requests, headless
@@ -18,8 +22,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 UNKNOWN = "Unknown"
-# Kinds of the report's sections, in order; "crawler" holds every bot (monitors too).
-KINDS = ("browser", "os", "tool", "crawler")
+# Kinds of the report's sections, in order; "crawler" holds every other bot (search
+# engines, monitors too).
+KINDS = ("browser", "os", "tool", "crawler", "ai_crawler")
 TOOL_TAGS = {"http-library", "browser-automation"}
 CHUNK = 50  # patterns per combined expression: one search tells whether any matches
 
@@ -30,6 +35,7 @@ class Agent:
     os: str
     tool: str | None = None  # an HTTP tool or library, when it is one
     crawler: str | None = None  # a bot's name, when it is one
+    ai_crawler: str | None = None  # an AI crawler's name (the ai.robots.txt list's)
 
 
 @dataclass(frozen=True)
@@ -66,9 +72,21 @@ def _listed(user_agent: str) -> tuple[str, bool] | None:
     return None
 
 
-@functools.lru_cache(maxsize=4096)
 def classify(user_agent: str) -> Agent:
-    """What one user-agent string is: a browser on a system, a tool, or a bot."""
+    """What one user-agent string is: a browser on a system, a tool, an AI crawler or
+    another bot."""
+    from cdnlake.reports.ai_crawlers import ai_crawlers
+
+    (ai,) = ai_crawlers([user_agent])
+    if ai is not None:
+        agent = _classify(user_agent)
+        return Agent(ai, agent.os, ai_crawler=ai)
+    return _classify(user_agent)
+
+
+@functools.lru_cache(maxsize=4096)
+def _classify(user_agent: str) -> Agent:
+    """What a user agent that is no AI crawler is: a browser on a system, a tool, a bot."""
     if user_agent in ("-", "(others)", ""):
         return Agent(UNKNOWN, UNKNOWN)
     from ua_parser import parse
@@ -88,12 +106,19 @@ def classify(user_agent: str) -> Agent:
 
 def group(rows: list[tuple[str, int]], top_n: int) -> dict[str, list[tuple[str, int, float]]]:
     """``{"browser": [(family, requests, pct of all requests)], "os": ..., "tool": ...,
-    "crawler": ...}``, the ``top_n`` largest of each, most requests first (ties by name).
-    Browsers and systems count people's requests only: a tool or a bot is neither."""
+    "crawler": ..., "ai_crawler": ...}``, the ``top_n`` largest of each, most requests
+    first (ties by name). Browsers and systems count people's requests only: a tool or a
+    bot is neither. AI crawlers are found over all the rows at once."""
+    from cdnlake.reports.ai_crawlers import ai_crawlers
+
     total = sum(n for _, n in rows) or 1
     groups: dict[str, Counter[str]] = {kind: Counter() for kind in KINDS}
-    for user_agent, requests in rows:
-        agent = classify(user_agent)
+    ai = ai_crawlers([user_agent for user_agent, _ in rows])
+    for (user_agent, requests), ai_crawler in zip(rows, ai, strict=True):
+        if ai_crawler is not None:
+            groups["ai_crawler"][ai_crawler] += requests
+            continue
+        agent = _classify(user_agent)
         if agent.crawler is not None:
             groups["crawler"][agent.crawler] += requests
         elif agent.tool is not None:

@@ -14,6 +14,7 @@ from typing import Any
 from cdnlake.config import Config
 from cdnlake.errors import UsageError
 from cdnlake.reports.data import ReportData, Table
+from cdnlake.reports.derived import derive
 from cdnlake.reports.partial import as_date, partial_days, watermarks
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.engine import open_session
@@ -26,7 +27,8 @@ AGENT_SECTIONS = {
     "browser": "Browsers",
     "os": "Operating systems",
     "tool": "Tools and HTTP libraries",
-    "crawler": "Bots, crawlers and monitors",
+    "crawler": "Search bots, crawlers and monitors",
+    "ai_crawler": "AI crawlers and assistants",
 }
 # A range report's sections (from_day, to_day instead of day).
 RANGE_SECTIONS: list[tuple[str, str, dict[str, Any], str]] = [
@@ -52,6 +54,12 @@ SECTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("top_paths_by_requests", "top_paths", {"rank_by": "requests"}, "Top paths by requests"),
     ("top_paths_by_bytes", "top_paths", {"rank_by": "bytes"}, "Top paths by bytes"),
     ("top_paths_by_misses", "top_paths", {"rank_by": "misses"}, "Top paths by cache misses"),
+    (
+        "top_miss_paths_by_bytes",
+        "top_miss_paths",
+        {"rank_by": "bytes"},
+        "Paths that miss the cache most, by bytes",
+    ),
     ("top_referers", "top_referers", {}, "Top referring hosts"),
     ("countries", "top_countries", {}, "Countries"),
     ("asns", "top_asns", {}, "Networks (ASN)"),
@@ -121,6 +129,7 @@ def collect(
         kept_from=config.retention.first_kept(data.generated_at),
     )
     _whole_counts(data)
+    derive(data)
     if "day_over_day" in data.sections:
         labels = data.sections["day_over_day"].labels
         if day in data.partial:

@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+from cdnlake.reports.agents import KINDS
 from cdnlake.reports.data import ReportData
 from cdnlake.reports.text import cell, header, metric_value
 from cdnlake.warehouse.output import plain, write_csv
@@ -42,9 +43,11 @@ def to_json(data: ReportData) -> str:
             "by_requests": rows("top_paths_by_requests"),
             "by_bytes": rows("top_paths_by_bytes"),
             "by_misses": rows("top_paths_by_misses"),
+            "by_miss_bytes": rows("top_miss_paths_by_bytes"),
         }
         payload["top_referers"] = rows("top_referers")
-        payload["user_agents"] = {kind: rows(kind) for kind in ("browser", "os", "tool", "crawler")}
+        payload["user_agents"] = {kind: rows(kind) for kind in KINDS}
+        payload["status_codes"] = _status_groups(data)
         payload["countries"] = rows("countries")
         payload["asns"] = rows("asns")
         payload["completeness"] = rows("completeness")
@@ -53,6 +56,14 @@ def to_json(data: ReportData) -> str:
         for name, t in data.sections.items()
     }
     return json.dumps(payload, ensure_ascii=False, indent=1) + "\n"
+
+
+def _status_groups(data: ReportData) -> list[Any]:
+    """The status classes, each with its codes."""
+    from cdnlake.reports.statuses import grouped
+
+    table = data.sections.get("status_codes")
+    return [] if table is None else [plain(g) for g in grouped(table)]
 
 
 def md_escape(value: Any) -> str:

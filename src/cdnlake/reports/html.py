@@ -15,6 +15,7 @@ from markupsafe import Markup
 
 from cdnlake.reports import svg
 from cdnlake.reports.data import ReportData, Table
+from cdnlake.reports.partial import as_date
 from cdnlake.reports.text import (
     METRICS,
     cell,
@@ -59,15 +60,22 @@ BAR_PANELS = {
     "os": ("os", "requests"),
     "tool": ("tool", "requests"),
     "crawler": ("crawler", "requests"),
-    "countries": ("country_code", "requests"),
+    "ai_crawler": ("ai_crawler", "requests"),
+    "top_miss_paths_by_bytes": ("path", "miss_bytes"),
+    "countries": ("country", "requests"),
     "asns": ("asn_organization", "requests"),
     "status_codes": ("status_code", "requests"),
     "cache_status_mix": ("cache_status", "requests"),
     "zones": ("pull_zone_id", "requests"),
 }
+# A bar panel's columns shown before the one its bars show: panel -> columns.
+BAR_EXTRAS = {"top_miss_paths_by_bytes": ("miss_requests",)}
 # Long tables folded under <details>; everything else that is neither a card, a chart
-# nor a bar panel is folded too.
-SHOWN = {"overview", "hit_ratio", "period_overview"}
+# nor a bar panel is folded too. The status classes are the status codes panel's groups.
+SHOWN = {"overview", "hit_ratio", "period_overview", "status_classes"}
+SHORT_WORD = 12  # characters: a word longer may be wider than a table cell on a phone
+# A partial day's bars and the band behind it in a range report's charts, and its legend.
+PARTIAL_SWATCH = f"repeating-linear-gradient(45deg, {svg.HATCH} 0 2px, {svg.PALE} 2px 5px)"
 
 
 def _hours(rows: list[dict[str, Any]], key: str) -> list[float | None]:
@@ -88,12 +96,19 @@ def _stacked_hours(rows: list[dict[str, Any]], value: str) -> list[tuple[str, st
     return [(s, CACHE_STATUSES.get(s, (OTHER, ""))[0], series[s]) for s in statuses]
 
 
-def legend(items: list[tuple[str, str]]) -> Markup:
-    """The chart's key in HTML (it wraps and stays readable at any width)."""
+def legend(items: list[tuple[str, str]], partial: str = "") -> Markup:
+    """The chart's key in HTML (it wraps and stays readable at any width); ``partial``
+    names the partial days its hatched bars and bands stand for."""
     spans = Markup("").join(
         Markup('<span><i style="background:{}"></i>{}</span>').format(colour, label)
         for label, colour in items
     )
+    if partial:
+        spans += Markup(
+            '<span class="partial-key"><i style="background:{}"></i>partial day: {}</span>'
+        ).format(PARTIAL_SWATCH, partial)
+    if not spans:
+        return Markup("")
     return Markup('<div class="legend">{}</div>').format(spans)
 
 
@@ -108,23 +123,27 @@ def _four_charts(
     bandwidth: list[tuple[str, str, list[float]]],
     hit_ratio: Series,
     errors: Series,
+    partial: dict[int, str] | None = None,
 ) -> list[Chart]:
     """(id, title, svg, legend): requests, bandwidth, hit ratios and error rates ``per``
-    hour or day. Stacks of one series need no legend."""
-    stacked = legend([(n, c) for n, c, _ in requests]) if len(requests) > 1 else Markup("")
+    hour or day; ``partial``: the places of partial days -> why, hatched in every chart
+    and named in its legend. Stacks of one series need no legend but the partial days."""
+    partial = partial or {}
+    named = ", ".join(labels[i] for i in sorted(partial))
+    stacked = legend([(n, c) for n, c, _ in requests] if len(requests) > 1 else [], named)
     split = " by cache status" if len(requests) > 1 else ""
     return [
         ("chart-requests", f"Requests {per}{split}",
-         svg.stacked_bars(labels, requests, count_short, f"requests {per}"), stacked),
+         svg.stacked_bars(labels, requests, count_short, f"requests {per}", partial), stacked),
         ("chart-bandwidth", f"Bandwidth {per}{split}",
-         svg.stacked_bars(labels, bandwidth, bytes_short, f"bandwidth {per}"), stacked),
+         svg.stacked_bars(labels, bandwidth, bytes_short, f"bandwidth {per}", partial), stacked),
         ("chart-hit-ratio", f"Hit ratio {per}",
          svg.lines(labels, hit_ratio, whole_percent, f"hit ratio {per}", fit=True,
-                   ceiling=100.0),
-         legend([(n, c) for n, c, _ in hit_ratio])),
+                   ceiling=100.0, partial=partial),
+         legend([(n, c) for n, c, _ in hit_ratio], named)),
         ("chart-errors", f"Error rates {per}",
-         svg.lines(labels, errors, whole_percent, f"error rates {per}"),
-         legend([(n, c) for n, c, _ in errors])),
+         svg.lines(labels, errors, whole_percent, f"error rates {per}", partial=partial),
+         legend([(n, c) for n, c, _ in errors], named)),
     ]  # fmt: skip
 
 
@@ -164,6 +183,7 @@ def _range_charts(data: ReportData) -> list[Chart]:
             ("by bytes", "#2e7d32", column("byte_hit_ratio_pct")),
         ],
         [("4xx", "#ef6c00", column("rate_4xx_pct")), ("5xx", "#c62828", column("rate_5xx_pct"))],
+        {i: data.partial[as_date(r["date"])] for i, r in enumerate(rows) if r.get("partial")},
     )
 
 
@@ -220,8 +240,39 @@ def _cards(data: ReportData) -> list[dict[str, str]]:
     return cards
 
 
+def path_segments(path: str) -> list[str]:
+    """A path cut after each ``/``, where it may wrap."""
+    parts = path.split("/")
+    return [f"{p}/" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def _needs_box(word: str) -> bool:
+    """A word a browser could break inside (at a hyphen, a dash, a slash...: anything but
+    letters, digits and . , : % + ' ( ) _), or one long enough to be wider than its cell."""
+    return len(word) > SHORT_WORD or any(
+        not (c.isascii() and (c.isalnum() or c in ".,:%+'()_")) for c in word
+    )
+
+
+def breakable(text: str, path: bool = False) -> Markup:
+    """Text that wraps between its words only (a path: after its slashes), never inside
+    one, not even at a hyphen (2026-11-20, Go-http-client): such a word is an unbreakable
+    box that ends in an ellipsis when wider than its cell, the whole text in the tooltip."""
+    box = Markup("<span>{}</span>")
+    if path:
+        inner = Markup("").join(box.format(p) for p in path_segments(text))
+    else:
+        inner = Markup(" ").join(box.format(w) if _needs_box(w) else w for w in text.split())
+    title = Markup(' title="{}"').format(text) if path or len(text) > 24 else Markup("")
+    return Markup('<span class="pieces"{}>{}</span>').format(title, inner)
+
+
+_ENV.filters["breakable"] = breakable
+
+
 def _bars(name: str, table: Table, data: ReportData) -> dict[str, Any]:
     label_col, value_col = BAR_PANELS[name]
+    extras = BAR_EXTRAS.get(name, ())
     records = table.records()
     top = max((float(r[value_col] or 0) for r in records), default=0.0) or 1.0
     total = sum(float(r[value_col] or 0) for r in records) or 1.0
@@ -234,23 +285,73 @@ def _bars(name: str, table: Table, data: ReportData) -> dict[str, Any]:
             label = f"{r['host']}{r['path']}"
         elif label_col == "asn_organization":
             label = f"AS{r['asn']} {label or ''}".strip()
+        elif label_col == "country" and label != r["country_code"]:
+            label = f"{label} ({r['country_code']})"
         share = r.get("pct", r.get("share_pct", r.get("request_pct")))
         if share is None and name == "zones":  # every zone is listed: shares of their sum
             share = 100.0 * float(r[value_col] or 0) / total
+        text = cell(label, label_col)
         rows.append(
             {
-                "label": cell(label, label_col),
+                "label": text,
+                "kind": "",
+                "path": label_col == "path",
+                "extras": [cell(r[c], c) for c in extras],
                 "value": cell(r[value_col], value_col),
                 "share": percent(share) if share is not None else "",
                 "width": round(100.0 * float(r[value_col] or 0) / top, 1),
             }
         )
-    return {"name": name, "title": table.title, "column": header(value_col), "rows": rows}
+    return {
+        "name": name,
+        "title": table.title,
+        "extras": [table.heading(c) for c in extras],
+        "column": table.heading(value_col),
+        "share": table.labels.get("share_pct", "Share"),
+        "rows": rows,
+    }
+
+
+def _status_bars(table: Table) -> dict[str, Any]:
+    """The status codes panel: each class (2xx...) with its codes under it."""
+    from cdnlake.reports.statuses import TITLE, grouped
+
+    classes = grouped(table)
+    top = max((float(c["requests"]) for c in classes), default=0.0) or 1.0
+    rows: list[dict[str, Any]] = []
+    for c in classes:
+        for label, r, kind in [
+            (f"{c['class']} {c['meaning']}".strip(), c, "class"),
+            *((str(code["status_code"]), code, "code") for code in c["codes"]),
+        ]:
+            rows.append(
+                {
+                    "label": label,
+                    "kind": kind,
+                    "path": False,
+                    "extras": [],
+                    "value": count(r["requests"]),
+                    "share": percent(r["pct"]),
+                    "width": round(100.0 * float(r["requests"]) / top, 1),
+                }
+            )
+    return {
+        "name": "status_codes",
+        "title": TITLE,
+        "extras": [],
+        "column": header("requests"),
+        "share": "Share",
+        "rows": rows,
+    }
 
 
 def to_html(data: ReportData) -> str:
     charts = [] if data.empty else (_range_charts(data) if data.is_range else _daily_charts(data))
-    panels = [_bars(n, t, data) for n, t in data.sections.items() if n in BAR_PANELS]
+    panels = [
+        _status_bars(t) if n == "status_codes" else _bars(n, t, data)
+        for n, t in data.sections.items()
+        if n in BAR_PANELS
+    ]
     folded = [
         (name, t)
         for name, t in data.sections.items()

@@ -4,12 +4,16 @@ Each chart is drawn in a fixed coordinate box (``viewBox``) and scales to its pa
 page gives it a minimum width, so its 13-unit text never renders below 10.5 px (on a
 phone the panel scrolls sideways instead). Every text comes from the logs or the config
 and is escaped; a ``<title>`` on each bar and point names its value (a tooltip, no script).
+
+A partial day (today, a first day cut by retention) is drawn apart: a hatched band behind
+its place, its bars pale, its points hollow, so that a short day is not read as a drop.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from html import escape
 
 from markupsafe import Markup
@@ -17,6 +21,8 @@ from markupsafe import Markup
 WIDTH, HEIGHT = 560, 220
 LEFT, RIGHT, TOP, BOTTOM = 62, 10, 14, 34
 FONT = 13  # user units; the page keeps a chart at least 460 px wide: 10.7 px or more
+HATCH, PALE = "#f0a500", "#fff4d6"  # a partial day's hatching (the HTML legend's too)
+PARTIAL_OPACITY = 0.45  # a partial day's bars
 
 Format = Callable[[float], str]
 
@@ -88,6 +94,27 @@ def _frame(
     return parts
 
 
+def _partial_band(labels: Sequence[str], partial: Mapping[int, str], title: str) -> list[str]:
+    """A hatched band behind each partial day's place, with a tooltip saying why."""
+    if not partial:
+        return []
+    pattern = "hatch-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    step = plot_w / max(1, len(labels))
+    parts = [
+        f'<defs><pattern id="{pattern}" width="6" height="6" patternUnits="userSpaceOnUse" '
+        f'patternTransform="rotate(45)"><rect width="6" height="6" fill="{PALE}"/>'
+        f'<line x1="0" y1="0" x2="0" y2="6" stroke="{HATCH}" stroke-width="2"/></pattern></defs>'
+    ]
+    for i, why in sorted(partial.items()):
+        parts.append(
+            f'<rect class="partial-band" x="{LEFT + step * i:.1f}" y="{TOP}" '
+            f'width="{step:.1f}" height="{plot_h}" fill="url(#{pattern})" fill-opacity="0.6">'
+            f"<title>{escape(labels[i])}: a partial day ({escape(why)})</title></rect>"
+        )
+    return parts
+
+
 def _svg(parts: list[str], title: str) -> Markup:
     body = "".join(parts)
     return Markup(
@@ -102,13 +129,17 @@ def stacked_bars(
     series: Sequence[tuple[str, str, Sequence[float]]],
     fmt: Format,
     title: str,
+    partial: Mapping[int, str] | None = None,
 ) -> Markup:
-    """Bars at ``labels``; ``series`` = (name, colour, one value per label), stacked."""
+    """Bars at ``labels``; ``series`` = (name, colour, one value per label), stacked;
+    ``partial``: the places of partial days -> why (hatched behind, their bars pale)."""
+    partial = partial or {}
     totals = [sum(values[i] for _, _, values in series) for i in range(len(labels))]
     top = nice_ceiling(max(totals, default=0.0))
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     step = plot_w / max(1, len(labels))
-    parts = _frame(labels, top, fmt, every=max(1, math.ceil(len(labels) / 12)))
+    parts = _partial_band(labels, partial, title)
+    parts += _frame(labels, top, fmt, every=max(1, math.ceil(len(labels) / 12)))
     base = [0.0] * len(labels)
     for name, colour, values in series:
         for i, value in enumerate(values):
@@ -116,10 +147,16 @@ def stacked_bars(
                 continue
             h = plot_h * value / top
             y = TOP + plot_h - plot_h * base[i] / top - h
+            pale, note = "", ""
+            if i in partial:
+                pale = f' class="partial" fill-opacity="{PARTIAL_OPACITY}"'
+                pale += f' stroke="{escape(colour)}" stroke-dasharray="3 2"'
+                note = " (a partial day)"
             parts.append(
                 f'<rect x="{LEFT + step * i + step * 0.1:.1f}" y="{y:.1f}" '
-                f'width="{step * 0.8:.1f}" height="{h:.1f}" fill="{escape(colour)}">'
-                f"<title>{escape(labels[i])} {escape(name)}: {escape(fmt(value))}</title></rect>"
+                f'width="{step * 0.8:.1f}" height="{h:.1f}" fill="{escape(colour)}"{pale}>'
+                f"<title>{escape(labels[i])} {escape(name)}: {escape(fmt(value))}{note}</title>"
+                "</rect>"
             )
             base[i] += value
     return _svg(parts, title)
@@ -132,9 +169,12 @@ def lines(
     title: str,
     fit: bool = False,
     ceiling: float | None = None,
+    partial: Mapping[int, str] | None = None,
 ) -> Markup:
     """One line per series over ``labels``; a None value breaks the line. The y axis
-    starts at 0, or with ``fit`` spans only the values' range (:func:`nice_range`)."""
+    starts at 0, or with ``fit`` spans only the values' range (:func:`nice_range`).
+    ``partial``: the places of partial days -> why (hatched behind, their points hollow)."""
+    partial = partial or {}
     values = [v for _, _, vs in series for v in vs if v is not None]
     if fit and values:
         bottom, top = nice_range(min(values), max(values), ceiling=ceiling, min_span=5.0)
@@ -142,7 +182,8 @@ def lines(
         bottom, top = 0.0, nice_ceiling(max(values, default=0.0))
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     step = plot_w / max(1, len(labels))
-    parts = _frame(labels, top, fmt, every=max(1, math.ceil(len(labels) / 12)), bottom=bottom)
+    parts = _partial_band(labels, partial, title)
+    parts += _frame(labels, top, fmt, every=max(1, math.ceil(len(labels) / 12)), bottom=bottom)
     for name, colour, points in series:
         run: list[str] = []
         for i, value in enumerate([*points, None]):
@@ -157,8 +198,14 @@ def lines(
             x = LEFT + step * (i + 0.5)
             y = TOP + plot_h - plot_h * (min(value, top) - bottom) / (top - bottom)
             run.append(f"{x:.1f},{y:.1f}")
+            paint, note = f'r="2.5" fill="{escape(colour)}"', ""
+            if i in partial:  # hollow and larger: a partial day's figure
+                paint = f'r="3.5" class="partial" fill="#fff" stroke="{escape(colour)}" '
+                paint += 'stroke-width="1.5"'
+                note = " (a partial day)"
             parts.append(
-                f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.5" fill="{escape(colour)}">'
-                f"<title>{escape(labels[i])} {escape(name)}: {escape(fmt(value))}</title></circle>"
+                f'<circle cx="{x:.1f}" cy="{y:.1f}" {paint}>'
+                f"<title>{escape(labels[i])} {escape(name)}: {escape(fmt(value))}{note}</title>"
+                "</circle>"
             )
     return _svg(parts, title)

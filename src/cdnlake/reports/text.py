@@ -50,6 +50,7 @@ HEADERS = {
     "browser": "Browser",
     "os": "Operating system",
     "crawler": "Bot",
+    "ai_crawler": "AI crawler",
     "tool": "Tool",
     "pull_zone_id": "Zone",
     "metric": "Figure",
