@@ -379,3 +379,32 @@ def test_stopped_between_zones_the_erasure_is_kept(tmp_path):
         assert ADDRESS in table_rows(session)["remote_ip"].to_list()  # nothing half done
         forget(session, Target(ip=ADDRESS), datetime.now(UTC))  # run again: finished
         assert ADDRESS not in table_rows(session)["remote_ip"].to_list()
+
+
+def test_the_forwarding_receivers_flush_stores_none_of_them(tmp_path):
+    """The receiver commits several zones at once (``commit_together``): the same writer's
+    preparation holds each zone's rows against the erasures."""
+    from cdnlake.lake.zone import commit_together
+
+    config = config_at(tmp_path)
+    with session_for(config) as session:
+        seed(session)
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+    with session_for(config) as receiver:
+        later = END + timedelta(seconds=20)
+        writes = [(ZoneWriter(receiver, REQUESTS, z), requests(z, START, later)) for z in (7, 8)]
+        outcomes = commit_together(writes)
+        assert [(w.new, w.erased) for w in outcomes] == [(18, 14), (18, 14)]  # type: ignore[union-attr]
+        assert ADDRESS not in table_rows(receiver)["remote_ip"].to_list()
+
+
+def test_a_rejected_line_holding_it_is_not_kept_again(tmp_path):
+    config = config_at(tmp_path)
+    with session_for(config) as session:
+        seed(session, zones=(7,))
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+        assert table_rows(session, REJECTED_LINES).height == 1
+    with session_for(config) as other:  # the same bad lines read again, by another process
+        seed(other, zones=(7,))
+        rejected = table_rows(other, REJECTED_LINES)
+        assert rejected.height == 1 and ADDRESS not in rejected["raw_line"][0]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from cdnlake.errors import StorageError
 from cdnlake.lake.erasure_key import KeySource
+from cdnlake.lake.progress import ERASED
 from cdnlake.lake.schema import ERASURES, REQUESTS, SHIELD_EVENTS, TableSpec, polars_schema
 from cdnlake.lake.store import Lake
 
@@ -158,6 +159,45 @@ class ErasureFilter:
             log.info("zone %s: %d row(s) an erasure covers were not stored", zone, dropped)
             return frame.filter(~covered)
         return frame
+
+    def kept_rejects(self, session: LakeSession, frame: pl.DataFrame) -> pl.DataFrame:
+        """``rejected_lines`` rows (of pull zones) less those whose request id was erased,
+        or whose raw text holds an erased address (by the keyed hash of each
+        address-looking token): an erased request read again, whatever its time (a
+        rejected line has none to go by), is not kept again."""
+        import polars as pl
+
+        if frame.height == 0:
+            return frame
+        table = session.log_table(REQUESTS)
+        wanted: dict[int, list[Erasure]] = {}
+        for zone in frame["zone"].unique().to_list():
+            mark = table.snapshot(int(zone)).mark(ERASED)
+            if mark:
+                wanted[int(zone)] = [e for e in self.erasures(mark) if e.concerns(int(zone))]
+        if not any(wanted.values()):
+            return frame
+        found = frame["raw_line"].str.extract_all(ADDRESS_TOKEN)
+        every = [e for erasures in wanted.values() for e in erasures if e.kind == IP]
+        hashes = self._address_hashes(found.explode().drop_nulls().unique().to_list(), every)
+        covered = pl.Series([False] * frame.height, dtype=pl.Boolean)
+        for zone, erasures in wanted.items():
+            mine = (frame["zone"] == zone) & (frame["source"] != "shield")  # pull zones
+            for erasure in erasures:
+                if erasure.kind == REQUEST_ID:
+                    hit = (frame["request_id"] == erasure.filter) | frame["raw_line"].str.contains(
+                        erasure.filter, literal=True
+                    )
+                else:
+                    addresses = [a for a, h in hashes.items() if h == erasure.filter]
+                    if not addresses:
+                        continue
+                    hit = found.list.eval(pl.element().is_in(addresses)).list.any()
+                covered = covered | (mine & hit.fill_null(False))
+        dropped = int(covered.sum())
+        if dropped:
+            log.info("%d rejected line(s) an erasure covers were not kept", dropped)
+        return frame.filter(~covered)
 
     def covered(
         self, frame: pl.DataFrame, erasures: list[Erasure], spec: TableSpec = REQUESTS
