@@ -169,12 +169,11 @@ class ErasureFilter:
 
         if frame.height == 0:
             return frame
-        table = session.log_table(REQUESTS)
+        zones = [int(zone) for zone in frame["zone"].unique().to_list()]
         wanted: dict[int, list[Erasure]] = {}
-        for zone in frame["zone"].unique().to_list():
-            mark = table.snapshot(int(zone)).mark(ERASED)
+        for zone, mark in session.log_table(REQUESTS).marks(zones, ERASED).items():
             if mark:
-                wanted[int(zone)] = [e for e in self.erasures(mark) if e.concerns(int(zone))]
+                wanted[zone] = [e for e in self.erasures(mark) if e.concerns(zone)]
         if not any(wanted.values()):
             return frame
         found = frame["raw_line"].str.extract_all(ADDRESS_TOKEN)
