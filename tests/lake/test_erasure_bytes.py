@@ -131,7 +131,7 @@ def test_after_forget_and_vacuum_no_byte_holds_the_address(tmp_path, emulator):
     strict=True,
     reason="maintain --apply-privacy leaves the Delta log's statistics of the files it "
     "replaced (delta-rs records each compacted file's min and max of every column) until "
-    "Delta's log cleanup; forget --vacuum-now drops them (lake.forget.vacuum_removed)",
+    "Delta's log cleanup; forget --vacuum-now drops them (lake.purge.vacuum_removed)",
 )
 def test_after_apply_privacy_no_byte_holds_a_whole_address(tmp_path):
     """The same proof after ``[privacy] ip`` changes from keep to truncate and

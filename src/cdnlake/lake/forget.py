@@ -23,7 +23,7 @@ import ipaddress
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 
 import polars as pl
@@ -31,6 +31,7 @@ import polars as pl
 from cdnlake.errors import StopRequested, StorageError, UsageError, first_line
 from cdnlake.lake.erasures import EVERY_ZONE, IP, REQUEST_ID, Erasure, canonical, record
 from cdnlake.lake.progress import ERASED, to_ms
+from cdnlake.lake.purge import vacuum_removed
 from cdnlake.lake.rewrite import Rewriter, rewrite
 from cdnlake.lake.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, TableSpec
 from cdnlake.lake.session import LakeSession
@@ -119,7 +120,7 @@ def forget(
     for zone in scope:
         if stop():
             raise StopRequested()
-        zone_erasure = Erasure(**{**erasure.__dict__, "zone": zone})
+        zone_erasure = replace(erasure, zone=zone)
 
         def make(zone: int = zone, e: Erasure = zone_erasure) -> Rewriter:
             return Rewriter(
@@ -344,45 +345,6 @@ def _forget_rejects(
 
 def _literal(value: object) -> str:
     return "'" + str(value).replace("'", "''") + "'"
-
-
-def vacuum_removed(session: LakeSession, specs: list[TableSpec]) -> int:
-    """Delete now every file these tables have removed (no retention: readers of older
-    versions lose those versions), and their log before a checkpoint made now (an older
-    entry may name a removed value in a file's statistics: the smallest and largest of
-    each column, which delta-rs records for the files it writes); the files deleted."""
-    deleted = 0
-    for spec in specs:
-        table = session.lake.open(spec)
-        if table is None:
-            continue
-        try:
-            deleted += len(table.vacuum(0, dry_run=False, enforce_retention_duration=False))
-            table.update_incremental()
-            table.create_checkpoint()
-            deleted += _drop_log_before(session, spec, table.version())
-        except Exception as exc:
-            raise StorageError(f"cannot vacuum {spec.name}: {first_line(exc)}") from None
-    return deleted
-
-
-def _drop_log_before(session: LakeSession, spec: TableSpec, version: int) -> int:
-    """Delete the table's log entries and checkpoints older than ``version`` (whose
-    checkpoint readers start from), as Delta's log cleanup does once they expire."""
-    import pyarrow.fs as pafs
-
-    fs = session.lake.filesystem()
-    folder = f"{spec.name}/_delta_log"
-    dropped = 0
-    for info in fs.get_file_info(pafs.FileSelector(folder)):
-        name = info.base_name
-        head = name.split(".", 1)[0]
-        if not head.isdigit() or int(head) >= version:
-            continue
-        if name.endswith(".json") or ".checkpoint." in name:
-            session.lake.delete_file(f"{folder}/{name}")
-            dropped += 1
-    return dropped
 
 
 def leaves_storage(erased_at: datetime, vacuum_hours: int, maintain_at: str) -> datetime:
