@@ -167,9 +167,10 @@ class ErasureFilter:
         rejected line has none to go by), is not kept again."""
         import polars as pl
 
-        if frame.height == 0:
+        pull = frame.filter(pl.col("source") != "shield")["zone"].unique().to_list()
+        if not pull:  # (a shield zone's rejects: no requests table to ask)
             return frame
-        zones = [int(zone) for zone in frame["zone"].unique().to_list()]
+        zones = [int(zone) for zone in pull]
         wanted: dict[int, list[Erasure]] = {}
         for zone, mark in session.log_table(REQUESTS).marks(zones, ERASED).items():
             if mark:
