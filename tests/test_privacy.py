@@ -231,6 +231,9 @@ def test_config_defaults_and_hash_key() -> None:
     assert policy.ip == "keep" and policy.strip_query == NAMES
     hashed = config({"ip": "hash", "hash_key_env": "MY_KEY"}, {"MY_KEY": "k1"})
     assert hashed.stored_as("1.2.3.4") == mac("1.2.3.4")
+    overridden = config({}, {"CDNLAKE_PRIVACY_IP": "truncate", "CDNLAKE_PRIVACY_STRIP_QUERY": ""})
+    assert overridden.ip == "truncate" and overridden.strip_query == ()
+    assert repr(hashed).count("k1") == 0  # the key never shows itself
 
 
 @pytest.mark.parametrize(

@@ -147,6 +147,7 @@ def test_no_whole_address_or_token_reaches_storage(tmp_path: Path, ip: str) -> N
     assert not any(a.endswith(".0") or a.endswith("::") for a in addresses)
     root = tmp_path / "data"
     assert leaks(root, addresses) == []
+    assert not [p for p, data in stored_bytes(root) if HASH_KEY.encode() in data]  # nor the key
 
     requests = lake_frame(root)
     rejected = lake_frame(root, "rejected_lines")
