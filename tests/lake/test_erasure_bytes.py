@@ -64,7 +64,9 @@ def v1_lines(address: str, day_ms: int) -> str:
 
 @pytest.fixture
 def emulator() -> Iterator[Emulator]:
-    emu = start_emulator(str(ZONE), rpm=5, now=None, frozen=False)
+    # Frozen at now: the provider serves the last 3 days and no request comes after the
+    # erasure (one of the client's after it would be new data, stored as it should be).
+    emu = start_emulator(str(ZONE), rpm=5, now=datetime.now(UTC), frozen=True)
     yield emu
     emu.stop()
 
