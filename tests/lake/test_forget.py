@@ -30,7 +30,7 @@ from tests.sessions import session_for
 
 ADDRESS = "203.0.113.7"
 OTHER = "198.51.100.1"
-START = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=3)
+START = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
 END = START + timedelta(minutes=2)
 
 
