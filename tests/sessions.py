@@ -29,7 +29,8 @@ def session_of(lake: Lake | LakeSession) -> LakeSession:
 def session_for(config: Config) -> LakeSession:
     """A new process's session over ``config``'s lake."""
     return LakeSession.from_config(
-        config.storage, privacy=PrivacyPolicy.from_config(config.privacy)
+        config.storage,
+        privacy=PrivacyPolicy.from_config(config.privacy),
     )
 
 

@@ -16,6 +16,7 @@ import re
 import tomllib
 import types
 import typing
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -395,6 +396,46 @@ class ArchiveConfig(Table, frozen=True):
         )
 
 
+MIN_KEPT_DAYS = 3  # the provider serves 3 days: what it could serve again is never expired
+
+
+class RetentionConfig(Table, frozen=True):
+    """``[retention]``: how long the lake keeps rows (0 = forever), and how long removed
+    files stay in storage before a vacuum deletes them."""
+
+    requests_days: NonNegative = 0  # requests and shield_events, by their UTC day
+    bookkeeping_days: NonNegative = 0  # ingest_runs, ingest_gaps, rejected_lines, ...
+    vacuum_hours: NonNegative = 168  # removed files leave storage this long after
+
+    def __post_init__(self) -> None:
+        for key in ("requests_days", "bookkeeping_days"):
+            days = getattr(self, key)
+            if 0 < days < MIN_KEPT_DAYS:
+                raise ValueError(
+                    f"{key}: must be 0 (keep forever) or at least {MIN_KEPT_DAYS} (the "
+                    f"provider serves {MIN_KEPT_DAYS} days, which a pass may read again), "
+                    f"got {days}"
+                )
+
+    def first_kept(self, now: datetime, days: int | None = None) -> date | None:
+        """The first UTC day of ``requests`` (or of ``days`` days) kept at ``now``; None
+        while everything is kept (0 days). A day before it is *expired*."""
+        days = self.requests_days if days is None else days
+        return None if days <= 0 else now.date() - timedelta(days=days)
+
+    def describe(self) -> str:
+        """What retention keeps, in a few words (``status``)."""
+
+        def kept(days: int) -> str:
+            return "forever" if days == 0 else f"{days} days"
+
+        return (
+            f"requests and shield events kept {kept(self.requests_days)}, bookkeeping "
+            f"{kept(self.bookkeeping_days)}; removed files leave storage "
+            f"{self.vacuum_hours} h after removal"
+        )
+
+
 class ZoneConfig(Table, frozen=True):
     id: Positive
     name: str = ""
@@ -434,6 +475,7 @@ class Config(Table, frozen=True):
     forwarding: ForwardingConfig = msgspec.field(default_factory=ForwardingConfig)
     audit: AuditConfig = msgspec.field(default_factory=AuditConfig)
     privacy: PrivacyConfig = msgspec.field(default_factory=PrivacyConfig)
+    retention: RetentionConfig = msgspec.field(default_factory=RetentionConfig)
     zones: tuple[ZoneConfig, ...] = ()
     shield_zones: tuple[ShieldZoneConfig, ...] = ()
     path: Path | None = None  # the file it was read from; never a key of the file

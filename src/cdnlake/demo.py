@@ -55,7 +55,8 @@ def run_demo(config: Config, reporter: Reporter | None = None, seed: int = 1) ->
         with (
             ApiClient(cfg.api, budgets=budgets) as api,
             LakeSession.from_config(
-                cfg.storage, privacy=PrivacyPolicy.from_config(cfg.privacy)
+                cfg.storage,
+                privacy=PrivacyPolicy.from_config(cfg.privacy),
             ) as session,
         ):
             results = Ingestor(cfg, LoggingClient(api), session, reporter=reporter).run(cfg.zones)

@@ -241,6 +241,9 @@ class PrivacyPolicy:
     ipv6_prefix: int = 64
     strip_query: tuple[str, ...] = ()
     key: bytes = field(default=b"", repr=False)
+    # The configured key (hash_key_env) whatever ``ip`` is: it hashes the addresses
+    # ``cdnlake forget`` records; empty: the storage root's own key (lake/erasure_key.py).
+    erasure_key: bytes = field(default=b"", repr=False)
     _names: frozenset[str] = field(init=False, repr=False, compare=False)
     _mac: hmac.HMAC = field(init=False, repr=False, compare=False)
 
@@ -258,7 +261,15 @@ class PrivacyPolicy:
         if config.ip == "hash":
             secret: Secret = config.require_hash_key()
             key = secret.reveal().encode()
-        return cls(config.ip, config.ipv4_prefix, config.ipv6_prefix, config.strip_query, key)
+        configured = config.hash_key.reveal().encode() if config.hash_key is not None else b""
+        return cls(
+            config.ip,
+            config.ipv4_prefix,
+            config.ipv6_prefix,
+            config.strip_query,
+            key,
+            erasure_key=configured,
+        )
 
     # -- what the policy is -------------------------------------------------------------
     @property

@@ -418,6 +418,8 @@ class Daemon:
                     return
                 report = maintain(
                     self.session,
+                    retention_hours=self.config.retention.vacuum_hours,
+                    retention=self.config.retention,
                     locks=self.config.storage.work / "locks",
                     hold=maintain_hold(self.config, self.fleet.daemon_id, self.stop_event.is_set),
                     stop=self.stop_event.is_set,

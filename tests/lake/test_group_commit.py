@@ -165,13 +165,13 @@ def test_another_process_committing_during_a_group_commit(storage):  # noqa: F81
     commit = table.commit
     raced: list[int] = []
 
-    def racing(actions: list[Any], transactions: list[Any]) -> Any:
+    def racing(actions: list[Any], transactions: list[Any], *removals: Any) -> Any:
         if not raced and any(t.app_id == REQUESTS.app_id(2) for t in transactions):
             raced.append(len(transactions))  # between the group's last read and its commit
             ZoneWriter(session_of(other), REQUESTS, 2).commit(
                 zone_rows(2, 10, 15), {WATERMARK: late}
             )
-        return commit(actions, transactions)
+        return commit(actions, transactions, *removals)
 
     table.commit = racing  # type: ignore[method-assign]
     end = to_ms(BASE + timedelta(minutes=5))

@@ -9,18 +9,19 @@ only behind), which is never short. A short or missing hour says what to do next
 it again while the provider's logging API still serves it (3 days), or that it is past
 retention. ``before``: an hour that began before cdnlake first read the zone (the earliest
 window of its passes), wholly or in part: not audited, never short, and a day holding one
-is not kept (it never feeds the completeness alert).
+is not kept (it never feeds the completeness alert). ``expired``: an hour of a day that
+``[retention] requests_days`` removed from the lake: not audited, never short or missing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Literal
 
 from cdnlake.retention import RETENTION
 
-Verdict = Literal["ok", "short", "missing", "pending", "before"]
+Verdict = Literal["ok", "short", "missing", "pending", "before", "expired"]
 HOUR = timedelta(hours=1)
 MEASURES = ("requests", "errors_4xx", "errors_5xx", "bytes")
 
@@ -117,10 +118,15 @@ def verdict(
     lag: timedelta,
     watermark: datetime | None,
     started: datetime | None = None,
+    kept_from: date | None = None,
 ) -> Verdict:
     """``watermark``: the zone's (None: not set), before which ingestion has read all the
     provider served; an hour it has not passed yet is pending, not short. ``started``:
-    where cdnlake first read the zone; an hour that began before it is ``before``."""
+    where cdnlake first read the zone; an hour that began before it is ``before``.
+    ``kept_from``: the first day retention keeps; an hour of a day before it is
+    ``expired``."""
+    if kept_from is not None and hour.date() < kept_from:
+        return "expired"
     if started is not None and hour < started:
         return "before"
     if hour + HOUR > now - lag or watermark is None or hour + HOUR > watermark:
@@ -164,6 +170,7 @@ def audit_hour(
     lag: timedelta,
     watermark: datetime | None,
     started: datetime | None = None,
+    kept_from: date | None = None,
 ) -> HourAudit:
     found = verdict(
         hour,
@@ -174,9 +181,15 @@ def audit_hour(
         lag=lag,
         watermark=watermark,
         started=started,
+        kept_from=kept_from,
     )
     note = ""
-    if found == "before":
+    if found == "expired":
+        note = (
+            f"expired: [retention] requests_days keeps days from {kept_from} on; "
+            "the lake holds no rows before it"
+        )
+    elif found == "before":
         assert started is not None
         note = (
             f"before cdnlake started: zone {zone_id} was first read from "

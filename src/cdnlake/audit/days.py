@@ -71,7 +71,7 @@ def summarize(hours: Sequence[HourAudit]) -> list[DayAudit]:
         by_day.setdefault((h.zone_id, h.hour.date()), []).append(h)
     out = []
     for (zone, day), judged in sorted(by_day.items()):
-        if len(judged) < 24 or any(h.verdict in ("pending", "before") for h in judged):
+        if len(judged) < 24 or any(h.verdict in ("pending", "before", "expired") for h in judged):
             continue  # not whole, or not all of it read by cdnlake: no day's verdict
         failed = [h for h in judged if h.failed]
         out.append(
@@ -98,7 +98,10 @@ def unkept(hours: Sequence[HourAudit]) -> list[tuple[int, date, str]]:
     for (zone, day), judged in sorted(by_day.items()):
         before = [h for h in judged if h.verdict == "before"]
         waiting = [h for h in judged if h.verdict == "pending"]
-        if before:
+        expired = [h for h in judged if h.verdict == "expired"]
+        if expired:
+            out.append((zone, day, f"expired: {expired[0].advice}"))
+        elif before:
             out.append((zone, day, f"{len(before)} hour(s) {before[0].advice}"))
         elif waiting:
             first = waiting[0]

@@ -161,6 +161,7 @@ def judge(
     judged as if the zone's watermark had passed them."""
     lag = timedelta(seconds=config.ingest.lag_seconds)
     with_archive = {z.id for z in config.zones if z.archive is not None}
+    kept_from = config.retention.first_kept(now)
     rows: list[HourAudit] = []
     for zone in zones:
         hour = day_start(first)
@@ -175,6 +176,7 @@ def judge(
                 lag=lag,
                 watermark=_read_past(hour, (marks or {}).get(zone), (archived or {}).get(zone)),
                 started=(starts or {}).get(zone),
+                kept_from=kept_from,
             )
             if judged.failed and zone in with_archive and hour + RETENTION <= now:
                 day = f"{hour:%Y-%m-%d}"

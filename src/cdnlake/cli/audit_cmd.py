@@ -106,7 +106,8 @@ def audit(args: argparse.Namespace) -> int:
         sys.stdout.write(render(args.format, COLUMNS, [row(h) for h in hours]))
     try:  # whole days are kept for status, /metrics and the report
         with LakeSession.from_config(
-            config.storage, privacy=PrivacyPolicy.from_config(config.privacy)
+            config.storage,
+            privacy=PrivacyPolicy.from_config(config.privacy),
         ) as session:
             keep(session, hours, now)
     except CdnlakeError as exc:
@@ -114,9 +115,11 @@ def audit(args: argparse.Namespace) -> int:
     failed = [h for h in hours if h.failed]
     pending = sum(h.verdict == "pending" for h in hours)
     before = sum(h.verdict == "before" for h in hours)
+    expired = sum(h.verdict == "expired" for h in hours)
     summary = (
         f"audit: {len(hours)} zone-hours, {len(failed)} short or missing, {pending} pending"
         + (f", {before} before cdnlake started (not audited)" if before else "")
+        + (f", {expired} expired by [retention] (not audited)" if expired else "")
         + f" (tolerance {config.audit.tolerance:g})"
     )
     print(summary, file=sys.stderr)

@@ -52,7 +52,9 @@ def daemon(args: argparse.Namespace) -> int:
     # The traffic counters: every commit of the session tells them what it newly stored.
     traffic = traffic_counters(config)
     with LakeSession.from_config(
-        config.storage, privacy=PrivacyPolicy.from_config(config.privacy), traffic=traffic
+        config.storage,
+        privacy=PrivacyPolicy.from_config(config.privacy),
+        traffic=traffic,
     ) as session:
         metrics, server = serve_metrics(config, session, traffic)
         try:

@@ -166,7 +166,8 @@ def ingest(args: argparse.Namespace) -> int:
         interruptible("ingest") as stop,
         open_api(config, abort=stop.event) as api,
         LakeSession.from_config(
-            config.storage, privacy=PrivacyPolicy.from_config(config.privacy)
+            config.storage,
+            privacy=PrivacyPolicy.from_config(config.privacy),
         ) as session,
     ):
         if isinstance(progress, RichProgress):
@@ -254,7 +255,8 @@ def reread(args: argparse.Namespace) -> int:
         interruptible("the re-read") as stop,
         open_api(config, abort=stop.event) as api,
         LakeSession.from_config(
-            config.storage, privacy=PrivacyPolicy.from_config(config.privacy)
+            config.storage,
+            privacy=PrivacyPolicy.from_config(config.privacy),
         ) as session,
     ):
         line = LineProgress(json_wanted(args, config))
@@ -310,7 +312,8 @@ def _import_v1(args: argparse.Namespace, config: Config, paths: list[Path]) -> i
     with (
         interruptible("import-v1") as stop,
         LakeSession.from_config(
-            config.storage, privacy=PrivacyPolicy.from_config(config.privacy)
+            config.storage,
+            privacy=PrivacyPolicy.from_config(config.privacy),
         ) as session,
     ):
         total = stop.run(

@@ -21,7 +21,8 @@ def migrate_lake(args: argparse.Namespace) -> int:
 
     config = load(args, default_level="WARNING", legacy_ok=True)
     with LakeSession.from_config(
-        config.storage, privacy=PrivacyPolicy.from_config(config.privacy)
+        config.storage,
+        privacy=PrivacyPolicy.from_config(config.privacy),
     ) as session:
         report = migrate(config.storage, session)
     if not report.moved_to:
@@ -65,7 +66,8 @@ def maintain(args: argparse.Namespace) -> int:
     with (
         interruptible("maintain") as stop,
         LakeSession.from_config(
-            config.storage, privacy=PrivacyPolicy.from_config(config.privacy)
+            config.storage,
+            privacy=PrivacyPolicy.from_config(config.privacy),
         ) as session,
     ):
         if args.restore:
@@ -81,7 +83,12 @@ def maintain(args: argparse.Namespace) -> int:
                 lambda: run_maintain(
                     session,
                     args.zone,
-                    retention_hours=args.retention_hours,
+                    retention_hours=(
+                        config.retention.vacuum_hours
+                        if args.retention_hours is None
+                        else args.retention_hours
+                    ),
+                    retention=config.retention,
                     check_all=args.check_all,
                     locks=config.storage.work / "locks",
                     hold=maintain_hold(config, this_daemon()),

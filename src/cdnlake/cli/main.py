@@ -262,8 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(
         sub,
         "maintain",
-        "Compact small files, checkpoint and vacuum the lake's Delta tables\n"
-        "(the daemon does this once a day); --restore puts back what was set aside.",
+        "Remove what [retention] no longer keeps, compact small files, checkpoint and\n"
+        "vacuum the lake's Delta tables (the daemon does this once a day); --restore puts\n"
+        "back what was set aside.",
         "cdnlake.cli.lake_cmd:maintain",
     )
     p.add_argument(
@@ -276,9 +277,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--retention-hours",
         type=whole_number("hours"),
-        default=168,
+        default=None,
         metavar="H",
-        help="keep data files older versions need for this long (default 168)",
+        help="keep data files older versions need for this long (default: "
+        "retention.vacuum_hours, 168)",
     )
     p.add_argument(
         "--check-all",
@@ -296,6 +298,36 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="first rewrite the rows (and rejected lines) stored under a weaker [privacy] "
         "setting than the configured one, then maintain as usual; exit 1 if a zone cannot be",
+    )
+
+    p = _command(
+        sub,
+        "forget",
+        "Erase one client's rows (--ip) or one request (--request-id) from the lake:\n"
+        "requests, shield events and rejected lines holding it are rewritten without it,\n"
+        "the erasure is recorded in the relation erasures (an address as a keyed hash),\n"
+        "and later passes, re-reads and imports do not store it again.",
+        "cdnlake.cli.forget_cmd:forget",
+    )
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--ip", action=Once, metavar="ADDR", help="a client address (IPv4 or IPv6)")
+    what.add_argument("--request-id", action=Once, metavar="ID", help="one request's id")
+    p.add_argument(
+        "--zone",
+        type=zone_id,
+        action="append",
+        metavar="ID",
+        help="only this zone (repeat for more; default: every zone)",
+    )
+    p.add_argument(
+        "--from", dest="from_day", action=Once, metavar="YYYY-MM-DD", help="first UTC day"
+    )
+    p.add_argument("--to", dest="to_day", action=Once, metavar="YYYY-MM-DD", help="last UTC day")
+    p.add_argument(
+        "--vacuum-now",
+        action="store_true",
+        help="delete the removed files from storage now (default: at the first vacuum "
+        "past retention.vacuum_hours)",
     )
 
     p = _command(

@@ -187,6 +187,7 @@ def status(args: argparse.Namespace) -> int:
                 )
         kind = "daemons (PostgreSQL fleet)" if fleet.coordinated else "daemon"
         sys.stdout.write(f"{kind}: {'; '.join(fleet.daemons) or 'none running'}\n")
+        sys.stdout.write(f"retention: {config.retention.describe()}\n")
         never = [str(s.zone_id) for s in statuses if s.problem == "never ingested"]
         if never:  # a config copied elsewhere moves the storage root: say where we looked
             sys.stdout.write(

@@ -212,6 +212,9 @@ class Bookkeeping:
             frame = frame.with_columns(
                 privacy.texts(frame["raw_line"]), privacy.texts(frame["reason"])
             )
+        frame = self.session.erasures.kept_rejects(self.session, frame)  # forgotten: out
+        if frame.height == 0:
+            return
         zones = frame["zone"].unique().to_list()
         merge = Merge(lambda: frame, "t.record_key = s.record_key", zones, key=("record_key",))
         self.session.merge_table(REJECTED_LINES).committer.run(merge, patient=patient)

@@ -26,7 +26,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -70,6 +70,15 @@ Key = tuple[str | None, ...]  # a partition's values, as text, in the spec's ord
 
 
 @dataclass(frozen=True)
+class Removal:
+    """A data file a commit removes (a partition past retention, a file rewritten without
+    erased rows): its path as the log names it, and its partition values."""
+
+    path: str
+    partition_values: dict[str, str | None]
+
+
+@dataclass(frozen=True)
 class Learned:
     """One new version: the app transactions its commit carried, or None where that is
     not known (an entry unread, a reload, a metadata or protocol change: every zone then
@@ -90,6 +99,7 @@ class TableLog:
         self._entries = _Entries(lake, spec)
         self.version = -1
         self.refusal: str | None = None  # why this writer must not write, if it must not
+        self.append_only = False  # delta.appendOnly: no commit of this writer removes a file
         self.checkpoint_interval = DEFAULT_CHECKPOINT_INTERVAL
         self._base: DeltaTable | None = None
         # App transactions as of :attr:`version`: learned since ``_base``, or asked of it.
@@ -147,12 +157,17 @@ class TableLog:
         self.checkpoint_interval = int(
             configuration.get("delta.checkpointInterval") or DEFAULT_CHECKPOINT_INTERVAL
         )
+        self.append_only = (configuration.get("delta.appendOnly") or "").lower() == "true"
         self._files, self._where = {}, {}
         for key, file in _files(self.spec, actions) if actions.num_rows else ():
             self._add(key, file)
         self._base = table
         self._apps = {}
         self.version = table.version()
+
+    def holds(self, path: str) -> bool:
+        """Whether the data file ``path`` (as the log names it) is in the table."""
+        return path in self._where
 
     def _add(self, key: Key, file: Kept) -> None:
         self._files.setdefault(key, {})[file[0]] = file
@@ -230,7 +245,12 @@ class TableLog:
         return apps
 
     # -- committing ----------------------------------------------------------------------
-    def commit(self, actions: list[AddAction], transactions: list[Transaction]) -> Learned | None:
+    def commit(
+        self,
+        actions: list[AddAction],
+        transactions: list[Transaction],
+        removals: Sequence[Removal] = (),
+    ) -> Learned | None:
         """Write the next version's entry if nobody has: the version, when it landed (the
         state is then at it), else None: another writer's entry is there.
 
@@ -239,9 +259,13 @@ class TableLog:
         read back: it landed, and its rows count as new, not as their own duplicates."""
         if self.refusal is not None:
             raise StorageError(f"lake table {self.uri()} is not written: {self.refusal}")
+        if removals and self.append_only:
+            raise StorageError(
+                f"lake table {self.uri()} is append-only (delta.appendOnly): no file is removed"
+            )
         following = self.version + 1
         txn_id = uuid.uuid4().hex
-        text = entry(self.spec, actions, transactions, txn_id=txn_id)
+        text = entry(self.spec, actions, transactions, txn_id=txn_id, removals=removals)
         try:
             landed = self._entries.put_if_absent(following, text)
         except Exception:
@@ -291,20 +315,41 @@ def entry(
     transactions: list[Transaction],
     *,
     txn_id: str = "",
+    removals: Sequence[Removal] = (),
 ) -> str:
     """One commit's log entry, line by line as delta-rs writes an append (adds only, as an
-    ``appendOnly`` table allows); ``txn_id`` (Delta's ``commitInfo.txnId``) names the
+    ``appendOnly`` table allows) or, with ``removals``, a delete (the files removed, and
+    those written in their place); ``txn_id`` (Delta's ``commitInfo.txnId``) names the
     commit, so its writer knows it again."""
     now = int(time.time() * 1000)
+    operation = (
+        {"operation": "DELETE", "operationParameters": {"predicate": "cdnlake"}}
+        if removals
+        else {
+            "operation": "WRITE",
+            "operationParameters": {
+                "mode": "Append",
+                "partitionBy": json.dumps(spec.partition_by),
+            },
+        }
+    )
     info = {
         "timestamp": now,
-        "operation": "WRITE",
-        "operationParameters": {"mode": "Append", "partitionBy": json.dumps(spec.partition_by)},
+        **operation,
         "engineInfo": f"cdnlake-{__version__}",
         "clientVersion": f"cdnlake-{__version__}",
         "txnId": txn_id or uuid.uuid4().hex,
     }
     lines: list[dict[str, Any]] = [{"commitInfo": info}]
+    for removal in removals:
+        remove = {
+            "path": removal.path,
+            "deletionTimestamp": now,
+            "dataChange": True,
+            "extendedFileMetadata": False,
+            "partitionValues": dict(removal.partition_values),
+        }
+        lines.append({"remove": remove})
     for action in actions:
         add = {
             "path": encoded(action.path),

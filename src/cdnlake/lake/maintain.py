@@ -1,4 +1,8 @@
-"""Keeping the lake small and fast to open: compact, checkpoint, vacuum.
+"""Keeping the lake small and fast to open: expire, compact, checkpoint, vacuum.
+
+First, what ``[retention]`` no longer keeps is removed (:mod:`cdnlake.lake.expire`): whole
+days of ``requests`` and ``shield_events``, old rows of the bookkeeping tables; their files
+leave storage at the vacuum of a run ``retention.vacuum_hours`` later.
 
 Every pass adds a few small files (a daemon polling each minute: over a thousand a day
 per zone and table). ``maintain`` rewrites each partition's small files into few large
@@ -31,6 +35,7 @@ from deltalake import CommitProperties, DeltaTable, WriterProperties
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, RemoveAction
 
+from cdnlake.config import RetentionConfig
 from cdnlake.errors import (
     CdnlakeError,
     DataError,
@@ -42,6 +47,7 @@ from cdnlake.errors import (
 )
 from cdnlake.lake import rollups
 from cdnlake.lake.damage import BeforeMove, DamagedFile, unreadable_files
+from cdnlake.lake.expire import expire
 from cdnlake.lake.files import ROW_GROUP_ROWS, prepare, take_back, write_files
 from cdnlake.lake.lock import zone_lock
 from cdnlake.lake.progress import ZoneHold
@@ -82,6 +88,9 @@ class TableReport:
     # kept), and where: deduplication assumes a repeat has its first one's ``ts``, +/-1 s.
     repeats: int = 0
     repeated: list[str] = field(default_factory=list)
+    # What [retention] removed: (zone, day) partitions, or rows of a bookkeeping table.
+    expired_days: int = 0
+    expired_rows: int = 0
 
     def line(self) -> str:
         text = (
@@ -92,6 +101,10 @@ class TableReport:
             text += f" ({self.unnamed} never committed)"
         if self.table == ROLLUP.name:
             text += f", {self.rolled_up} partition(s) rolled up"
+        if self.expired_days:
+            text += f", {self.expired_days} day partition(s) expired"
+        if self.expired_rows:
+            text += f", {self.expired_rows} row(s) expired"
         if self.repeats:
             text += f", {self.repeats} repeated row(s) removed"
         for where in self.repeated:
@@ -125,8 +138,15 @@ def maintain(
     locks: Path | None = None,
     hold: ZoneHold | None = None,
     stop: Callable[[], bool] = lambda: False,
+    retention: RetentionConfig | None = None,
 ) -> MaintainReport:
-    """Check, compact the zones' partitions (all without ``zones``), checkpoint, vacuum.
+    """Expire, check, compact the zones' partitions (all without ``zones``), checkpoint,
+    vacuum.
+
+    ``retention``: what ``[retention]`` no longer keeps is removed first (whole days of
+    ``requests`` and ``shield_events``, old rows of the bookkeeping tables:
+    :mod:`cdnlake.lake.expire`); its files leave storage at the vacuum of a run
+    ``retention_hours`` later.
 
     The check reads every data file that the provider could still serve again (all of
     them with ``check_all``): one that does not decode is set aside and its span read
@@ -147,6 +167,9 @@ def maintain(
     report = MaintainReport()
     # (table, zone, day) of damaged files left in place: not compacted, not rolled up.
     damaged_days: set[tuple[str, int, str]] = set()
+    expired = {
+        e.table: e for e in (expire(session, retention, now, zones, stop) if retention else [])
+    }
     for spec in (*TABLES, ROLLUP):
         if stop():
             raise StopRequested()
@@ -159,6 +182,9 @@ def maintain(
         if table is None:
             continue
         item = TableReport(spec.name, files_before=len(table.file_uris()), rolled_up=rolled_up)
+        if spec.name in expired:
+            item.expired_days = expired[spec.name].partitions
+            item.expired_rows = expired[spec.name].rows
         if spec.key is not None:
             since = None if check_all else now - RETENTION
             before = _read_again_first(session, spec, locks, now, hold)

@@ -1,6 +1,6 @@
 """A zone's progress, kept as Delta application transactions in its table.
 
-Up to four per zone and table (its *marks*), committed with the rows they cover:
+Up to five per zone and table (its *marks*), committed with the rows they cover:
 
 - the watermark (app id ``cdnlake/<table>/<zone>``): epoch milliseconds before which
   every record of the zone is in the table; 0 while rows exist but no pass has run;
@@ -19,7 +19,11 @@ Up to four per zone and table (its *marks*), committed with the rows they cover:
   generation (``holder << HOLDER_SHIFT``), so a daemon whose lease lapsed cannot commit
   again, not even in a new pass, until it takes the lease anew. Since every commit of a
   zone also carries the zone's app ids, a fence moved between a commit's re-read and its
-  write makes Delta refuse the commit as concurrent, and the retry sees the new token.
+  write makes Delta refuse the commit as concurrent, and the retry sees the new token;
+- the erasure mark (``cdnlake/<table>/<zone>/erased``): epoch milliseconds of the last
+  erasure (``cdnlake forget``) that concerns the zone. A writer that sees it newer than the
+  erasures it holds reads them again before it stores a row (:mod:`cdnlake.lake.erasures`),
+  so a pass in flight while an erasure lands never stores the erased rows again.
 
 Outside a rewind a commit never moves the watermark back: it keeps the later of the
 table's and its own.
@@ -52,7 +56,8 @@ FENCE = "fence"
 PRIVACY = "privacy"
 PRIVACY_MIXED = "privacy_mixed"
 PRIVACY_BEFORE = "privacy_before"
-MARKS = (WATERMARK, DAYS, FRESH, FENCE, PRIVACY, PRIVACY_MIXED, PRIVACY_BEFORE)
+ERASED = "erased"
+MARKS = (WATERMARK, DAYS, FRESH, FENCE, PRIVACY, PRIVACY_MIXED, PRIVACY_BEFORE, ERASED)
 # The code of the setting every lake stored under before [privacy]: addresses kept, no
 # query parameter removed (cdnlake.privacy.KEEP_ALL).
 LEGACY_PRIVACY = 0

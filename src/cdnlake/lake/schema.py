@@ -139,6 +139,25 @@ REJECT_TABLE_SCHEMA: Columns = {
 }
 
 
+ERASURE_SCHEMA: Columns = {  # one row per erasure and zone (zone 0: every zone)
+    "erasure_id": STRING,
+    "erased_at": TS,
+    "kind": STRING,  # ip or request_id
+    # What matches: for an address, "hmac-sha256:" and the keyed hash of the address as
+    # stored (never the address); for a request id, the id.
+    "filter": STRING,
+    "key_id": STRING,  # which key hashed the address (a keyed hash of a constant)
+    "from_day": DATE,  # the days it covers (NULL: from the first, to the last)
+    "to_day": DATE,
+    "days": STRING,  # the days rows were removed from, e.g. "2026-11-20,2026-11-21"
+    "requests_removed": LONG,
+    "rejected_removed": LONG,
+    "shield_removed": LONG,
+    "files_rewritten": LONG,
+    "vacuumed_at": TS,  # when the old files left storage (NULL: at the next vacuum)
+}
+
+
 @dataclass(frozen=True)
 class TableSpec:
     """One Delta table: where it lives under the lake, its partitions and its key."""
@@ -190,6 +209,7 @@ INGEST_RUNS = TableSpec("ingest_runs", "zone", RUN_SCHEMA, by_date=False)
 INGEST_GAPS = TableSpec("ingest_gaps", "zone", GAP_SCHEMA, by_date=False)
 REJECTED_LINES = TableSpec("rejected_lines", "zone", REJECT_TABLE_SCHEMA, by_date=False)
 AUDIT_DAYS = TableSpec("audit_days", "zone", AUDIT_DAY_SCHEMA, by_date=False)
+ERASURES = TableSpec("erasures", "zone", ERASURE_SCHEMA, by_date=False)
 ARCHIVE_PARTS = TableSpec("archive_parts", "zone", ARCHIVE_PART_SCHEMA, by_date=False)
 TABLES = (
     REQUESTS,
@@ -199,6 +219,7 @@ TABLES = (
     REJECTED_LINES,
     AUDIT_DAYS,
     ARCHIVE_PARTS,
+    ERASURES,
 )
 TABLES_BY_NAME = {t.name: t for t in TABLES}
 

@@ -17,6 +17,9 @@ The session also carries the process's ``[privacy]`` policy (:mod:`cdnlake.priva
 every writer of rows (:class:`cdnlake.lake.zone.ZoneWriter`) and of rejected lines
 (:class:`cdnlake.lake.bookkeeping.Bookkeeping`) applies it before a byte is written, so
 every path that commits through a session stores what the setting allows and no more.
+It also holds the erasures (:mod:`cdnlake.lake.erasures`) those writers hold rows of
+``requests`` and ``shield_events`` against, so that what ``cdnlake forget`` removed is
+never stored again.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from cdnlake.lake.erasure_key import KeySource
 from cdnlake.lake.schema import REQUESTS, TableSpec
 from cdnlake.lake.store import Lake
 from cdnlake.privacy import KEEP, PrivacyPolicy
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
     import polars as pl
 
     from cdnlake.config import StorageConfig
+    from cdnlake.lake.erasures import ErasureFilter
     from cdnlake.lake.table import LogTable, MergeTable
     from cdnlake.lake.traffic import TrafficSink
 
@@ -42,13 +47,23 @@ log = logging.getLogger(__name__)
 
 class LakeSession:
     def __init__(
-        self, lake: Lake, privacy: PrivacyPolicy = KEEP, *, traffic: TrafficSink | None = None
+        self,
+        lake: Lake,
+        privacy: PrivacyPolicy = KEEP,
+        erasure_keys: KeySource | None = None,
+        *,
+        traffic: TrafficSink | None = None,
     ) -> None:
-        """``traffic``: told the requests each landed commit newly stored (the daemon's
-        counters); None where nothing counts them (a CLI command)."""
+        """``erasure_keys``: where the key that hashes erased addresses is found (the
+        environment, else the storage root's work folder); none: address erasures are
+        not matched (a test's lake without a root). ``traffic``: told the requests each
+        landed commit newly stored (the daemon's counters); None where nothing counts
+        them (a CLI command)."""
         self.lake = lake
         self.privacy = privacy
+        self.erasure_keys = erasure_keys or KeySource(None)
         self.traffic = traffic
+        self._erasures: ErasureFilter | None = None
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}  # one per table: loads run apart
         self._logs: dict[str, LogTable] = {}
@@ -64,8 +79,14 @@ class LakeSession:
     ) -> LakeSession:
         """The session of a composition root: ``privacy`` is the configured policy
         (``PrivacyPolicy.from_config(config.privacy)``), required so that no root can
-        forget it."""
-        return cls(Lake.from_config(storage), privacy, traffic=traffic)
+        forget it; its key of ``[privacy] hash_key_env`` hashes erased addresses, else
+        ``<root>/work/erasure.key`` does."""
+        return cls(
+            Lake.from_config(storage),
+            privacy,
+            KeySource(storage.work, privacy.erasure_key or None),
+            traffic=traffic,
+        )
 
     def stored(self, spec: TableSpec, zone_id: int, rows: pl.DataFrame) -> None:
         """A commit of ``spec`` that landed newly stored ``rows`` of ``zone_id``: requests
@@ -77,6 +98,17 @@ class LakeSession:
             self.traffic.stored(zone_id, rows)
         except Exception:  # the rows are stored: a counting bug must not fail the commit
             log.exception("zone %s: %d stored requests not counted", zone_id, rows.height)
+
+    @property
+    def erasures(self) -> ErasureFilter:
+        """The erasures the rows entering ``requests`` are held against (read when a
+        zone's erasure mark says there are new ones)."""
+        from cdnlake.lake.erasures import ErasureFilter
+
+        with self._lock:
+            if self._erasures is None:
+                self._erasures = ErasureFilter(self.lake, self.erasure_keys)
+            return self._erasures
 
     def log_table(self, spec: TableSpec) -> LogTable:
         """The exactly-once table ``spec`` (``requests``, ``shield_events``), loaded at the

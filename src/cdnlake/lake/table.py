@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties
@@ -33,7 +33,13 @@ from deltalake.exceptions import CommitFailedError
 
 from cdnlake.errors import StorageError, first_line
 from cdnlake.lake.committer import Committer
-from cdnlake.lake.delta_log import DEFAULT_CHECKPOINT_INTERVAL, File, Learned, TableLog
+from cdnlake.lake.delta_log import (
+    DEFAULT_CHECKPOINT_INTERVAL,
+    File,
+    Learned,
+    Removal,
+    TableLog,
+)
 from cdnlake.lake.progress import MARKS
 from cdnlake.lake.retry import retrying
 from cdnlake.lake.schema import TableSpec, conform
@@ -71,12 +77,16 @@ class Snapshot:
 
 @dataclass
 class Prepared:
-    """One zone's share of a group commit, prepared on the snapshot at ``version``."""
+    """One zone's share of a group commit, prepared on the snapshot at ``version``;
+    ``removals``: files of the zone it removes (retention, an erasure's rewrite), which
+    must all be in the table still when it lands (else it goes back, ``AGAIN``: another
+    commit, such as a compaction, replaced one of them)."""
 
     zone_id: int
     version: int
     actions: list[AddAction]
     transactions: list[Transaction]
+    removals: list[Removal] = field(default_factory=list)
 
 
 class _Outpaced(Exception):
@@ -143,10 +153,12 @@ class LogTable:
             self._touched_at.update(dict.fromkeys(learned.apps, learned.version))
 
     def _touched(self, share: Prepared) -> bool:
-        """Whether a commit after the share's snapshot carried its zone's app id."""
+        """Whether a commit after the share's snapshot carried its zone's app id, or removed
+        a file the share removes."""
         return (
             self._unknown_at > share.version
             or self._touched_at.get(self.spec.app_id(share.zone_id), -1) > share.version
+            or not all(self._log.holds(r.path) for r in share.removals)
         )
 
     # -- committing ----------------------------------------------------------------------
@@ -194,6 +206,7 @@ class LogTable:
             landed = self._log.commit(
                 [action for share in live for action in share.actions],
                 [txn for share in live for txn in share.transactions],
+                [removal for share in live for removal in share.removals],
             )
         except StorageError:
             raise

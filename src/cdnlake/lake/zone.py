@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import TypeAlias
 
 import polars as pl
@@ -53,6 +53,7 @@ from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.dedup import Dedup, Reads
 from cdnlake.lake.files import prepare, take_back, write_files
 from cdnlake.lake.progress import (
+    ERASED,
     FENCE,
     PRIVACY,
     WATERMARK,
@@ -81,6 +82,10 @@ class Written:
 
     new: int = 0
     duplicates: int = 0
+    erased: int = 0  # rows a recorded erasure covers, not stored (lake.erasures)
+    removed: int = 0  # rows removed (a rewrite: retention, an erasure)
+    files_removed: int = 0
+    days_removed: set[date] = field(default_factory=set)  # of the files removed
     reads: Reads = field(default_factory=Reads)  # what finding the repeats read
     late: int = 0  # new rows from before the commit's ``behind`` instant
     # The zone's marks as the commit left them, at the version it landed at.
@@ -235,6 +240,8 @@ class ZoneWriter:
         snapshot = self.table.snapshot(self.zone_id, files=frame.height > 0, days=days)
         if not rewinding and (snapshot.mark(FENCE) or 0) > self.token:
             raise self._fenced()
+        offered = frame.height
+        frame = self.session.erasures.kept(self.spec, self.zone_id, frame, snapshot.mark(ERASED))
         new, damaged = self.dedup.new_rows(frame, snapshot.files or [], reads)
         if damaged:  # set aside, the zone rewound first: this pass stops here
             raise DataError(
@@ -254,7 +261,9 @@ class ZoneWriter:
                 f"cannot write to {self.session.lake.table_uri(self.spec)}: {first_line(exc)}"
             ) from None
         share = Prepared(self.zone_id, snapshot.version, actions, self._transactions(versions))
-        written = Written(new.height, frame.height - new.height, reads)
+        written = Written(
+            new.height, frame.height - new.height, offered - frame.height, reads=reads
+        )
         return _Attempt(share, snapshot, versions, new, kept, written)
 
     def _landed(self, attempt: _Attempt, version: int, behind: datetime | None) -> Written:

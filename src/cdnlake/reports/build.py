@@ -121,7 +121,13 @@ def collect(
                 data.sections[name].labels["bucket"] = BUCKETS[fixed["dimension"]]
         runs = session.run_named(coverage, {"zone": zone}).rows
     zones = [zone] if zone is not None else [z.id for z in config.zones]
-    data.partial = partial_days(runs, days, data.generated_at, watermarks(config, zones))
+    data.partial = partial_days(
+        runs,
+        days,
+        data.generated_at,
+        watermarks(config, zones),
+        kept_from=config.retention.first_kept(data.generated_at),
+    )
     _whole_counts(data)
     derive(data)
     if "day_over_day" in data.sections:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any
 
 from cdnlake.audit.days import day_audits
@@ -12,6 +12,7 @@ from cdnlake.lake.store import Lake
 from cdnlake.reports.data import Table
 
 NOT_AUDITED = "not audited yet"
+EXPIRED = "expired"  # a day [retention] removed: its rows are gone, its audit moot
 COLUMNS = [
     "pull_zone_id",
     "verdict",
@@ -26,8 +27,15 @@ COLUMNS = [
 TITLE = "Completeness (the lake against the provider's statistics)"
 
 
-def completeness(config: Config, day: date, zones: list[int]) -> Table:
-    """One row per zone: the day's audit (ratio, verdict, ...), or ``not audited yet``."""
+def completeness(config: Config, day: date, zones: list[int], now: datetime | None = None) -> Table:
+    """One row per zone: the day's audit (ratio, verdict, ...), ``not audited yet``, or
+    ``expired`` for a day ``[retention]`` removed."""
+    kept_from = config.retention.first_kept(now or datetime.now(UTC))
+    if kept_from is not None and day < kept_from:
+        gone: list[tuple[Any, ...]] = [
+            (zone, EXPIRED, *([None] * (len(COLUMNS) - 2))) for zone in zones
+        ]
+        return Table(TITLE, list(COLUMNS), gone)
     audits = day_audits(Lake.from_config(config.storage), zones, day)
     rows: list[tuple[Any, ...]] = []
     for zone in zones:
@@ -53,7 +61,9 @@ def completeness(config: Config, day: date, zones: list[int]) -> Table:
 
 def headline(table: Table) -> tuple[str, str]:
     """The report's completeness card: (value, note)."""
-    audited = [r for r in table.records() if r["verdict"] != NOT_AUDITED]
+    if table.rows and all(r["verdict"] == EXPIRED for r in table.records()):
+        return EXPIRED, "the day was removed by [retention] requests_days"
+    audited = [r for r in table.records() if r["verdict"] not in (NOT_AUDITED, EXPIRED)]
     if not audited:
         return NOT_AUDITED, "run `cdnlake audit` (the daemon audits after midnight)"
     provider = sum(int(r["provider_requests"] or 0) for r in audited)

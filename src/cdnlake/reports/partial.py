@@ -2,7 +2,8 @@
 
 Today is one until it ends; so is a zone's first day in the lake when the first window
 cdnlake asked the provider for began after midnight (the provider's retention cut the
-morning off). A report says so wherever such a day's figures appear.
+morning off), and a day ``[retention]`` expired (its rows removed). A report says so
+wherever such a day's figures appear.
 """
 
 from __future__ import annotations
@@ -18,17 +19,25 @@ def partial_days(
     days: tuple[date, date],
     now: datetime,
     marks: list[datetime] | None = None,
+    kept_from: date | None = None,
 ) -> dict[date, str]:
     """The days of ``days`` (first, last) that cover less than a whole day: today (still
     running; ``marks``, the zones' watermarks, say how far its figures reach) and a zone's
     first day in the lake when its first window began after midnight. ``runs``: (zone,
-    start of its first window) per zone."""
+    start of its first window) per zone. ``kept_from``: the first day ``[retention]``
+    keeps; a day before it is *expired* (its rows were removed), never short or missing."""
     first, last = days
     partial: dict[date, str] = {}
+    day = first
+    while kept_from is not None and day <= last and day < kept_from:
+        partial[day] = f"expired: [retention] keeps the days from {kept_from} on"
+        day += timedelta(days=1)
     for zone, first_from in runs:
         if first_from is None:
             continue
         start = _as_datetime(first_from)
+        if start.date() in partial:
+            continue
         if first <= start.date() <= last and start - _midnight(start) > timedelta(minutes=1):
             partial.setdefault(
                 start.date(), f"the lake holds zone {zone} from {start:%H:%M} UTC on"

@@ -11,7 +11,14 @@ from typing import Any
 
 # Relations keep the names users already query by: the bookkeeping tables are
 # partitioned by ``zone``, which the relations also show as ``pull_zone_id``.
-ALIASES = {"ingest_runs", "ingest_gaps", "rejected_lines", "audit_days", "archive_parts"}
+ALIASES = {
+    "ingest_runs",
+    "ingest_gaps",
+    "rejected_lines",
+    "audit_days",
+    "archive_parts",
+    "erasures",
+}
 HOURLY = "requests_hourly"
 RELATIONS = (
     "requests",
@@ -22,6 +29,7 @@ RELATIONS = (
     "rejected_lines",
     "audit_days",
     "archive_parts",
+    "erasures",
 )
 _PARAMETER = re.compile(r"\$\w+")
 

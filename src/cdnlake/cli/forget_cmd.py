@@ -1,0 +1,112 @@
+"""``cdnlake forget``: erase one client's rows (``--ip``) or one request (``--request-id``)."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, date, datetime
+
+from cdnlake.cli.common import interruptible, load, require_writable_root, say
+from cdnlake.config import Config
+from cdnlake.errors import ConfigError, StopRequested, UsageError
+
+
+def forget(args: argparse.Namespace) -> int:
+    from cdnlake.lake.forget import Target, leaves_storage
+    from cdnlake.lake.forget import forget as run_forget
+    from cdnlake.lake.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
+
+    config = load(args, default_level="WARNING")
+    zones = tuple(args.zone or ())
+    if zones:
+        config.select_all_zones(list(zones))  # unknown ids are refused
+    target = Target(
+        ip=args.ip,
+        request_id=args.request_id,
+        zones=zones,
+        from_day=_day("--from", args.from_day),
+        to_day=_day("--to", args.to_day),
+    )
+    if target.ip is not None:
+        _check_key(config)
+    require_writable_root(config)
+    now = datetime.now(UTC)
+    policy = PrivacyPolicy.from_config(config.privacy)
+    with (
+        interruptible("forget") as stop,
+        LakeSession.from_config(
+            config.storage,
+            privacy=policy,
+        ) as session,
+    ):
+        try:
+            report = stop.run(
+                lambda: run_forget(
+                    session,
+                    target,
+                    now,
+                    stored=policy.stored_as,
+                    vacuum_now=args.vacuum_now,
+                    stop=stop.is_set,
+                ),
+                on_abandon=lambda: say(_stopped(stop.signal)),
+            )
+        except StopRequested:
+            say(_stopped(stop.signal))
+            return 1
+    what = "address" if target.ip is not None else "request id"
+    per_zone = ", ".join(f"zone {z}: {n}" for z, n in sorted(report.requests.items()))
+    days = ", ".join(d.isoformat() for d in sorted(report.days)) or "none"
+    print(
+        f"erasure {report.erasure_id}: {sum(report.requests.values())} request(s) of that "
+        f"{what} removed" + (f" ({per_zone})" if per_zone else "") + f"; days: {days}; "
+        f"{report.shield} shield event(s), {report.rejected} rejected line(s); "
+        f"{report.files} file(s) rewritten"
+    )
+    print("recorded in the relation erasures (the address as a keyed hash, never itself)")
+    if report.quarantined:
+        print(
+            f"NOT SEARCHED: {report.quarantined} damaged file(s) set aside in _quarantine/ "
+            "for these zones (they do not decode): `cdnlake maintain --restore` puts back "
+            "those that do, without the erased rows; then run this again, and delete the "
+            "rest by hand"
+        )
+    if report.vacuumed:
+        print("the old bytes have left storage (--vacuum-now)")
+    else:
+        hours = config.retention.vacuum_hours
+        when = leaves_storage(report.erased_at, hours, config.schedule.maintain_at)
+        print(
+            f"the old bytes leave storage at the first `cdnlake maintain` from "
+            f"{when:%Y-%m-%d %H:%M} UTC on (retention.vacuum_hours = {hours}; the daemon "
+            f"maintains daily at {config.schedule.maintain_at} UTC); --vacuum-now removes "
+            "them at once"
+        )
+    return 0
+
+
+def _stopped(signal: str | None) -> str:
+    return (
+        f"cdnlake: interrupted ({signal}): forget stopped between zones; the erasure is "
+        "recorded and each zone done is whole; run the same forget again to finish"
+    )
+
+
+def _day(option: str, text: str | None) -> date | None:
+    if text is None:
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"forget {option}: expected a day YYYY-MM-DD, got {text!r}") from None
+
+
+def _check_key(config: Config) -> None:
+    """In a fleet, every daemon must hold the key that hashes erased addresses, or the
+    ones elsewhere could store them again: the key must come from the environment."""
+    if config.coordination.enabled and config.privacy.hash_key is None:
+        raise ConfigError(
+            "privacy.hash_key_env: forget --ip in a fleet needs the NAME of a set environment "
+            "variable holding a key every daemon shares (an erased address is kept as a "
+            "keyed hash under it)"
+        )

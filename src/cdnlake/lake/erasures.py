@@ -1,0 +1,261 @@
+"""Erasures: what ``cdnlake forget`` removed, kept in ``erasures``, and the filter that keeps
+erased rows from coming back.
+
+While the provider still serves a span (3 days), a later pass, a re-read, the forwarding
+receiver or an ``import-v1`` of an old file could bring an erased row back. Every row that
+enters ``requests`` goes through a zone's writer (:mod:`cdnlake.lake.zone`), and there,
+before deduplication, :class:`ErasureFilter` drops the rows an erasure covers: its zone
+(or every zone), its days, a ``ts`` up to the erasure's instant (later requests of the same
+client are new data), and its filter: the request id, or the address as stored, matched by
+its keyed hash (:mod:`cdnlake.lake.erasure_key`: the address is never kept).
+
+The filter is the session's (one per process, :class:`~cdnlake.lake.session.LakeSession`):
+it reads ``erasures`` only when a zone's *erasure mark* (``progress.ERASED``, the instant
+of the zone's last erasure, committed by ``forget`` to every zone it concerns after its
+row is recorded) names an erasure it has not read. So a pass never reads the table in a
+lake where nothing was erased, and a pass in flight while an erasure lands prepares its
+commit again (the mark's commit touches its zone) and drops the rows then.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any
+
+from cdnlake.errors import StorageError
+from cdnlake.lake.erasure_key import KeySource
+from cdnlake.lake.progress import ERASED
+from cdnlake.lake.schema import ERASURES, REQUESTS, SHIELD_EVENTS, TableSpec, polars_schema
+from cdnlake.lake.store import Lake
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from cdnlake.lake.session import LakeSession
+
+log = logging.getLogger(__name__)
+
+IP, REQUEST_ID = "ip", "request_id"
+EVERY_ZONE = 0  # an erasure's zone when it concerns every zone
+# What may be an address in free text (a shield event's log): checked by its keyed hash.
+ADDRESS_TOKEN = r"\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}"
+
+
+def canonical(address: str) -> str:
+    """An address in one spelling (``2001:DB8:0::1`` and ``2001:db8::1`` alike), so that
+    its keyed hash is the same however a source wrote it; text that is no address, as is."""
+    try:
+        return ipaddress.ip_address(address.strip()).compressed
+    except ValueError:
+        return address
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """One row of ``erasures``: what it matches, where, and up to when."""
+
+    erasure_id: str
+    zone: int
+    erased_at: datetime
+    kind: str  # IP or REQUEST_ID
+    filter: str
+    key_id: str | None = None
+    from_day: date | None = None
+    to_day: date | None = None
+
+    def concerns(self, zone: int) -> bool:
+        return self.zone in (EVERY_ZONE, zone)
+
+
+def from_row(row: dict[str, Any]) -> Erasure:
+    at = row["erased_at"]
+    return Erasure(
+        erasure_id=row["erasure_id"],
+        zone=int(row["zone"]),
+        erased_at=at if at.tzinfo else at.replace(tzinfo=UTC),
+        kind=row["kind"],
+        filter=row["filter"],
+        key_id=row.get("key_id"),
+        from_day=row.get("from_day"),
+        to_day=row.get("to_day"),
+    )
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def read_erasures(lake: Lake) -> list[Erasure]:
+    """Every erasure the lake records."""
+    table = lake.open(ERASURES)
+    if table is None:
+        return []
+    try:
+        rows = lake.dataset(ERASURES, table).to_table().to_pylist()
+    except OSError as exc:
+        raise StorageError(f"cannot read erasures: {exc}") from None
+    return [from_row(row) for row in rows]
+
+
+def record(session: LakeSession, rows: list[dict[str, Any]]) -> None:
+    """Erasure rows (each with its ``zone``), MERGEd on (zone, ``erasure_id``): recorded
+    again, a row is updated (its counts, once the rewrite is done)."""
+    import polars as pl
+
+    from cdnlake.lake.table import Merge
+
+    frame = pl.DataFrame(rows, schema=polars_schema(ERASURES.schema))
+    zones = sorted({int(row["zone"]) for row in rows})
+    columns = [c for c in ERASURES.columns if c != "erasure_id"]
+    merge = Merge(
+        lambda: frame,
+        "t.erasure_id = s.erasure_id",
+        zones,
+        update={c: f"s.{c}" for c in columns},
+    )
+    session.merge_table(ERASURES).committer.run(merge, patient=False)
+
+
+class ErasureFilter:
+    """A session's erasures, read when a zone's erasure mark says there are new ones, and
+    the rows of a commit they cover, dropped (see the module docstring)."""
+
+    def __init__(self, lake: Lake, keys: KeySource) -> None:
+        self.lake = lake
+        self.keys = keys
+        self._lock = threading.Lock()
+        self._erasures: list[Erasure] = []
+        # The erasure marks (each the instant of its erasure, epoch ms) whose erasures
+        # are read, and those a read did not find (an erasure since expired): neither is
+        # read for again. A mark is matched by value, not compared: clocks of machines differ.
+        self._known: set[int] = set()
+        self._unmatched: set[str] = set()  # erasures of another key, said once each
+
+    def erasures(self, mark: int | None) -> list[Erasure]:
+        """The erasures known once the erasure mark ``mark`` (epoch ms, or None) is: read
+        again when it names an erasure not read yet."""
+        with self._lock:
+            if mark and mark not in self._known:
+                self._erasures = read_erasures(self.lake)
+                self._known = {_ms(e.erased_at) for e in self._erasures} | self._known | {mark}
+            return list(self._erasures)
+
+    def kept(
+        self, spec: TableSpec, zone: int, frame: pl.DataFrame, mark: int | None
+    ) -> pl.DataFrame:
+        """``frame`` (rows as the table stores them) less the rows an erasure covers."""
+        if spec not in (REQUESTS, SHIELD_EVENTS) or not mark or frame.height == 0:
+            return frame
+        wanted = [e for e in self.erasures(mark) if e.concerns(zone)]
+        if not wanted:
+            return frame
+        covered = self.covered(frame, wanted, spec)
+        dropped = int(covered.sum())
+        if dropped:
+            log.info("zone %s: %d row(s) an erasure covers were not stored", zone, dropped)
+            return frame.filter(~covered)
+        return frame
+
+    def kept_rejects(self, session: LakeSession, frame: pl.DataFrame) -> pl.DataFrame:
+        """``rejected_lines`` rows (of pull zones) less those whose request id was erased,
+        or whose raw text holds an erased address (by the keyed hash of each
+        address-looking token): an erased request read again, whatever its time (a
+        rejected line has none to go by), is not kept again."""
+        import polars as pl
+
+        pull = frame.filter(pl.col("source") != "shield")["zone"].unique().to_list()
+        if not pull:  # (a shield zone's rejects: no requests table to ask)
+            return frame
+        zones = [int(zone) for zone in pull]
+        wanted: dict[int, list[Erasure]] = {}
+        for zone, mark in session.log_table(REQUESTS).marks(zones, ERASED).items():
+            if mark:
+                wanted[zone] = [e for e in self.erasures(mark) if e.concerns(zone)]
+        if not any(wanted.values()):
+            return frame
+        found = frame["raw_line"].str.extract_all(ADDRESS_TOKEN)
+        every = [e for erasures in wanted.values() for e in erasures if e.kind == IP]
+        hashes = self._address_hashes(found.explode().drop_nulls().unique().to_list(), every)
+        covered = pl.Series([False] * frame.height, dtype=pl.Boolean)
+        for zone, erasures in wanted.items():
+            mine = (frame["zone"] == zone) & (frame["source"] != "shield")  # pull zones
+            for erasure in erasures:
+                if erasure.kind == REQUEST_ID:
+                    hit = (frame["request_id"] == erasure.filter) | frame["raw_line"].str.contains(
+                        erasure.filter, literal=True
+                    )
+                else:
+                    addresses = [a for a, h in hashes.items() if h == erasure.filter]
+                    if not addresses:
+                        continue
+                    hit = found.list.eval(pl.element().is_in(addresses)).list.any()
+                covered = covered | (mine & hit.fill_null(False))
+        dropped = int(covered.sum())
+        if dropped:
+            log.info("%d rejected line(s) an erasure covers were not kept", dropped)
+        return frame.filter(~covered)
+
+    def covered(
+        self, frame: pl.DataFrame, erasures: list[Erasure], spec: TableSpec = REQUESTS
+    ) -> pl.Series:
+        """Which rows of ``frame`` (``requests`` rows, or ``shield_events`` rows, whose
+        free text an address erasure is held against) the ``erasures`` cover."""
+        import polars as pl
+
+        if spec is SHIELD_EVENTS:
+            erasures = [e for e in erasures if e.kind == IP]
+            text = pl.concat_str(
+                [pl.col("log"), pl.col("labels_json")], separator=" ", ignore_nulls=True
+            )
+            found = frame.select(text.str.extract_all(ADDRESS_TOKEN)).to_series()
+        else:
+            found = frame["remote_ip"]
+        distinct = found.explode() if spec is SHIELD_EVENTS else found
+        hashes = self._address_hashes(
+            distinct.drop_nulls().unique().to_list(), [e for e in erasures if e.kind == IP]
+        )
+        covered = pl.Series([False] * frame.height, dtype=pl.Boolean)
+        for erasure in erasures:
+            if erasure.kind == REQUEST_ID:
+                hit = frame["request_id"] == erasure.filter
+            else:
+                addresses = [a for a, h in hashes.items() if h == erasure.filter]
+                if not addresses:
+                    continue
+                if spec is SHIELD_EVENTS:
+                    hit = found.list.eval(pl.element().is_in(addresses)).list.any()
+                else:
+                    hit = found.is_in(addresses)
+            hit = hit.fill_null(False) & (frame["ts"] <= erasure.erased_at)
+            if erasure.from_day is not None:
+                hit = hit & (frame["date"] >= erasure.from_day)
+            if erasure.to_day is not None:
+                hit = hit & (frame["date"] <= erasure.to_day)
+            covered = covered | hit.fill_null(False)
+        return covered
+
+    def _address_hashes(self, addresses: list[str], erasures: list[Erasure]) -> dict[str, str]:
+        """Each of ``addresses`` with its keyed hash (only when an address erasure made
+        under this process's key concerns them)."""
+        if not erasures:
+            return {}
+        key = self.keys.get()
+        usable = [e for e in erasures if key is not None and e.key_id == key.key_id]
+        for erasure in erasures:
+            if erasure not in usable and erasure.erasure_id not in self._unmatched:
+                self._unmatched.add(erasure.erasure_id)
+                log.error(
+                    "erasure %s was made under another key (key id %s): this process "
+                    "cannot match its address; set [privacy] hash_key_env to the key "
+                    "forget used (or run it where %s is)",
+                    erasure.erasure_id,
+                    erasure.key_id,
+                    self.keys.file,
+                )
+        if key is None or not usable:
+            return {}
+        return {address: key.digest(canonical(address)) for address in addresses}

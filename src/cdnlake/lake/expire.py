@@ -1,0 +1,159 @@
+"""Retention: what is older than ``[retention]`` leaves the lake, as Delta removes.
+
+``requests`` and ``shield_events`` lose whole ``date`` partitions: a day is expired once
+it is more than ``requests_days`` days before today (UTC), and each zone's expired days go
+in one commit of the zone (:mod:`cdnlake.lake.rewrite`: fenced, through the table's one
+committer, its progress unchanged). The bookkeeping tables lose the rows whose time is
+older than ``bookkeeping_days`` (a delta-rs delete on the session's table, as their
+MERGEs are). The removed files stay in storage, for readers of older versions, until a
+vacuum past ``vacuum_hours`` (``maintain`` runs it) deletes them.
+
+A day a zone's pass could still read again is never expired (``requests_days`` is at
+least the provider's 3 days, :mod:`cdnlake.config`), so expiry never races a pass for its
+rows, and no watermark moves.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from cdnlake.config import RetentionConfig
+from cdnlake.errors import StopRequested, StorageError, first_line
+from cdnlake.lake.rewrite import Rewriter, rewrite
+from cdnlake.lake.schema import (
+    AUDIT_DAYS,
+    ERASURES,
+    INGEST_GAPS,
+    INGEST_RUNS,
+    REJECTED_LINES,
+    REQUESTS,
+    SHIELD_EVENTS,
+    TableSpec,
+)
+from cdnlake.lake.session import LakeSession
+from cdnlake.lake.store import add_actions_table
+
+log = logging.getLogger(__name__)
+
+# Each bookkeeping table's time: a row older than bookkeeping_days by it is expired.
+BOOKKEEPING_TIMES: tuple[tuple[TableSpec, str], ...] = (
+    (INGEST_RUNS, "started"),
+    (INGEST_GAPS, "gap_to"),
+    (REJECTED_LINES, "rejected_at"),
+    (AUDIT_DAYS, "day"),
+    (ERASURES, "erased_at"),
+)
+
+
+@dataclass
+class Expired:
+    """What retention removed from one table."""
+
+    table: str
+    partitions: int = 0  # (zone, day) partitions
+    files: int = 0  # data files removed (they leave storage at a vacuum past vacuum_hours)
+    rows: int = 0  # bookkeeping rows
+
+
+def expire(
+    session: LakeSession,
+    retention: RetentionConfig,
+    now: datetime,
+    zones: list[int] | None = None,
+    stop: Callable[[], bool] = lambda: False,
+) -> list[Expired]:
+    """Remove what ``retention`` no longer keeps (of ``zones``, all without): what went."""
+    out: list[Expired] = []
+    first = retention.first_kept(now)
+    if first is not None:
+        for spec in (REQUESTS, SHIELD_EVENTS):
+            out.append(_expire_days(session, spec, first, zones, stop))
+    first = retention.first_kept(now, retention.bookkeeping_days)
+    if first is not None:
+        for spec, column in BOOKKEEPING_TIMES:
+            if stop():
+                raise StopRequested()
+            out.append(_expire_rows(session, spec, column, first, zones))
+    return [e for e in out if e.partitions or e.rows]
+
+
+def expired_days(
+    session: LakeSession, spec: TableSpec, first: date, zones: list[int] | None
+) -> dict[int, list[date]]:
+    """The days before ``first`` that the table holds, by zone."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = session.lake.open(spec)
+    if table is None:
+        return {}
+    actions = pa.table(add_actions_table(table))
+    if actions.num_rows == 0:
+        return {}
+    zone, day = f"partition.{spec.zone_column}", "partition.date"
+    days = pc.cast(actions[day], pa.date32())
+    old = actions.filter(pc.less(days, pa.scalar(first, pa.date32())))
+    found: dict[int, set[date]] = {}
+    for z, d in zip(old[zone].to_pylist(), pc.cast(old[day], pa.date32()).to_pylist(), strict=True):
+        if zones is None or int(z) in zones:
+            found.setdefault(int(z), set()).add(d)
+    return {z: sorted(d) for z, d in sorted(found.items())}
+
+
+def _expire_days(
+    session: LakeSession,
+    spec: TableSpec,
+    first: date,
+    zones: list[int] | None,
+    stop: Callable[[], bool],
+) -> Expired:
+    item = Expired(spec.name)
+    for zone, days in expired_days(session, spec, first, zones).items():
+        if stop():
+            raise StopRequested()
+        names = [d.isoformat() for d in days]
+
+        def make(zone: int = zone, names: list[str] = names) -> Rewriter:
+            return Rewriter(session, spec, zone, chooses=_before(first), days=names)
+
+        written = rewrite(make, {})
+        item.partitions += len(days)
+        item.files += written.files_removed
+        log.info(
+            "%s: zone %s: %d day(s) before %s expired (%d files removed)",
+            spec.name,
+            zone,
+            len(days),
+            first,
+            written.files_removed,
+        )
+    return item
+
+
+def _before(first: date) -> Callable[[date | None], bool]:
+    return lambda day: day is not None and day < first
+
+
+def _expire_rows(
+    session: LakeSession, spec: TableSpec, column: str, first: date, zones: list[int] | None
+) -> Expired:
+    item = Expired(spec.name)
+    if session.lake.open(spec) is None:
+        return item
+    moment = first.isoformat() if spec.schema[column] == "date" else f"{first}T00:00:00Z"
+    where = f"{column} < '{moment}'"
+    if zones:
+        where += f" AND {spec.zone_column} IN ({', '.join(str(int(z)) for z in zones)})"
+    try:
+        with session.merge_table(spec).current() as table:
+            metrics = table.delete(where)
+    except StorageError:
+        raise
+    except Exception as exc:
+        raise StorageError(f"expiring {spec.name}: {first_line(exc)}") from None
+    item.rows = int(metrics.get("num_deleted_rows", 0) or 0)
+    item.files = int(metrics.get("num_removed_files", 0) or 0)
+    return item

@@ -1,0 +1,356 @@
+"""``cdnlake forget``: one client's rows (an address) or one request removed from the lake.
+
+In this order, so that whatever is killed midway, the erasure is never lost:
+
+1. the erasure is recorded in ``erasures`` (the address as a keyed hash, never itself);
+2. each zone concerned is rewritten (:mod:`cdnlake.lake.rewrite`): the files holding
+   matching rows are replaced by files without them, in one fenced commit of the zone
+   that also carries the zone's erasure mark, so every writer of the zone, in this process
+   or another, holds its next rows against the erasure (:mod:`cdnlake.lake.erasures`);
+   ``shield_events`` whose text holds the address likewise;
+3. the rows of ``rejected_lines`` whose raw text holds the address or the request id go
+   (a delete on the session's table);
+4. the erasure's row gets its counts;
+5. with ``vacuum_now``, the removed files leave storage at once (a vacuum with no
+   retention of those tables); else at the first vacuum past ``[retention] vacuum_hours``.
+
+Running it again is harmless: it finds nothing more to remove, and records another row.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime, timedelta
+
+import polars as pl
+
+from cdnlake.errors import StopRequested, StorageError, UsageError, first_line
+from cdnlake.lake.erasures import EVERY_ZONE, IP, REQUEST_ID, Erasure, canonical, record
+from cdnlake.lake.progress import ERASED, to_ms
+from cdnlake.lake.purge import vacuum_removed
+from cdnlake.lake.rewrite import Rewriter, rewrite
+from cdnlake.lake.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, TableSpec
+from cdnlake.lake.session import LakeSession
+from cdnlake.lake.store import add_actions_table
+
+log = logging.getLogger(__name__)
+
+# Text around an address in a raw line or a log text that is not part of it.
+_EDGE = r"[^0-9A-Za-z.:]"
+
+
+@dataclass(frozen=True)
+class Target:
+    """What to forget: an address (``ip``) or a request id, where, and on which days."""
+
+    ip: str | None = None
+    request_id: str | None = None
+    zones: tuple[int, ...] = ()  # () = every zone
+    from_day: date | None = None
+    to_day: date | None = None
+
+    def __post_init__(self) -> None:
+        if (self.ip is None) == (self.request_id is None):
+            raise UsageError("forget: give one of --ip ADDR or --request-id ID")
+        if self.ip is not None:
+            try:
+                ipaddress.ip_address(self.ip.strip())
+            except ValueError:
+                raise UsageError(
+                    "forget --ip: not an IPv4 or IPv6 address (give one address, e.g. "
+                    "192.0.2.10 or 2001:db8::10)"
+                ) from None
+        if self.request_id is not None and not self.request_id.strip():
+            raise UsageError("forget --request-id: empty")
+        if self.from_day and self.to_day and self.from_day > self.to_day:
+            raise UsageError("forget: --from is after --to")
+
+    def covers(self, day: date | None) -> bool:
+        if day is None:
+            return True
+        return (self.from_day is None or day >= self.from_day) and (
+            self.to_day is None or day <= self.to_day
+        )
+
+
+@dataclass
+class ForgetReport:
+    erasure_id: str
+    erased_at: datetime
+    requests: dict[int, int] = field(default_factory=dict)  # zone: rows removed
+    days: set[date] = field(default_factory=set)
+    shield: int = 0
+    rejected: int = 0
+    files: int = 0  # data files rewritten or removed
+    vacuumed: bool = False
+    # Damaged files set aside in _quarantine/ for the zones concerned: not searched (they
+    # do not decode); `maintain --restore` puts back those that do, without erased rows.
+    quarantined: int = 0
+
+    @property
+    def rows(self) -> int:
+        return sum(self.requests.values()) + self.shield + self.rejected
+
+
+def forget(
+    session: LakeSession,
+    target: Target,
+    now: datetime,
+    *,
+    stored: Callable[[str], str | None] = lambda address: address,
+    vacuum_now: bool = False,
+    stop: Callable[[], bool] = lambda: False,
+) -> ForgetReport:
+    """Remove what ``target`` matches (see the module docstring). ``stored``: the address
+    as ``[privacy] ip`` stores it (None where addresses are dropped). ``stop``: checked
+    between zones; when it turns true, :class:`StopRequested` (the erasure is recorded,
+    the zones done so far are whole; running it again finishes)."""
+    erasure = _erasure(session, target, now, stored)
+    report = ForgetReport(erasure.erasure_id, now)
+    zones = list(target.zones) or None
+    scope = _zones_of(session, REQUESTS, zones)
+    record(session, _rows(erasure, target, report))  # first: never lost
+
+    days = _days(target)
+    mark = {ERASED: to_ms(now)}
+    for zone in scope:
+        if stop():
+            raise StopRequested()
+        zone_erasure = replace(erasure, zone=zone)
+
+        def make(zone: int = zone, e: Erasure = zone_erasure) -> Rewriter:
+            return Rewriter(
+                session,
+                REQUESTS,
+                zone,
+                chooses=target.covers,
+                match=lambda rows: session.erasures.covered(rows, [e]),
+                days=days,
+            )
+
+        written = rewrite(make, mark)
+        if written.removed:
+            report.requests[zone] = written.removed
+            report.files += written.files_removed
+            report.days |= written.days_removed
+
+    texts = _texts(target, stored)
+    if target.ip is not None:
+        pattern = "|".join(f"(?:^|{_EDGE}){_escape(t)}(?:$|{_EDGE})" for t in texts)
+        for zone in _zones_of(session, SHIELD_EVENTS, zones):
+            if stop():
+                raise StopRequested()
+
+            def shield(zone: int = zone) -> Rewriter:
+                return Rewriter(
+                    session,
+                    SHIELD_EVENTS,
+                    zone,
+                    chooses=target.covers,
+                    match=lambda rows: _text_match(rows, ("log", "labels_json"), pattern),
+                    days=days,
+                )
+
+            written = rewrite(shield, mark)  # the mark: its writers hold rows against it
+            report.shield += written.removed
+            report.files += written.files_removed
+            report.days |= written.days_removed
+    report.rejected = _forget_rejects(session, target, texts, zones)
+    report.quarantined = _quarantined(session, zones)
+
+    record(session, _rows(erasure, target, report))  # with its counts
+    if vacuum_now:
+        vacuum_removed(session, [REQUESTS, SHIELD_EVENTS, REJECTED_LINES])
+        report.vacuumed = True
+        record(session, _rows(erasure, target, report))
+    log.info(
+        "erasure %s: %d row(s) removed (%d request(s), %d shield event(s), %d rejected line(s))",
+        erasure.erasure_id,
+        report.rows,
+        sum(report.requests.values()),
+        report.shield,
+        report.rejected,
+    )
+    return report
+
+
+def _quarantined(session: LakeSession, zones: list[int] | None) -> int:
+    """How many files set aside in ``_quarantine/`` belong to ``zones`` (all without)."""
+    import pyarrow.fs as pafs
+
+    from cdnlake.lake.damage import QUARANTINE
+    from cdnlake.lake.restore import KEPT
+
+    selector = pafs.FileSelector(QUARANTINE, recursive=True, allow_not_found=True)
+    try:
+        found = session.lake.filesystem().get_file_info(selector)
+    except OSError as exc:
+        raise StorageError(f"cannot list {QUARANTINE}: {first_line(exc)}") from None
+    count = 0
+    for info in found:
+        match = KEPT.fullmatch(info.path.removeprefix(f"{QUARANTINE}/"))
+        if info.type == pafs.FileType.File and match is not None:
+            count += zones is None or int(match["zone"]) in zones
+    return count
+
+
+def _erasure(
+    session: LakeSession, target: Target, now: datetime, stored: Callable[[str], str | None]
+) -> Erasure:
+    """The erasure to record: an address as the keyed hash of its stored form."""
+    erasure_id = f"erasure-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+    if target.request_id is not None:
+        kind, text, key_id = REQUEST_ID, target.request_id.strip(), None
+    else:
+        assert target.ip is not None
+        key = session.erasure_keys.get(create=True)
+        if key is None:
+            raise StorageError("forget --ip: no erasure key (no storage root's work folder)")
+        as_stored = stored(canonical(target.ip))  # None: [privacy] ip = "drop"
+        kind, key_id = IP, key.key_id
+        text = key.digest(canonical(as_stored or target.ip))
+    return Erasure(
+        erasure_id,
+        zone=EVERY_ZONE,
+        erased_at=now,
+        kind=kind,
+        filter=text,
+        key_id=key_id,
+        from_day=target.from_day,
+        to_day=target.to_day,
+    )
+
+
+def _rows(erasure: Erasure, target: Target, report: ForgetReport) -> list[dict[str, object]]:
+    """The erasure's rows: one per zone named (``--zone``), else one for every zone."""
+    zones = list(target.zones) or [EVERY_ZONE]
+    rows = []
+    for zone in zones:
+        mine = report.requests if zone == EVERY_ZONE else {zone: report.requests.get(zone, 0)}
+        rows.append(
+            {
+                "zone": zone,
+                "erasure_id": erasure.erasure_id,
+                "erased_at": erasure.erased_at,
+                "kind": erasure.kind,
+                "filter": erasure.filter,
+                "key_id": erasure.key_id,
+                "from_day": target.from_day,
+                "to_day": target.to_day,
+                "days": ",".join(d.isoformat() for d in sorted(report.days)) or None,
+                "requests_removed": sum(mine.values()),
+                "rejected_removed": report.rejected if zone == zones[0] else 0,
+                "shield_removed": report.shield if zone == zones[0] else 0,
+                "files_rewritten": report.files if zone == zones[0] else 0,
+                "vacuumed_at": report.erased_at if report.vacuumed else None,
+            }
+        )
+    return rows
+
+
+def _days(target: Target) -> list[str] | None:
+    """The days to look at (every day where the range is open)."""
+    if target.from_day is None or target.to_day is None:
+        return None
+    span = (target.to_day - target.from_day).days
+    return [(target.from_day + timedelta(days=k)).isoformat() for k in range(span + 1)]
+
+
+def _zones_of(session: LakeSession, spec: TableSpec, zones: list[int] | None) -> list[int]:
+    """The zones the table holds files of (of ``zones``, where given)."""
+    import pyarrow as pa
+
+    table = session.lake.open(spec)
+    if table is None:
+        return []
+    actions = pa.table(add_actions_table(table))
+    if actions.num_rows == 0:
+        return []
+    held = {int(z) for z in actions[f"partition.{spec.zone_column}"].to_pylist()}
+    return sorted(held if zones is None else held & set(zones))
+
+
+def _texts(target: Target, stored: Callable[[str], str | None]) -> list[str]:
+    """The spellings of what to find in raw text: the request id, or the address as given,
+    in its canonical and (IPv6) long form, and as stored."""
+    if target.request_id is not None:
+        return [target.request_id.strip()]
+    assert target.ip is not None
+    address = ipaddress.ip_address(target.ip.strip())
+    texts = {target.ip.strip(), address.compressed, address.exploded}
+    as_stored = stored(address.compressed)
+    if as_stored:
+        texts.add(as_stored)
+    return sorted(texts)
+
+
+def _escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def _text_match(rows: pl.DataFrame, columns: tuple[str, ...], pattern: str) -> pl.Series:
+    hit = pl.Series([False] * rows.height, dtype=pl.Boolean)
+    for column in columns:
+        hit = hit | rows[column].str.contains(pattern).fill_null(False)
+    return hit
+
+
+def _forget_rejects(
+    session: LakeSession, target: Target, texts: list[str], zones: list[int] | None
+) -> int:
+    """Delete the rejected lines whose raw text (or request id) holds what is forgotten."""
+    lake = session.lake
+    table = lake.open(REJECTED_LINES)
+    if table is None:
+        return 0
+    partitions = [("zone", "in", [str(z) for z in zones])] if zones else None
+    try:
+        found = lake.dataset(REJECTED_LINES, table, partitions).to_table(
+            columns=["zone", "record_key", "raw_line", "request_id"]
+        )
+    except OSError as exc:
+        raise StorageError(f"cannot read rejected_lines: {exc}") from None
+    rows = pl.from_arrow(found)
+    assert isinstance(rows, pl.DataFrame)
+    if target.request_id is not None:
+        wanted = target.request_id.strip()
+        hit = (rows["request_id"] == wanted).fill_null(False) | rows["raw_line"].str.contains(
+            wanted, literal=True
+        ).fill_null(False)
+    else:
+        pattern = "|".join(f"(?:^|{_EDGE}){_escape(t)}(?:$|{_EDGE})" for t in texts)
+        hit = _text_match(rows, ("raw_line",), pattern)
+    gone = rows.filter(hit)
+    if gone.height == 0:
+        return 0
+    removed = 0
+    for (zone,), part in gone.group_by(["zone"]):
+        keys = ", ".join(_literal(k) for k in part["record_key"].to_list())
+        try:
+            with session.merge_table(REJECTED_LINES).current() as delta:
+                metrics = delta.delete(f"zone = {int(zone)} AND record_key IN ({keys})")  # type: ignore[arg-type]
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise StorageError(f"cannot remove rejected lines: {first_line(exc)}") from None
+        removed += int(metrics.get("num_deleted_rows", 0) or 0)
+    return removed
+
+
+def _literal(value: object) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def leaves_storage(erased_at: datetime, vacuum_hours: int, maintain_at: str) -> datetime:
+    """When the old files leave storage without ``--vacuum-now``: at the first daily
+    maintenance (``maintain_at``, UTC) at least ``vacuum_hours`` after the erasure."""
+    due = erased_at + timedelta(hours=vacuum_hours)
+    hour, minute = (int(part) for part in maintain_at.split(":"))
+    run = due.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    return run if run >= due else run + timedelta(days=1)

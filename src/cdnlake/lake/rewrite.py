@@ -1,0 +1,190 @@
+"""A zone's data files removed, or rewritten without some rows: retention and erasure.
+
+A rewrite is a commit of the zone like any other (:mod:`cdnlake.lake.zone`): prepared on
+a snapshot, fence checked, submitted to the table's one committer, and carrying the
+zone's application transactions, so it conflicts with every other commit of the zone: a
+pass prepared before it lands goes back and prepares again on the table after it (and
+its rows are held against the erasures then). Its progress is the zone's own, unchanged:
+the watermark is never moved back (nor forward) by it. It removes the files it read, and
+only while they are all still in the table (a compaction that replaced one meanwhile
+sends it back to be prepared again); the rows it keeps of a file go in a new file,
+written as every commit writes them.
+
+A file's rows are read once per rewrite: files never change once written, so a rewrite
+prepared again reads only the files that are new since.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, date, datetime
+from urllib.parse import unquote
+
+import polars as pl
+
+from cdnlake.errors import (
+    CdnlakeError,
+    DataError,
+    FencedError,
+    StorageError,
+    ZoneBusyError,
+    first_line,
+)
+from cdnlake.lake.dedup import Reads
+from cdnlake.lake.delta_log import File, Removal
+from cdnlake.lake.files import write_files
+from cdnlake.lake.progress import FENCE
+from cdnlake.lake.schema import TableSpec, conform
+from cdnlake.lake.session import LakeSession
+from cdnlake.lake.table import Prepared
+from cdnlake.lake.zone import Plan, Written, ZoneWriter, _Attempt
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS = 10  # rewrites begun again after the zone was fenced or kept busy meanwhile
+Match = Callable[[pl.DataFrame], pl.Series]  # the rows of a file that go
+
+
+class NothingToRewrite(CdnlakeError):
+    """No file of the zone holds a row that goes, and the rewrite carries no progress."""
+
+
+def day_of(path: str) -> date | None:
+    """A data file's UTC day, from its partition folder (``.../date=2026-11-20/...``)."""
+    for part in unquote(path).split("/"):
+        if part.startswith("date="):
+            return date.fromisoformat(part[5:])
+    return None
+
+
+class Rewriter(ZoneWriter):
+    """One zone's rewrite: the files of ``days`` (every day where None) that ``chooses``
+    picks; of each, the rows ``match`` finds go (the whole file without ``match``)."""
+
+    def __init__(
+        self,
+        session: LakeSession,
+        spec: TableSpec,
+        zone_id: int,
+        *,
+        chooses: Callable[[date | None], bool],
+        match: Match | None = None,
+        days: list[str] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        super().__init__(session, spec, zone_id, clock=clock)
+        self.chooses = chooses
+        self.match = match
+        self.days = days
+        self._read: dict[str, pl.DataFrame | None] = {}  # path: the rows kept, None: no match
+        self._gone: dict[str, int] = {}  # path: rows removed
+
+    def _prepare(
+        self, frame: pl.DataFrame, progress: Plan, rewinding: bool, reads: Reads
+    ) -> _Attempt:
+        snapshot = self.table.snapshot(self.zone_id, files=True, days=self.days)
+        if (snapshot.mark(FENCE) or 0) > self.token:
+            raise self._fenced()
+        removals: list[Removal] = []
+        kept: list[pl.DataFrame] = []
+        removed = 0
+        for file in snapshot.files or []:
+            day = day_of(file["path"])
+            if not self.chooses(day):
+                continue
+            if self.match is not None:
+                rest = self._rest(file, day)
+                if rest is None:
+                    continue
+                if rest.height:
+                    kept.append(rest)
+                removed += self._gone[file["path"]]
+            partition: dict[str, str | None] = {self.spec.zone_column: str(self.zone_id)}
+            if self.spec.by_date:
+                partition["date"] = day.isoformat() if day else None
+            removals.append(Removal(file["path"], partition))
+        if not removals and not progress:
+            raise NothingToRewrite(f"zone {self.zone_id}: nothing to rewrite")
+        new = pl.concat(kept) if kept else self.empty_rows()
+        versions = self._versions(progress, False, snapshot)
+        try:
+            actions, written_kept = write_files(self.session.lake, self.spec, new)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot write to {self.session.lake.table_uri(self.spec)}: {first_line(exc)}"
+            ) from None
+        share = Prepared(
+            self.zone_id, snapshot.version, actions, self._transactions(versions), removals
+        )
+        days = {day_of(r.path) for r in removals}
+        written = Written(
+            removed=removed,
+            files_removed=len(removals),
+            days_removed={d for d in days if d is not None},
+            reads=reads,
+        )
+        return _Attempt(share, snapshot, versions, new.clear(), written_kept, written)
+
+    def empty_rows(self) -> pl.DataFrame:
+        from cdnlake.lake.schema import polars_schema
+
+        return pl.DataFrame(schema=polars_schema(self.spec.schema))
+
+    def _rest(self, file: File, day: date | None) -> pl.DataFrame | None:
+        """The rows of ``file`` that stay, or None when none goes (read once)."""
+        path = file["path"]
+        if path not in self._read:
+            rows = self._rows(path, day)
+            assert self.match is not None
+            goes = self.match(rows).fill_null(False)
+            gone = int(goes.sum())
+            self._gone[path] = gone
+            self._read[path] = rows.filter(~goes) if gone else None
+        return self._read[path]
+
+    def _rows(self, path: str, day: date | None) -> pl.DataFrame:
+        """A data file's rows, with its partition values, as the table stores them."""
+        import pyarrow.parquet as pq
+
+        lake = self.session.lake
+        try:
+            table = pq.read_table(f"{self.spec.name}/{unquote(path)}", filesystem=lake.filesystem())
+        except OSError as exc:
+            raise StorageError(
+                f"cannot read {self.spec.name}/{path}: {first_line(exc)}; nothing was rewritten"
+            ) from None
+        except Exception as exc:  # not Parquet: maintain's check sets it aside
+            raise DataError(
+                f"{self.spec.name}/{path} does not decode ({first_line(exc)}); run "
+                "`cdnlake maintain --check-all`, then this again"
+            ) from None
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)
+        frame = frame.with_columns(pl.lit(self.zone_id, pl.Int64).alias(self.spec.zone_column))
+        if self.spec.by_date:
+            frame = frame.with_columns(pl.lit(day, pl.Date).alias("date"))
+        missing = [c for c in self.spec.schema if c not in frame.columns]
+        if missing:  # a file older than a column the table gained
+            frame = frame.with_columns(pl.lit(None).alias(c) for c in missing)
+        return conform(frame, self.spec.schema)
+
+
+def rewrite(make: Callable[[], Rewriter], progress: dict[str, int]) -> Written:
+    """Commit one zone's rewrite (``make`` builds its writer), begun again with a new
+    writer when the zone was fenced (a new holder took it) or kept busy meanwhile; what
+    it did. Nothing is committed when there is nothing to remove and no progress."""
+    last: Exception | None = None
+    for _attempt in range(ATTEMPTS):
+        writer = make()
+        try:
+            return writer.commit(writer.empty(), progress)
+        except NothingToRewrite:
+            return Written()
+        except (FencedError, ZoneBusyError) as exc:
+            last = exc
+            log.info(
+                "zone %s: rewrite of %s begun again (%s)", writer.zone_id, writer.spec.name, exc
+            )
+    assert last is not None
+    raise last
