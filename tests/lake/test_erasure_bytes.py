@@ -129,15 +129,9 @@ def test_after_forget_and_vacuum_no_byte_holds_the_address(tmp_path, emulator):
     assert not erased & set(ids)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="maintain --apply-privacy leaves the Delta log's statistics of the files it "
-    "replaced (delta-rs records each compacted file's min and max of every column) until "
-    "Delta's log cleanup; forget --vacuum-now drops them (lake.purge.vacuum_removed)",
-)
 def test_after_apply_privacy_no_byte_holds_a_whole_address(tmp_path):
     """The same proof after ``[privacy] ip`` changes from keep to truncate and
-    ``maintain --apply-privacy --retention-hours 0`` (the command of the privacy work)."""
+    ``maintain --apply-privacy --vacuum-now``."""
     path = tmp_path / "config.toml"
     base = '[storage]\nroot = "data"\n[[zones]]\nid = 1234\n'
     path.write_text(base)
@@ -159,8 +153,15 @@ def test_after_apply_privacy_no_byte_holds_a_whole_address(tmp_path):
     v1.unlink()
     assert run_cli("--config", str(path), "maintain").returncode == 0
     path.write_text(base + '[privacy]\nip = "truncate"\n')
-    applied = run_cli(
-        "--config", str(path), "maintain", "--apply-privacy", "--retention-hours", "0"
+    alone = run_cli("--config", str(path), "maintain", "--vacuum-now")
+    assert alone.returncode == 2
+    assert (
+        alone.stderr.strip() == "cdnlake: error: maintain --vacuum-now: goes with --apply-privacy"
     )
+    applied = run_cli("--config", str(path), "maintain", "--apply-privacy", "--vacuum-now")
     assert applied.returncode == 0, applied.stderr
+    assert "the old bytes have left storage" in applied.stdout
     assert holders(tmp_path, [address]) == []
+    after = lake_frame(load_test_config(path))
+    assert sorted(after["request_id"].to_list()) == [f"apply-{i:04d}" for i in range(60)]
+    assert set(after["remote_ip"].to_list()) == {"203.0.113.0", "198.51.100.0"}

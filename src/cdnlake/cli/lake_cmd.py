@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from cdnlake.cli.common import Interrupt, interruptible, load, say
 from cdnlake.config import Config
-from cdnlake.errors import StopRequested
+from cdnlake.errors import StopRequested, UsageError
 
 if TYPE_CHECKING:
     from cdnlake.lake.session import LakeSession
@@ -60,6 +60,8 @@ def maintain(args: argparse.Namespace) -> int:
     from cdnlake.lake.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
 
+    if args.vacuum_now and not args.apply_privacy:
+        raise UsageError("maintain --vacuum-now: goes with --apply-privacy")
     config = load(args, default_level="WARNING")
     if args.zone:
         config.select_all_zones(args.zone)  # unknown ids are refused
@@ -96,6 +98,11 @@ def maintain(args: argparse.Namespace) -> int:
                 ),
                 on_abandon=lambda: say(stopped_maintain(stop)),
             )
+            if args.apply_privacy:
+                stop.run(
+                    lambda: privacy_vacuum(session, config, args.vacuum_now),
+                    on_abandon=lambda: say(stopped_maintain(stop)),
+                )
         except StopRequested:
             say(stopped_maintain(stop))
             return 1
@@ -128,6 +135,24 @@ def apply_privacy(
         print("apply-privacy: every zone's rows were stored under this setting already")
     print(f"apply-privacy: rejected_lines: {report.rejected_lines} row(s) rewritten")
     return bool(report.failed)
+
+
+def privacy_vacuum(session: LakeSession, config: Config, now: bool) -> None:
+    """When the bytes stored under the weaker setting leave storage: at once with
+    ``--vacuum-now`` (the replaced files, and the log entries whose statistics name their
+    values), else as retention and Delta's log cleanup remove them."""
+    if now:
+        from cdnlake.lake.purge import vacuum_removed
+        from cdnlake.lake.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS
+
+        vacuum_removed(session, [REQUESTS, SHIELD_EVENTS, REJECTED_LINES])
+        print("apply-privacy: the old bytes have left storage (--vacuum-now)")
+        return
+    print(
+        "apply-privacy: the replaced files leave storage at the first vacuum past "
+        f"retention.vacuum_hours ({config.retention.vacuum_hours} h), the log entries naming "
+        "their values when Delta's log cleanup expires them; --vacuum-now removes both now"
+    )
 
 
 def stopped_maintain(stop: Interrupt) -> str:

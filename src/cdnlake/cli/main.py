@@ -299,6 +299,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="first rewrite the rows (and rejected lines) stored under a weaker [privacy] "
         "setting than the configured one, then maintain as usual; exit 1 if a zone cannot be",
     )
+    p.add_argument(
+        "--vacuum-now",
+        action="store_true",
+        help="with --apply-privacy: delete the replaced files, and the log entries that name "
+        "their values, from storage now (default: files at the first vacuum past "
+        "retention.vacuum_hours, log entries when Delta's log cleanup expires them)",
+    )
 
     p = _command(
         sub,
