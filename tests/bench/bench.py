@@ -301,7 +301,7 @@ def bench_backfill(work: Path, lines: int) -> Figure:
     ``read_csv`` of the same parts into one Parquet file; in one process, in turns."""
     from cdnlake.config import build_config
     from cdnlake.ingest.backfill import Backfill
-    from cdnlake.lake.session import LakeSession
+    from tests.sessions import session_for
 
     archive, parts = make_archive(work / "storage", lines)
     root = work / "backfill"
@@ -321,7 +321,7 @@ def bench_backfill(work: Path, lines: int) -> Figure:
         shutil.rmtree(root, ignore_errors=True)
 
         def run() -> None:
-            with LakeSession.from_config(config.storage) as session:
+            with session_for(config) as session:
                 job = Backfill(config, session, archive, config.zones[0], clock=lambda: clock)
                 done = job.run(job.listing())
                 if not done.ok or done.rows != lines:

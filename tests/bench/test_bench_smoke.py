@@ -23,6 +23,7 @@ BENCHMARKS = [
     "--engine spark",
     "range report",
     "commit of 60 s of new rows on a zone",
+    "counting the traffic of a commit",
     "commit of 60 s of new rows on a table",
     "status on",
     "busy zone",
@@ -32,6 +33,7 @@ BENCHMARKS = [
     "quiet zones on one daemon for",  # twice the zones: the lag bound alone
     "forwarded request to queryable row",
     "forwarded rows one daemon commits",
+    "forwarded JSON rows one daemon commits",
 ]
 
 
