@@ -177,3 +177,28 @@ def test_the_daemons_counters_export_each_zones_series_at_zero_before_its_first_
     key = (("cache_status", "BYPASS"), ("source", "v2"), ("status_class", "5xx"), ("zone", "1"))
     assert before[key] == 0.0
     assert exported(counters)["cdnlake_requests_total"][key] == 1.0
+
+
+def test_a_group_of_zones_counts_each_zone_once_when_one_is_sent_back(tmp_path):
+    # The forwarding receiver's flush: several zones in one commit_together; another
+    # process commits to one of them meanwhile, so its share goes back and is prepared
+    # again: it counts what it stored when it landed, the other zone counts once.
+    from cdnlake.lake.zone import commit_together
+
+    uri = str(tmp_path / "lake")
+    ours, theirs = TrafficCounters(), TrafficCounters()
+    session = LakeSession(Lake(uri, {}), traffic=ours)
+    one, two = ZoneWriter(session, REQUESTS, 1), ZoneWriter(session, REQUESTS, 2)
+    other = ZoneWriter(LakeSession(Lake(uri, {}), traffic=theirs), REQUESTS, 1)
+    with gathered(one.table, 2, lambda: other.commit(requests(0, 10), {})):
+        first, second = commit_together(
+            [(one, requests(5, 10, "forwarded")), (two, requests(0, 7, "forwarded"))]
+        )
+    assert not isinstance(first, Exception) and not isinstance(second, Exception)
+    assert (first.new, second.new) == (5, 7)
+    counted = {
+        zone: sum(n for key, n in ours.counts()[0].items() if key[0] == zone) for zone in "12"
+    }
+    assert counted == {"1": 5, "2": 7}
+    assert total(theirs) == 10
+    assert lake_rows(Lake(uri, {})).height == 22
