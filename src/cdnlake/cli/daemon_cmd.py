@@ -70,12 +70,18 @@ def daemon(args: argparse.Namespace) -> int:
 
 
 def traffic_counters(config: Config) -> TrafficCounters | None:
-    """With ``metrics.listen`` set: the traffic counters the daemon's session feeds."""
+    """With ``metrics.listen`` set: the traffic counters the daemon's session feeds, each
+    configured zone's series at zero from the start (its pass's source, and ``forwarded``
+    where the daemon receives forwarded logs), so that Prometheus counts its first requests."""
     if config.metrics.address() is None:
         return None
+    from cdnlake.forwarding.batch import SOURCE as FORWARDED
     from cdnlake.monitoring.traffic import TrafficCounters
 
-    return TrafficCounters()
+    expected = [(zone.id, zone.source) for zone in config.zones]
+    if config.forwarding.address() is not None:
+        expected += [(zone.id, FORWARDED) for zone in config.zones]
+    return TrafficCounters(expected)
 
 
 def serve_metrics(

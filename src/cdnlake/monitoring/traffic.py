@@ -10,15 +10,20 @@ one by one, and added under one lock.
 Cardinality is bounded: per zone, the sources cdnlake writes times the provider's cache
 statuses (anything else is ``other``) times the status classes ``1xx``..``5xx`` (a code
 outside 100-599 is ``other``); no path, host or country label. The counts live in the
-process and start at zero with it, as Prometheus expects of a restarted target. A series
-appears with the first request of its labels: Prometheus' ``increase()`` does not count
-that first value, so quiet combinations (a zone's first 5xx) show from their next commit.
+process and start at zero with it, as Prometheus expects of a restarted target.
+
+Prometheus' ``rate()`` and ``increase()`` take a series' first sample as its start, not as
+an increase: a series born with a commit's count would never count that commit (a short
+outage stored by one pass, a zone's first 5xx, would not show at all). So the series of
+the zones and sources the process expects (``expected``: its configured zones, each with
+its pass's source and ``forwarded`` where it receives) are exported at zero from the start,
+for every provider cache status and class ``1xx``..``5xx``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import polars as pl
 from prometheus_client.core import CounterMetricFamily, Metric
@@ -28,6 +33,7 @@ from cdnlake.ingest.v1_parser import CACHE_STATUSES
 
 OTHER = "other"
 KNOWN_CACHE_STATUSES = frozenset(CACHE_STATUSES)
+STATUS_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 REQUEST_LABELS = ["zone", "source", "cache_status", "status_class"]
 BYTES_LABELS = ["zone", "source", "cache_status"]
 
@@ -44,10 +50,16 @@ class TrafficCounters(Collector):
     """The process's traffic counters: a :class:`~cdnlake.lake.traffic.TrafficSink` for its
     lake session, and a collector for its metrics registry."""
 
-    def __init__(self) -> None:
+    def __init__(self, expected: Iterable[tuple[int, str]] = ()) -> None:
+        """``expected``: (zone, source) pairs whose series start at zero (see above)."""
         self._lock = threading.Lock()
         self._requests: dict[RequestKey, int] = {}
         self._bytes: dict[BytesKey, int] = {}
+        for zone_id, source in expected:
+            for cache in CACHE_STATUSES:
+                self._bytes[(str(zone_id), source, cache)] = 0
+                for klass in STATUS_CLASSES:
+                    self._requests[(str(zone_id), source, cache, klass)] = 0
 
     def stored(self, zone_id: int, rows: pl.DataFrame) -> None:
         """Count the requests one landed commit newly stored: grouped by their raw values
