@@ -299,9 +299,10 @@ def bench_backfill(work: Path, lines: int) -> Figure:
     """``Backfill`` (listing, fetch with its checksum, parse, exactly-once commits, the
     parts' marks and ledger) of gzipped archive parts into a new lake, against DuckDB's
     ``read_csv`` of the same parts into one Parquet file; in one process, in turns."""
+    from tests.sessions import session_for
+
     from cdnlake.config import build_config
     from cdnlake.ingest.backfill import Backfill
-    from tests.sessions import session_for
 
     archive, parts = make_archive(work / "storage", lines)
     root = work / "backfill"
