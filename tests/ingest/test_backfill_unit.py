@@ -186,3 +186,46 @@ def test_a_cut_part_keeps_its_whole_lines_and_stays_loud(tmp_path):
     listing, result = backfill(config, store)
     assert store.fetched == [] and not result.ok and len(listing.damaged) == 1
     assert lake_frame(config, "archive_parts")["state"].to_list() == ["damaged"]
+
+
+def test_two_runs_of_one_zone_keep_out_of_each_others_downloads(tmp_path):
+    """``cdnlake backfill`` beside the daemon's archive job: a run that starts while
+    another is downloading a part neither deletes nor writes into that download."""
+    config = make_config(tmp_path)
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    store.put("pullzone-logs/www/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 10), old)
+    store.put("pullzone-logs/www/2026/11/02_1.gzip", lines(date(2026, 11, 2), "b", 10), old)
+    seen: list[tuple[Path, bytes]] = []
+    real_fetch = store.fetch
+
+    def fetch(path: str, dest: Path, *, size: int, checksum: str) -> None:
+        real_fetch(path, dest, size=size, checksum=checksum)
+        if not seen:  # the other run starts while this part is on disk
+            seen.append((dest, dest.read_bytes()))
+            other = FakeStore()
+            other.put("pullzone-logs/www/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 10), old)
+            with session_for(config) as session:
+                job = Backfill(config, session, other, config.zones[0], clock=lambda: NOW)
+                job.run(job.listing())
+            assert dest.exists() and dest.read_bytes() == seen[0][1], "download deleted"
+
+    store.fetch = fetch  # type: ignore[method-assign]
+    _, result = backfill(config, store)
+    assert result.ok and len(result.parts) == 2
+    assert len(lake_ids(config, ZONE)) == 20
+    left = config.storage.work / "archive" / str(ZONE)
+    assert not [p for p in left.rglob("*") if p.is_file()], "a run's downloads stay behind"
+
+
+def test_what_a_killed_run_left_is_removed(tmp_path):
+    config = make_config(tmp_path)
+    zone_dir = config.storage.work / "archive" / str(ZONE)
+    (zone_dir / "run-killed").mkdir(parents=True)
+    (zone_dir / "run-killed" / ".lock").write_bytes(b"")  # its lock died with it
+    (zone_dir / "run-killed" / "01_1.gzip.partial").write_bytes(b"x" * 100)
+    (zone_dir / "01_1.gzip").write_bytes(b"y")  # the layout of earlier versions
+    store = FakeStore()
+    _, result = backfill(config, store)
+    assert result.ok
+    assert not [p for p in zone_dir.rglob("*") if p.is_file()]

@@ -1,6 +1,8 @@
 """``backfill``: a zone's archived parts (the provider's permanent log storage) into the lake.
 
-Each closed part is downloaded under ``<root>/work/archive/<zone>/``, read by the one v1
+Each closed part is downloaded into the run's own folder under ``<root>/work/archive/<zone>/``
+(:mod:`~cdnlake.ingest.archive_scratch`: a backfill beside the daemon's archive job keeps
+out of its downloads), read by the one v1
 parser and committed through the one runner, like a file of ``import-v1``: its rows go
 through the zone's writer, so each request is stored once, whichever of archive, API,
 forwarding or ``import-v1`` brought it first. The part's *mark* (an application
@@ -19,7 +21,6 @@ from the marks at the next listing.
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +42,7 @@ from cdnlake.ingest.archive_parts import (
     months,
     parse_name,
 )
+from cdnlake.ingest.archive_scratch import run_folder
 from cdnlake.ingest.archive_store import ArchiveStore, Entry
 from cdnlake.ingest.result import ZoneResult, utcnow
 from cdnlake.ingest.runner import Chunk, PassContext, Runner, StopSignal
@@ -218,7 +220,7 @@ class Backfill:
         self.stop = stop or threading.Event()
         self.clock = clock
         self.bookkeeping = Bookkeeping(session)
-        self.work = config.storage.work / "archive" / str(zone.id)
+        self.work = config.storage.work / "archive" / str(zone.id)  # a folder a run
         self._ledger: list[dict[str, Any]] = []  # imports not yet in archive_parts
         self._ledger_at = time.monotonic()
 
@@ -308,35 +310,33 @@ class Backfill:
         runner = Runner(self.config, self.session, stop=self.stop)
         signal: StopSignal = stop or self.stop
         self.progress.listed(listing)
-        shutil.rmtree(self.work, ignore_errors=True)  # what a killed run left
         try:
-            for number, part in enumerate(listing.todo, 1):
-                if signal.is_set():
-                    outcome.stopped = True
-                    break
-                version = self.session.log_table(REQUESTS).apps(self.zone.id, [part.mark])
-                if part.imported(version[part.mark]):
-                    continue
-                done = self._import(runner, part, holder, signal)
-                outcome.parts.append(done)
-                self.progress.part_done(done, number)
-                if done.result.outcome == "stopped":
-                    outcome.stopped = True
-                    break
-                self._flush_ledger(force=False)
+            with run_folder(self.work) as scratch:
+                for number, part in enumerate(listing.todo, 1):
+                    if signal.is_set():
+                        outcome.stopped = True
+                        break
+                    version = self.session.log_table(REQUESTS).apps(self.zone.id, [part.mark])
+                    if part.imported(version[part.mark]):
+                        continue
+                    done = self._import(runner, part, holder, signal, scratch)
+                    outcome.parts.append(done)
+                    self.progress.part_done(done, number)
+                    if done.result.outcome == "stopped":
+                        outcome.stopped = True
+                        break
+                    self._flush_ledger(force=False)
         finally:
-            shutil.rmtree(self.work, ignore_errors=True)
             outcome.seconds = time.monotonic() - started
             self._flush_ledger(force=True)
         return outcome
 
     def _import(
-        self, runner: Runner, part: Part, holder: int | None, signal: StopSignal
+        self, runner: Runner, part: Part, holder: int | None, signal: StopSignal, scratch: Path
     ) -> PartDone:
         assert self.zone.archive is not None
         label = f"archive:{self.zone.archive.storage_zone}/{folder_of(self.zone)}{part.path}"
-        dest = self.work / part.name
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest = scratch / part.name
         result: ZoneResult | None = None
         source: ArchivePartSource | None = None
         try:
