@@ -229,3 +229,28 @@ def test_what_a_killed_run_left_is_removed(tmp_path):
     _, result = backfill(config, store)
     assert result.ok
     assert not [p for p in zone_dir.rglob("*") if p.is_file()]
+
+
+def test_a_damaged_part_claims_no_loss_over_the_days_other_parts(tmp_path):
+    """A part holds some of its day's requests (its writer's, up to its close): what its
+    damage hides is not "the rest of the day", which later parts and other writers hold.
+    The loss is the part's, said by its mark, ``archive_parts`` and ``rejected_lines``."""
+    config = make_config(tmp_path)
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    day = date(2026, 11, 1)
+    cut = gzip.compress(("\n".join(lines(day, "a", 2000)) + "\n").encode())
+    store.put("pullzone-logs/www/2026/11/01_1.gzip", [], old, raw=cut[: len(cut) // 2])
+    noon = int(datetime(2026, 11, 1, 12, tzinfo=UTC).timestamp() * 1000)
+    later = [GOOD.format(ts=noon + i * 1000, zone=ZONE, rid=f"b{i:024d}") for i in range(30)]
+    store.put("pullzone-logs/www/2026/11/01_2.gzip", later, old)
+    _, result = backfill(config, store)
+    assert not result.ok and len(result.failed) == 1 and len(result.parts) == 2
+    stored = lake_frame(config, "requests")
+    assert stored.filter(pl.col("ts") >= datetime(2026, 11, 1, 12, tzinfo=UTC)).height == 30
+    gaps = lake_frame(config, "ingest_gaps")
+    assert gaps.height == 0, gaps.select("gap_from", "gap_to", "reason").to_dicts()
+    assert lake_frame(config, "archive_parts").sort("path")["state"].to_list() == [
+        "damaged",
+        "imported",
+    ]

@@ -88,6 +88,13 @@ class ArchivePartSource(V1FileSource):
         self._window(ctx)
         yield self._last(held, damaged_at=None)
 
+    def _record_damage(self, ctx: PassContext, exc: DamagedInputError) -> None:
+        """The marker in ``rejected_lines`` only, no gap: a part holds some of its day
+        (its writer's requests until it closed), not "the rest of the day", which later
+        parts and other writers hold. Its mark and ``archive_parts`` say it is damaged,
+        ``status`` names its day, the audit finds the hours it left short."""
+        self._damage_marker(ctx, exc)
+
     def _window(self, ctx: PassContext) -> None:
         """A writer's first part of a day reads the day from midnight: its run's window
         says so (``ingest_runs``: where the report's coverage and the audit see the lake
