@@ -262,6 +262,12 @@ def test_a_wrong_password_is_one_line_and_exit_2(tmp_path):
             env={k: v for k, v in os.environ.items() if k != "ARCHIVE_PASSWORD"},
         )
         assert unset.returncode == 2 and "ARCHIVE_PASSWORD is not set" in unset.stderr
+        # A mistyped folder lists as empty: one line naming the key, not "0 days" and 0.
+        path.write_text(path.read_text().replace(f'folder = "zone-{ZONE}"', 'folder = "zone"'))
+        mistyped = cli(path, "backfill", "--zone", str(ZONE))
+        assert mistyped.returncode == 2, mistyped.stdout + mistyped.stderr
+        lines = mistyped.stderr.strip().splitlines()
+        assert len(lines) == 1 and "zones[0].archive.folder" in lines[0], lines
     finally:
         emu.stop()
 

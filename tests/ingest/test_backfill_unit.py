@@ -226,6 +226,8 @@ def test_what_a_killed_run_left_is_removed(tmp_path):
     (zone_dir / "run-killed" / "01_1.gzip.partial").write_bytes(b"x" * 100)
     (zone_dir / "01_1.gzip").write_bytes(b"y")  # the layout of earlier versions
     store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    store.put("pullzone-logs/www/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 10), old)
     _, result = backfill(config, store)
     assert result.ok
     assert not [p for p in zone_dir.rglob("*") if p.is_file()]
@@ -254,3 +256,21 @@ def test_a_damaged_part_claims_no_loss_over_the_days_other_parts(tmp_path):
         "damaged",
         "imported",
     ]
+
+
+def test_a_folder_the_storage_zone_does_not_hold_is_a_config_error(tmp_path):
+    """``folder`` mistyped (it must be the pull zone's name as the provider writes it): an
+    error naming the key, not "0 days, 0 parts" and success."""
+    import pytest
+
+    from cdnlake.errors import ConfigError
+
+    config = make_config(tmp_path)
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    store.put("pullzone-logs/www-2/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 10), old)
+    for days in ((None, None), (date(2026, 11, 1), date(2026, 11, 30))):
+        with pytest.raises(ConfigError, match=r"zones\[0\]\.archive\.folder") as raised:
+            backfill(config, store, first=days[0], last=days[1])
+        assert "pullzone-logs/www/" in str(raised.value)
+    assert lake_ids(config, ZONE) == []

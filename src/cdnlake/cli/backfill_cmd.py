@@ -3,7 +3,7 @@
 Exit 0 when every closed part of the days is in the lake; 1 when a part failed, is
 damaged (now or before: what its whole lines held is kept) or the run was interrupted
 (what is committed stays; a rerun goes on from there); 2 for bad usage or configuration,
-the storage zone refusing the password included.
+the storage zone refusing the password or holding nothing under the zone's folder included.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import polars as pl
 
 from cdnlake.config import Config, ZoneConfig
-from cdnlake.errors import CdnlakeError, DamagedInputError, StopRequested
+from cdnlake.errors import CdnlakeError, ConfigError, DamagedInputError, StopRequested
 from cdnlake.ingest.archive_parts import (
     DAMAGED,
     ROOT,
@@ -255,11 +255,22 @@ class Backfill:
 
     def _parts(self, first: date | None, last: date | None) -> list[Part]:
         root = folder_of(self.zone)
+        years = self._folders(root)
+        if not years:  # a mistyped folder lists as empty: no "0 days" and success
+            assert self.zone.archive is not None
+            index = self.config.zones.index(self.zone)
+            raise ConfigError(
+                f"zones[{index}].archive.folder: storage zone "
+                f"{self.zone.archive.storage_zone} holds nothing under {root}: the folder "
+                "must be the pull zone's name as the provider writes it (`cdnlake api "
+                f"pullzone show-archive --zone {self.zone.id}` shows it), or the provider "
+                "has archived nothing of the zone yet"
+            )
         if first is not None and last is not None:
             folders = months(first, last)
         else:
             found = []
-            for year_name in self._folders(root):
+            for year_name in years:
                 for month_name in self._folders(f"{root}{year_name}/"):
                     if year_name.isdigit() and month_name.isdigit():
                         found.append((int(year_name), int(month_name)))
