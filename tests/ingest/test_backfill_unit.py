@@ -274,3 +274,63 @@ def test_a_folder_the_storage_zone_does_not_hold_is_a_config_error(tmp_path):
             backfill(config, store, first=days[0], last=days[1])
         assert "pullzone-logs/www/" in str(raised.value)
     assert lake_ids(config, ZONE) == []
+
+
+def test_a_part_stopped_after_some_of_its_commits_is_not_marked_imported(tmp_path, monkeypatch):
+    """Ctrl-C inside a part of many commits: what it committed stays, its mark does not
+    (the mark rides only with the last rows), so the next run reads it again, whole, and
+    each request is stored once."""
+    import functools
+    import threading
+
+    from cdnlake.ingest import v1_source
+
+    monkeypatch.setattr(
+        v1_source, "iter_parsed", functools.partial(v1_source.iter_parsed, block_bytes=4096)
+    )
+    raw = {
+        "storage": {"root": str(tmp_path / "data")},
+        "ingest": {"flush_rows": 50},
+        "zones": [
+            {
+                "id": ZONE,
+                "archive": {"storage_zone": "logs", "folder": "www", "password_env": "ARCHIVE_PW"},
+            }
+        ],
+    }
+    config = build_config(raw, base_dir=tmp_path, env={"ARCHIVE_PW": "pw"})
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    store.put("pullzone-logs/www/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 2000), old)
+    stop = threading.Event()
+
+    class StopAfterFirstCommit:
+        def listed(self, listing):
+            pass
+
+        def reading(self, part, result):
+            if result.rows:
+                stop.set()  # Ctrl-C once the part's first rows are in the lake
+
+        def part_done(self, done, index):
+            pass
+
+    with session_for(config) as session:
+        job = Backfill(
+            config,
+            session,
+            store,
+            config.zones[0],
+            clock=lambda: NOW,
+            progress=StopAfterFirstCommit(),
+            stop=stop,
+        )
+        result = job.run(job.listing())
+    assert result.stopped
+    kept = len(lake_ids(config, ZONE))
+    assert 0 < kept < 2000
+    listing, result = backfill(config, store)
+    assert [p.name for p in listing.todo] == ["01_1.gzip"], "marked imported with rows missing"
+    assert result.ok and result.rows == 2000 - kept
+    ids = lake_ids(config, ZONE)
+    assert len(ids) == len(set(ids)) == 2000
