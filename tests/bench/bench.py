@@ -302,6 +302,7 @@ def bench_backfill(work: Path, lines: int) -> Figure:
     from cdnlake.config import build_config
     from cdnlake.ingest.backfill import Backfill
     from cdnlake.lake.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
 
     archive, parts = make_archive(work / "storage", lines)
     root = work / "backfill"
@@ -321,7 +322,8 @@ def bench_backfill(work: Path, lines: int) -> Figure:
         shutil.rmtree(root, ignore_errors=True)
 
         def run() -> None:
-            with LakeSession.from_config(config.storage) as session:
+            policy = PrivacyPolicy.from_config(config.privacy)
+            with LakeSession.from_config(config.storage, privacy=policy) as session:
                 job = Backfill(config, session, archive, config.zones[0], clock=lambda: clock)
                 done = job.run(job.listing())
                 if not done.ok or done.rows != lines:
