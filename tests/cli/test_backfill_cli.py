@@ -428,3 +428,20 @@ def test_the_progress_moves_only_forward_and_never_past_the_end():
     step(parts[3], 5, done=True)
     assert seen == sorted(seen), seen
     assert max(seen) <= 4000 and seen[-1] == 4000
+
+
+def test_the_progress_ends_whole_when_another_run_took_a_part():
+    from cdnlake.cli.backfill_cmd import _Pace
+    from cdnlake.ingest.archive_parts import Part
+    from cdnlake.ingest.backfill import Listing
+    from cdnlake.ingest.result import ZoneResult
+
+    parts = [Part(f"2026/11/{n}", NOW.date(), 1000, "", NOW, "100", 0) for n in "ab"]
+    pace = _Pace()
+    pace.listed(Listing(closed=parts, todo=list(parts)))
+    pace.skipped(parts[0])  # the daemon's archive job imported it meanwhile
+    result = ZoneResult(ZONE, "archive")
+    result.lines = 10
+    pace.finished(parts[1], result)
+    assert pace.bytes_done() == pace.total_bytes == 1000
+    assert pace.line().startswith("1/1 parts"), pace.line()

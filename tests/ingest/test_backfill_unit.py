@@ -315,6 +315,9 @@ def test_a_part_stopped_after_some_of_its_commits_is_not_marked_imported(tmp_pat
         def part_done(self, done, index):
             pass
 
+        def skipped(self, part):
+            pass
+
     with session_for(config) as session:
         job = Backfill(
             config,
@@ -334,3 +337,37 @@ def test_a_part_stopped_after_some_of_its_commits_is_not_marked_imported(tmp_pat
     assert result.ok and result.rows == 2000 - kept
     ids = lake_ids(config, ZONE)
     assert len(ids) == len(set(ids)) == 2000
+
+
+def test_a_part_another_run_imported_meanwhile_is_skipped_and_said(tmp_path):
+    """The daemon's archive job imports a part between this run's listing and its turn:
+    not read again, and the progress hears of it (else its bar never reaches the end)."""
+    config = make_config(tmp_path)
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    store.put("pullzone-logs/www/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 10), old)
+    store.put("pullzone-logs/www/2026/11/02_1.gzip", lines(date(2026, 11, 2), "b", 10), old)
+    heard: list[str] = []
+
+    class Heard:
+        def listed(self, listing):
+            pass
+
+        def reading(self, part, result):
+            pass
+
+        def part_done(self, done, index):
+            heard.append(f"done {done.part.name}")
+
+        def skipped(self, part):
+            heard.append(f"skipped {part.name}")
+
+    with session_for(config) as session:
+        job = Backfill(config, session, store, config.zones[0], clock=lambda: NOW, progress=Heard())
+        listing = job.listing()
+        backfill(config, store, first=date(2026, 11, 1), last=date(2026, 11, 1))  # the other
+        store.fetched.clear()
+        result = job.run(listing)
+    assert store.fetched == ["pullzone-logs/www/2026/11/02_1.gzip"]
+    assert heard == ["skipped 01_1.gzip", "done 02_1.gzip"]
+    assert result.ok and [p.name for p in result.skipped] == ["01_1.gzip"]

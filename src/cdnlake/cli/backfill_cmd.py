@@ -92,6 +92,11 @@ class _Pace:
         self.rows += result.rows
         self.current_size = self.current_lines = self.current_rows = 0
 
+    def skipped(self, part: Part) -> None:
+        """Another run imported it: out of what is left to do."""
+        self.total_parts -= 1
+        self.total_bytes -= part.size
+
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
@@ -136,6 +141,11 @@ class LineProgress:
             self.pace.finished(done.part, done.result)
             print(f"{_part_line(done)} [{self.pace.line()}]", flush=True)
 
+    def skipped(self, part: Part) -> None:
+        with self._lock:
+            self.pace.skipped(part)
+            print(f"{part.path}: {SKIPPED} [{self.pace.line()}]", flush=True)
+
 
 class RichProgress:
     """On a terminal: a bar by bytes, with parts, rows, rate and time left."""
@@ -171,8 +181,16 @@ class RichProgress:
             self._progress.console.print(_part_line(done))
         self._show()
 
+    def skipped(self, part: Part) -> None:
+        self.pace.skipped(part)
+        self._progress.update(self._task, total=max(self.pace.total_bytes, 1))
+        self._show()
+
     def _show(self) -> None:
         self._progress.update(self._task, completed=self.pace.bytes_done(), info=self.pace.line())
+
+
+SKIPPED = "imported meanwhile by another run (the daemon's archive job?): not read here"
 
 
 def _listing_line(listing: Listing) -> str:
@@ -202,7 +220,8 @@ def summary(zone_id: int, result: BackfillResult) -> str:
     rejected = sum(p.result.rejected for p in result.parts)
     imported = sum(p.result.ok for p in result.parts)
     text = (
-        f"backfill zone {zone_id}: {imported} part(s) imported now, {len(listing.done)} before, "
+        f"backfill zone {zone_id}: {imported} part(s) imported now, "
+        f"{len(listing.done) + len(result.skipped)} before, "
         f"{len(listing.open)} open (left for later); {result.lines:,} lines, "
         f"{result.rows:,} new rows, {dups:,} duplicates dropped, {rejected:,} rejected "
         f"(see rejected_lines) in {result.seconds:.1f}s"

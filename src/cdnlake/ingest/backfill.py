@@ -140,6 +140,7 @@ class BackfillResult:
     zone_id: int
     listing: Listing
     parts: list[PartDone] = field(default_factory=list)
+    skipped: list[Part] = field(default_factory=list)  # imported by another run meanwhile
     stopped: bool = False
     seconds: float = 0.0
 
@@ -170,6 +171,10 @@ class Progress(Protocol):
 
     def part_done(self, done: PartDone, index: int) -> None: ...
 
+    def skipped(self, part: Part) -> None:
+        """A part of the listing another run imported meanwhile: not read here."""
+        ...
+
 
 class QuietProgress:
     def listed(self, listing: Listing) -> None:
@@ -181,6 +186,9 @@ class QuietProgress:
     def part_done(self, done: PartDone, index: int) -> None:
         level = logging.INFO if done.result.ok else logging.ERROR
         log.log(level, "archive part %s: %s", done.part.path, done.result.summary())
+
+    def skipped(self, part: Part) -> None:
+        pass
 
 
 class _PartReporter:
@@ -336,6 +344,8 @@ class Backfill:
                         break
                     version = self.session.log_table(REQUESTS).apps(self.zone.id, [part.mark])
                     if part.imported(version[part.mark]):
+                        outcome.skipped.append(part)
+                        self.progress.skipped(part)
                         continue
                     done = self._import(runner, part, holder, signal, scratch)
                     outcome.parts.append(done)
