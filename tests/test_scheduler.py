@@ -273,3 +273,55 @@ def test_a_fleet_started_after_report_at_makes_that_days_report_once(
                 proc.kill()
                 proc.wait()
         emu.stop()
+
+
+def test_archive_jobs_keep_to_their_own_workers(tmp_path):
+    """Many zones catching up on their archives at once (a daemon back from an outage): at
+    most ARCHIVE_JOBS archive jobs run together, on workers of their own, and the polls
+    go on meanwhile; the jobs left wait their turn."""
+    import threading
+
+    from cdnlake.config import build_config
+    from cdnlake.scheduler import ARCHIVE_JOBS
+
+    archive = {"storage_zone": "logs", "folder": "www", "password_env": "ARCHIVE_PW"}
+    zones = [{"id": 2000 + i, "archive": {**archive, "folder": f"z{i}"}} for i in range(8)]
+    raw = {
+        "storage": {"root": str(tmp_path / "data")},
+        "schedule": {"poll_seconds": 1, "archive_seconds": 3600},
+        "zones": zones,
+    }
+    config = build_config(raw, base_dir=tmp_path, env={"ARCHIVE_PW": "pw"})
+    daemon = Daemon(config, make_client(config), catch_up=False)
+    release = threading.Event()
+    lock = threading.Lock()
+    running: set[int] = set()
+    most = 0
+    ran: set[int] = set()
+    polls: list[int] = []
+
+    def archive_job(zone):  # an archive job that takes its time
+        nonlocal most
+        with lock:
+            running.add(zone.id)
+            most = max(most, len(running))
+        release.wait(30)
+        with lock:
+            running.discard(zone.id)
+            ran.add(zone.id)
+
+    daemon.pick_up_archive = archive_job  # type: ignore[method-assign]
+    daemon.poll_zone = lambda zone: polls.append(zone.id)  # type: ignore[method-assign]
+    daemon.start()
+    try:
+        assert wait_for(lambda: len(running) >= min(ARCHIVE_JOBS, 8), 30)
+        # The polls go on while the archive jobs hold their workers (each zone twice
+        # more), and by then every archive job has come due (50 ms apart).
+        before = len(polls)
+        assert wait_for(lambda: len(polls) >= before + 2 * len(zones), 30), polls
+        assert most <= ARCHIVE_JOBS, f"{most} archive jobs at once"
+        release.set()
+        assert wait_for(lambda: len(ran) == 8, 30), ran
+    finally:
+        release.set()
+        assert daemon.stop()

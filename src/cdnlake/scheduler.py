@@ -67,6 +67,9 @@ COMPACT_MINUTES = 10  # how often today's partitions with many small files are c
 # The days a zone's archive job looks at (two month folders at most): newly closed parts
 # and a week or two the daemon was down; older history is `cdnlake backfill`'s.
 ARCHIVE_DAYS = 31
+# Archive jobs running at once, on workers of their own: a daemon catching up on many
+# zones' archives (after an outage) keeps every poll worker for the polls.
+ARCHIVE_JOBS = 4
 
 
 class Daemon:
@@ -141,11 +144,13 @@ class Daemon:
         # A thread per zone up to PASSES_IN_FLIGHT: the runner lets ``concurrency`` of
         # them read the provider at once, and the quiet ones that have read wait for one
         # group commit together (commits per poll follow its latency, not the zones).
-        archived = sum(z.archive is not None for z in config.zones)  # their archive jobs
-        workers = max(2, min(PASSES_IN_FLIGHT, zones) + 1 + min(archived, 4))
+        workers = max(2, min(PASSES_IN_FLIGHT, zones) + 1)
         self.scheduler = BackgroundScheduler(
             timezone=UTC,
-            executors={"default": ThreadPoolExecutor(max_workers=workers)},
+            executors={
+                "default": ThreadPoolExecutor(max_workers=workers),
+                "archive": ThreadPoolExecutor(max_workers=ARCHIVE_JOBS),
+            },
             job_defaults={
                 "coalesce": True,
                 "max_instances": 1,
@@ -512,6 +517,7 @@ class Daemon:
                 args=[zone],
                 id=f"archive-{zone.id}",
                 name=f"archive of zone {zone.id}",
+                executor="archive",
                 # after the first round of polls has begun, staggered
                 next_run_time=now + timedelta(seconds=2, milliseconds=50 * (len(polls) + i)),
             )

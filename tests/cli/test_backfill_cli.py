@@ -262,6 +262,12 @@ def test_a_wrong_password_is_one_line_and_exit_2(tmp_path):
             env={k: v for k, v in os.environ.items() if k != "ARCHIVE_PASSWORD"},
         )
         assert unset.returncode == 2 and "ARCHIVE_PASSWORD is not set" in unset.stderr
+        # A mistyped folder lists as empty: one line naming the key, not "0 days" and 0.
+        path.write_text(path.read_text().replace(f'folder = "zone-{ZONE}"', 'folder = "zone"'))
+        mistyped = cli(path, "backfill", "--zone", str(ZONE))
+        assert mistyped.returncode == 2, mistyped.stdout + mistyped.stderr
+        lines = mistyped.stderr.strip().splitlines()
+        assert len(lines) == 1 and "zones[0].archive.folder" in lines[0], lines
     finally:
         emu.stop()
 
@@ -383,3 +389,59 @@ def test_the_archive_job_runs_only_where_the_zone_is_held_and_is_fenced(tmp_path
         assert "closed" in set(parts["state"])  # listed, refused: left for the holder
     finally:
         emu.stop()
+
+
+def test_the_progress_moves_only_forward_and_never_past_the_end():
+    """The bar's bytes: a part counted by its lines at the bytes a line of the parts read
+    before, never more than its size (a part that packs more lines a byte would push the
+    bar past it, then back as it ends), nor made heavier by a part that failed unread."""
+    from cdnlake.cli.backfill_cmd import _Pace
+    from cdnlake.ingest.archive_parts import Part
+    from cdnlake.ingest.backfill import Listing
+    from cdnlake.ingest.result import ZoneResult
+
+    def part(name: str, size: int) -> Part:
+        return Part(f"2026/11/{name}", NOW.date(), size, "", NOW, "100", 0)
+
+    parts = [part("a", 1000), part("b", 1000), part("c", 1000), part("d", 1000)]
+    pace = _Pace()
+    pace.listed(Listing(closed=parts, todo=list(parts)))
+    seen: list[float] = []
+
+    def step(p: Part, lines: int, *, done: bool = False) -> None:
+        result = ZoneResult(ZONE, "archive")
+        result.lines = lines
+        if done:
+            pace.finished(p, result)
+        else:
+            pace.reading(p, result)
+        seen.append(pace.bytes_done())
+        left = pace.left()
+        assert left is None or left >= 0, pace.line()
+
+    step(parts[0], 0, done=True)  # its download failed: no line read
+    step(parts[1], 10)
+    step(parts[1], 10, done=True)  # 100 bytes a line
+    step(parts[2], 50)  # 5000 bytes at that pace: more than the part
+    step(parts[2], 50, done=True)
+    step(parts[3], 5)
+    step(parts[3], 5, done=True)
+    assert seen == sorted(seen), seen
+    assert max(seen) <= 4000 and seen[-1] == 4000
+
+
+def test_the_progress_ends_whole_when_another_run_took_a_part():
+    from cdnlake.cli.backfill_cmd import _Pace
+    from cdnlake.ingest.archive_parts import Part
+    from cdnlake.ingest.backfill import Listing
+    from cdnlake.ingest.result import ZoneResult
+
+    parts = [Part(f"2026/11/{n}", NOW.date(), 1000, "", NOW, "100", 0) for n in "ab"]
+    pace = _Pace()
+    pace.listed(Listing(closed=parts, todo=list(parts)))
+    pace.skipped(parts[0])  # the daemon's archive job imported it meanwhile
+    result = ZoneResult(ZONE, "archive")
+    result.lines = 10
+    pace.finished(parts[1], result)
+    assert pace.bytes_done() == pace.total_bytes == 1000
+    assert pace.line().startswith("1/1 parts"), pace.line()

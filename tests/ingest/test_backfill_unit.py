@@ -186,3 +186,188 @@ def test_a_cut_part_keeps_its_whole_lines_and_stays_loud(tmp_path):
     listing, result = backfill(config, store)
     assert store.fetched == [] and not result.ok and len(listing.damaged) == 1
     assert lake_frame(config, "archive_parts")["state"].to_list() == ["damaged"]
+
+
+def test_two_runs_of_one_zone_keep_out_of_each_others_downloads(tmp_path):
+    """``cdnlake backfill`` beside the daemon's archive job: a run that starts while
+    another is downloading a part neither deletes nor writes into that download."""
+    config = make_config(tmp_path)
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    store.put("pullzone-logs/www/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 10), old)
+    store.put("pullzone-logs/www/2026/11/02_1.gzip", lines(date(2026, 11, 2), "b", 10), old)
+    seen: list[tuple[Path, bytes]] = []
+    real_fetch = store.fetch
+
+    def fetch(path: str, dest: Path, *, size: int, checksum: str) -> None:
+        real_fetch(path, dest, size=size, checksum=checksum)
+        if not seen:  # the other run starts while this part is on disk
+            seen.append((dest, dest.read_bytes()))
+            other = FakeStore()
+            other.put("pullzone-logs/www/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 10), old)
+            with session_for(config) as session:
+                job = Backfill(config, session, other, config.zones[0], clock=lambda: NOW)
+                job.run(job.listing())
+            assert dest.exists() and dest.read_bytes() == seen[0][1], "download deleted"
+
+    store.fetch = fetch  # type: ignore[method-assign]
+    _, result = backfill(config, store)
+    assert result.ok and len(result.parts) == 2
+    assert len(lake_ids(config, ZONE)) == 20
+    left = config.storage.work / "archive" / str(ZONE)
+    assert not [p for p in left.rglob("*") if p.is_file()], "a run's downloads stay behind"
+
+
+def test_what_a_killed_run_left_is_removed(tmp_path):
+    config = make_config(tmp_path)
+    zone_dir = config.storage.work / "archive" / str(ZONE)
+    (zone_dir / "run-killed").mkdir(parents=True)
+    (zone_dir / "run-killed" / ".lock").write_bytes(b"")  # its lock died with it
+    (zone_dir / "run-killed" / "01_1.gzip.partial").write_bytes(b"x" * 100)
+    (zone_dir / "01_1.gzip").write_bytes(b"y")  # the layout of earlier versions
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    store.put("pullzone-logs/www/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 10), old)
+    _, result = backfill(config, store)
+    assert result.ok
+    assert not [p for p in zone_dir.rglob("*") if p.is_file()]
+
+
+def test_a_damaged_part_claims_no_loss_over_the_days_other_parts(tmp_path):
+    """A part holds some of its day's requests (its writer's, up to its close): what its
+    damage hides is not "the rest of the day", which later parts and other writers hold.
+    The loss is the part's, said by its mark, ``archive_parts`` and ``rejected_lines``."""
+    config = make_config(tmp_path)
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    day = date(2026, 11, 1)
+    cut = gzip.compress(("\n".join(lines(day, "a", 2000)) + "\n").encode())
+    store.put("pullzone-logs/www/2026/11/01_1.gzip", [], old, raw=cut[: len(cut) // 2])
+    noon = int(datetime(2026, 11, 1, 12, tzinfo=UTC).timestamp() * 1000)
+    later = [GOOD.format(ts=noon + i * 1000, zone=ZONE, rid=f"b{i:024d}") for i in range(30)]
+    store.put("pullzone-logs/www/2026/11/01_2.gzip", later, old)
+    _, result = backfill(config, store)
+    assert not result.ok and len(result.failed) == 1 and len(result.parts) == 2
+    stored = lake_frame(config, "requests")
+    assert stored.filter(pl.col("ts") >= datetime(2026, 11, 1, 12, tzinfo=UTC)).height == 30
+    gaps = lake_frame(config, "ingest_gaps")
+    assert gaps.height == 0, gaps.select("gap_from", "gap_to", "reason").to_dicts()
+    assert lake_frame(config, "archive_parts").sort("path")["state"].to_list() == [
+        "damaged",
+        "imported",
+    ]
+
+
+def test_a_folder_the_storage_zone_does_not_hold_is_a_config_error(tmp_path):
+    """``folder`` mistyped (it must be the pull zone's name as the provider writes it): an
+    error naming the key, not "0 days, 0 parts" and success."""
+    import pytest
+
+    from cdnlake.errors import ConfigError
+
+    config = make_config(tmp_path)
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    store.put("pullzone-logs/www-2/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 10), old)
+    for days in ((None, None), (date(2026, 11, 1), date(2026, 11, 30))):
+        with pytest.raises(ConfigError, match=r"zones\[0\]\.archive\.folder") as raised:
+            backfill(config, store, first=days[0], last=days[1])
+        assert "pullzone-logs/www/" in str(raised.value)
+    assert lake_ids(config, ZONE) == []
+
+
+def test_a_part_stopped_after_some_of_its_commits_is_not_marked_imported(tmp_path, monkeypatch):
+    """Ctrl-C inside a part of many commits: what it committed stays, its mark does not
+    (the mark rides only with the last rows), so the next run reads it again, whole, and
+    each request is stored once."""
+    import functools
+    import threading
+
+    from cdnlake.ingest import v1_source
+
+    monkeypatch.setattr(
+        v1_source, "iter_parsed", functools.partial(v1_source.iter_parsed, block_bytes=4096)
+    )
+    raw = {
+        "storage": {"root": str(tmp_path / "data")},
+        "ingest": {"flush_rows": 50},
+        "zones": [
+            {
+                "id": ZONE,
+                "archive": {"storage_zone": "logs", "folder": "www", "password_env": "ARCHIVE_PW"},
+            }
+        ],
+    }
+    config = build_config(raw, base_dir=tmp_path, env={"ARCHIVE_PW": "pw"})
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    store.put("pullzone-logs/www/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 2000), old)
+    stop = threading.Event()
+
+    class StopAfterFirstCommit:
+        def listed(self, listing):
+            pass
+
+        def reading(self, part, result):
+            if result.rows:
+                stop.set()  # Ctrl-C once the part's first rows are in the lake
+
+        def part_done(self, done, index):
+            pass
+
+        def skipped(self, part):
+            pass
+
+    with session_for(config) as session:
+        job = Backfill(
+            config,
+            session,
+            store,
+            config.zones[0],
+            clock=lambda: NOW,
+            progress=StopAfterFirstCommit(),
+            stop=stop,
+        )
+        result = job.run(job.listing())
+    assert result.stopped
+    kept = len(lake_ids(config, ZONE))
+    assert 0 < kept < 2000
+    listing, result = backfill(config, store)
+    assert [p.name for p in listing.todo] == ["01_1.gzip"], "marked imported with rows missing"
+    assert result.ok and result.rows == 2000 - kept
+    ids = lake_ids(config, ZONE)
+    assert len(ids) == len(set(ids)) == 2000
+
+
+def test_a_part_another_run_imported_meanwhile_is_skipped_and_said(tmp_path):
+    """The daemon's archive job imports a part between this run's listing and its turn:
+    not read again, and the progress hears of it (else its bar never reaches the end)."""
+    config = make_config(tmp_path)
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    store.put("pullzone-logs/www/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 10), old)
+    store.put("pullzone-logs/www/2026/11/02_1.gzip", lines(date(2026, 11, 2), "b", 10), old)
+    heard: list[str] = []
+
+    class Heard:
+        def listed(self, listing):
+            pass
+
+        def reading(self, part, result):
+            pass
+
+        def part_done(self, done, index):
+            heard.append(f"done {done.part.name}")
+
+        def skipped(self, part):
+            heard.append(f"skipped {part.name}")
+
+    with session_for(config) as session:
+        job = Backfill(config, session, store, config.zones[0], clock=lambda: NOW, progress=Heard())
+        listing = job.listing()
+        backfill(config, store, first=date(2026, 11, 1), last=date(2026, 11, 1))  # the other
+        store.fetched.clear()
+        result = job.run(listing)
+    assert store.fetched == ["pullzone-logs/www/2026/11/02_1.gzip"]
+    assert heard == ["skipped 01_1.gzip", "done 02_1.gzip"]
+    assert result.ok and [p.name for p in result.skipped] == ["01_1.gzip"]

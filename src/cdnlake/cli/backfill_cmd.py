@@ -3,7 +3,7 @@
 Exit 0 when every closed part of the days is in the lake; 1 when a part failed, is
 damaged (now or before: what its whole lines held is kept) or the run was interrupted
 (what is committed stays; a rerun goes on from there); 2 for bad usage or configuration,
-the storage zone refusing the password included.
+the storage zone refusing the password or holding nothing under the zone's folder included.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def _clock(seconds: float | None) -> str:
 
 class _Pace:
     """Parts, rows and bytes so far, for a rate and the time left (by bytes: a part's
-    lines are not known before it is read)."""
+    lines are not known before it is read). Bytes done only grow, up to the total: the
+    part being read counts at most its own size."""
 
     def __init__(self) -> None:
         self.started = time.monotonic()
@@ -67,36 +68,50 @@ class _Pace:
         self.done_parts = 0
         self.done_bytes = 0
         self.done_lines = 0
+        self.read_bytes = 0  # of the parts done that gave lines: bytes a line
+        self.read_lines = 0
         self.rows = 0
+        self.current_size = 0
         self.current_lines = 0
         self.current_rows = 0
 
     def listed(self, listing: Listing) -> None:
         self.total_parts, self.total_bytes = len(listing.todo), listing.todo_bytes
 
-    def reading(self, result: ZoneResult) -> None:
+    def reading(self, part: Part, result: ZoneResult) -> None:
+        self.current_size = part.size
         self.current_lines, self.current_rows = result.lines, result.rows
 
     def finished(self, part: Part, result: ZoneResult) -> None:
         self.done_parts += 1
         self.done_bytes += part.size
         self.done_lines += result.lines
+        if result.lines:  # a part that failed before its lines says nothing of their size
+            self.read_bytes += part.size
+            self.read_lines += result.lines
         self.rows += result.rows
-        self.current_lines = self.current_rows = 0
+        self.current_size = self.current_lines = self.current_rows = 0
+
+    def skipped(self, part: Part) -> None:
+        """Another run imported it: out of what is left to do."""
+        self.total_parts -= 1
+        self.total_bytes -= part.size
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
     def bytes_done(self) -> float:
-        """Bytes read, the part in reading counted by its lines at the pace so far."""
-        per_line = self.done_bytes / self.done_lines if self.done_lines else 0.0
-        return self.done_bytes + self.current_lines * per_line
+        """Bytes read, the part in reading counted by its lines at the bytes a line so
+        far (never past its size)."""
+        per_line = self.read_bytes / self.read_lines if self.read_lines else 0.0
+        current = min(self.current_lines * per_line, self.current_size)
+        return min(self.done_bytes + current, max(self.total_bytes, self.done_bytes))
 
     def left(self) -> float | None:
         done = self.bytes_done()
         if done <= 0 or self.total_bytes <= 0:
             return None
-        return self.elapsed() * (self.total_bytes - done) / done
+        return self.elapsed() * max(0, self.total_bytes - done) / done
 
     def line(self) -> str:
         lines = self.done_lines + self.current_lines
@@ -119,12 +134,17 @@ class LineProgress:
         print(_listing_line(listing), flush=True)
 
     def reading(self, part: Part, result: ZoneResult) -> None:
-        self.pace.reading(result)
+        self.pace.reading(part, result)
 
     def part_done(self, done: PartDone, index: int) -> None:
         with self._lock:
             self.pace.finished(done.part, done.result)
             print(f"{_part_line(done)} [{self.pace.line()}]", flush=True)
+
+    def skipped(self, part: Part) -> None:
+        with self._lock:
+            self.pace.skipped(part)
+            print(f"{part.path}: {SKIPPED} [{self.pace.line()}]", flush=True)
 
 
 class RichProgress:
@@ -152,7 +172,7 @@ class RichProgress:
         self._progress.update(self._task, total=max(listing.todo_bytes, 1), info=self.pace.line())
 
     def reading(self, part: Part, result: ZoneResult) -> None:
-        self.pace.reading(result)
+        self.pace.reading(part, result)
         self._show()
 
     def part_done(self, done: PartDone, index: int) -> None:
@@ -161,8 +181,16 @@ class RichProgress:
             self._progress.console.print(_part_line(done))
         self._show()
 
+    def skipped(self, part: Part) -> None:
+        self.pace.skipped(part)
+        self._progress.update(self._task, total=max(self.pace.total_bytes, 1))
+        self._show()
+
     def _show(self) -> None:
         self._progress.update(self._task, completed=self.pace.bytes_done(), info=self.pace.line())
+
+
+SKIPPED = "imported meanwhile by another run (the daemon's archive job?): not read here"
 
 
 def _listing_line(listing: Listing) -> str:
@@ -192,7 +220,8 @@ def summary(zone_id: int, result: BackfillResult) -> str:
     rejected = sum(p.result.rejected for p in result.parts)
     imported = sum(p.result.ok for p in result.parts)
     text = (
-        f"backfill zone {zone_id}: {imported} part(s) imported now, {len(listing.done)} before, "
+        f"backfill zone {zone_id}: {imported} part(s) imported now, "
+        f"{len(listing.done) + len(result.skipped)} before, "
         f"{len(listing.open)} open (left for later); {result.lines:,} lines, "
         f"{result.rows:,} new rows, {dups:,} duplicates dropped, {rejected:,} rejected "
         f"(see rejected_lines) in {result.seconds:.1f}s"

@@ -1,6 +1,8 @@
 """``backfill``: a zone's archived parts (the provider's permanent log storage) into the lake.
 
-Each closed part is downloaded under ``<root>/work/archive/<zone>/``, read by the one v1
+Each closed part is downloaded into the run's own folder under ``<root>/work/archive/<zone>/``
+(:mod:`~cdnlake.ingest.archive_scratch`: a backfill beside the daemon's archive job keeps
+out of its downloads), read by the one v1
 parser and committed through the one runner, like a file of ``import-v1``: its rows go
 through the zone's writer, so each request is stored once, whichever of archive, API,
 forwarding or ``import-v1`` brought it first. The part's *mark* (an application
@@ -19,7 +21,6 @@ from the marks at the next listing.
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +32,7 @@ from typing import Any, Protocol
 import polars as pl
 
 from cdnlake.config import Config, ZoneConfig
-from cdnlake.errors import CdnlakeError, DamagedInputError, StopRequested
+from cdnlake.errors import CdnlakeError, ConfigError, DamagedInputError, StopRequested
 from cdnlake.ingest.archive_parts import (
     DAMAGED,
     ROOT,
@@ -41,6 +42,7 @@ from cdnlake.ingest.archive_parts import (
     months,
     parse_name,
 )
+from cdnlake.ingest.archive_scratch import run_folder
 from cdnlake.ingest.archive_store import ArchiveStore, Entry
 from cdnlake.ingest.result import ZoneResult, utcnow
 from cdnlake.ingest.runner import Chunk, PassContext, Runner, StopSignal
@@ -85,6 +87,13 @@ class ArchivePartSource(V1FileSource):
             raise
         self._window(ctx)
         yield self._last(held, damaged_at=None)
+
+    def _record_damage(self, ctx: PassContext, exc: DamagedInputError) -> None:
+        """The marker in ``rejected_lines`` only, no gap: a part holds some of its day
+        (its writer's requests until it closed), not "the rest of the day", which later
+        parts and other writers hold. Its mark and ``archive_parts`` say it is damaged,
+        ``status`` names its day, the audit finds the hours it left short."""
+        self._damage_marker(ctx, exc)
 
     def _window(self, ctx: PassContext) -> None:
         """A writer's first part of a day reads the day from midnight: its run's window
@@ -131,6 +140,7 @@ class BackfillResult:
     zone_id: int
     listing: Listing
     parts: list[PartDone] = field(default_factory=list)
+    skipped: list[Part] = field(default_factory=list)  # imported by another run meanwhile
     stopped: bool = False
     seconds: float = 0.0
 
@@ -161,6 +171,10 @@ class Progress(Protocol):
 
     def part_done(self, done: PartDone, index: int) -> None: ...
 
+    def skipped(self, part: Part) -> None:
+        """A part of the listing another run imported meanwhile: not read here."""
+        ...
+
 
 class QuietProgress:
     def listed(self, listing: Listing) -> None:
@@ -172,6 +186,9 @@ class QuietProgress:
     def part_done(self, done: PartDone, index: int) -> None:
         level = logging.INFO if done.result.ok else logging.ERROR
         log.log(level, "archive part %s: %s", done.part.path, done.result.summary())
+
+    def skipped(self, part: Part) -> None:
+        pass
 
 
 class _PartReporter:
@@ -218,7 +235,7 @@ class Backfill:
         self.stop = stop or threading.Event()
         self.clock = clock
         self.bookkeeping = Bookkeeping(session)
-        self.work = config.storage.work / "archive" / str(zone.id)
+        self.work = config.storage.work / "archive" / str(zone.id)  # a folder a run
         self._ledger: list[dict[str, Any]] = []  # imports not yet in archive_parts
         self._ledger_at = time.monotonic()
 
@@ -246,11 +263,22 @@ class Backfill:
 
     def _parts(self, first: date | None, last: date | None) -> list[Part]:
         root = folder_of(self.zone)
+        years = self._folders(root)
+        if not years:  # a mistyped folder lists as empty: no "0 days" and success
+            assert self.zone.archive is not None
+            index = self.config.zones.index(self.zone)
+            raise ConfigError(
+                f"zones[{index}].archive.folder: storage zone "
+                f"{self.zone.archive.storage_zone} holds nothing under {root}: the folder "
+                "must be the pull zone's name as the provider writes it (`cdnlake api "
+                f"pullzone show-archive --zone {self.zone.id}` shows it), or the provider "
+                "has archived nothing of the zone yet"
+            )
         if first is not None and last is not None:
             folders = months(first, last)
         else:
             found = []
-            for year_name in self._folders(root):
+            for year_name in years:
                 for month_name in self._folders(f"{root}{year_name}/"):
                     if year_name.isdigit() and month_name.isdigit():
                         found.append((int(year_name), int(month_name)))
@@ -308,35 +336,35 @@ class Backfill:
         runner = Runner(self.config, self.session, stop=self.stop)
         signal: StopSignal = stop or self.stop
         self.progress.listed(listing)
-        shutil.rmtree(self.work, ignore_errors=True)  # what a killed run left
         try:
-            for number, part in enumerate(listing.todo, 1):
-                if signal.is_set():
-                    outcome.stopped = True
-                    break
-                version = self.session.log_table(REQUESTS).apps(self.zone.id, [part.mark])
-                if part.imported(version[part.mark]):
-                    continue
-                done = self._import(runner, part, holder, signal)
-                outcome.parts.append(done)
-                self.progress.part_done(done, number)
-                if done.result.outcome == "stopped":
-                    outcome.stopped = True
-                    break
-                self._flush_ledger(force=False)
+            with run_folder(self.work) as scratch:
+                for number, part in enumerate(listing.todo, 1):
+                    if signal.is_set():
+                        outcome.stopped = True
+                        break
+                    version = self.session.log_table(REQUESTS).apps(self.zone.id, [part.mark])
+                    if part.imported(version[part.mark]):
+                        outcome.skipped.append(part)
+                        self.progress.skipped(part)
+                        continue
+                    done = self._import(runner, part, holder, signal, scratch)
+                    outcome.parts.append(done)
+                    self.progress.part_done(done, number)
+                    if done.result.outcome == "stopped":
+                        outcome.stopped = True
+                        break
+                    self._flush_ledger(force=False)
         finally:
-            shutil.rmtree(self.work, ignore_errors=True)
             outcome.seconds = time.monotonic() - started
             self._flush_ledger(force=True)
         return outcome
 
     def _import(
-        self, runner: Runner, part: Part, holder: int | None, signal: StopSignal
+        self, runner: Runner, part: Part, holder: int | None, signal: StopSignal, scratch: Path
     ) -> PartDone:
         assert self.zone.archive is not None
         label = f"archive:{self.zone.archive.storage_zone}/{folder_of(self.zone)}{part.path}"
-        dest = self.work / part.name
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest = scratch / part.name
         result: ZoneResult | None = None
         source: ArchivePartSource | None = None
         try:

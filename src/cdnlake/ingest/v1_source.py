@@ -209,8 +209,8 @@ class V1FileSource:
         result.reached = result.window_to
         yield buffer.take()
 
-    def _record_damage(self, ctx: PassContext, exc: DamagedInputError) -> None:
-        """The loss where ``rejected_lines``, ``ingest_gaps`` and ``status`` show it."""
+    def _damage_marker(self, ctx: PassContext, exc: DamagedInputError) -> None:
+        """The damage as a row of ``rejected_lines`` (kind ``damaged file``)."""
         marker = pl.DataFrame(
             {
                 "line_number": [exc.last_line + 1],
@@ -222,6 +222,10 @@ class V1FileSource:
             schema=REJECT_SCHEMA,
         )
         ctx.store_rejects(marker, "v1", self.label)
+
+    def _record_damage(self, ctx: PassContext, exc: DamagedInputError) -> None:
+        """The loss where ``rejected_lines``, ``ingest_gaps`` and ``status`` show it."""
+        self._damage_marker(ctx, exc)
         last = ctx.result.window_to
         if last is None:
             return
