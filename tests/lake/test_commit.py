@@ -121,6 +121,7 @@ def test_readers_only_ever_see_whole_commits(storage):
     writer = ZoneWriter(session_of(lake), REQUESTS, 1)
     writer.commit(rows(0, 100, BASE), {})
     done = threading.Event()
+    read_once = threading.Event()  # the reader took a sample since the writer last looked
     seen: list[int] = []
     errors: list[BaseException] = []
 
@@ -128,6 +129,9 @@ def test_readers_only_ever_see_whole_commits(storage):
         try:
             for i in range(1, 31):
                 writer.commit(rows(i * 100, 100, BASE + timedelta(minutes=i)), {})
+                if i % 10 == 0:  # on a busy machine too, reads land between commits
+                    read_once.clear()
+                    read_once.wait(timeout=60)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
         finally:
@@ -142,6 +146,7 @@ def test_readers_only_ever_see_whole_commits(storage):
                     seen.append(con.execute("SELECT count(*) FROM requests").fetchone()[0])
                 count = pl.scan_delta(uri, storage_options=lake.storage_options or None)
                 seen.append(count.select(pl.len()).collect().item())
+                read_once.set()
             except BaseException as exc:  # pragma: no cover - reported below
                 errors.append(exc)
                 return
