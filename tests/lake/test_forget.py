@@ -408,3 +408,34 @@ def test_a_rejected_line_holding_it_is_not_kept_again(tmp_path):
         seed(other, zones=(7,))
         rejected = table_rows(other, REJECTED_LINES)
         assert rejected.height == 1 and ADDRESS not in rejected["raw_line"][0]
+
+
+@pytest.mark.parametrize(
+    ("stored", "given"),
+    [
+        ("::ffff:203.0.113.7", ADDRESS),  # an IPv4-mapped spelling stored, the IPv4 given
+        (ADDRESS, "::ffff:203.0.113.7"),  # and the other way round
+        ("2001:DB8::7", "2001:db8:0::7"),  # upper case stored, another spelling given
+    ],
+)
+def test_forget_finds_every_spelling_of_the_address(tmp_path, stored, given):
+    """Under ``ip = "keep"`` an address is stored as the source wrote it: forget finds its
+    rows and its rejected lines however either side spells it, and keeps them out after."""
+    config = config_at(tmp_path)
+    spelled = requests(7).with_columns(pl.col("remote_ip").replace(ADDRESS, stored))
+    raw = f"HIT|200|bad-time|321|7|{stored.upper()}|-|https://cdn.example/x|FR|-|rid-1|FR"
+    rejects = pl.DataFrame(
+        {"line_number": [1], "reason": ["bad timestamp"], "kind": ["bad timestamp"]},
+    ).with_columns(pl.lit(raw).alias("raw_line"), pl.lit(None, pl.String).alias("request_id"))
+    with session_for(config) as session:
+        ZoneWriter(session, REQUESTS, 7).commit(spelled, {WATERMARK: to_ms(END)})
+        Bookkeeping(session).record_rejects(
+            [rejects_frame(7, rejects, source="v1-file", file="d", rejected_at=START, run_id="r")],
+            patient=False,
+        )
+        report = forget(session, Target(ip=given), datetime.now(UTC))
+        assert report.requests == {7: 12} and report.rejected == 1
+        assert stored not in table_rows(session)["remote_ip"].to_list()
+    with session_for(config) as other:
+        again = ZoneWriter(other, REQUESTS, 7).commit(spelled, {})
+        assert (again.new, again.erased) == (0, 12)

@@ -19,7 +19,6 @@ commit again (the mark's commit touches its zone) and drops the rows then.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import threading
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from cdnlake.lake.erasure_key import KeySource
 from cdnlake.lake.progress import ERASED
 from cdnlake.lake.schema import ERASURES, REQUESTS, SHIELD_EVENTS, TableSpec, polars_schema
 from cdnlake.lake.store import Lake
+from cdnlake.privacy import parse_address
 
 if TYPE_CHECKING:
     import polars as pl
@@ -46,12 +46,12 @@ ADDRESS_TOKEN = r"\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){
 
 
 def canonical(address: str) -> str:
-    """An address in one spelling (``2001:DB8:0::1`` and ``2001:db8::1`` alike), so that
-    its keyed hash is the same however a source wrote it; text that is no address, as is."""
-    try:
-        return ipaddress.ip_address(address.strip()).compressed
-    except ValueError:
-        return address
+    """An address in one spelling (``2001:DB8:0::1`` and ``2001:db8::1`` alike, an
+    IPv4-mapped ``::ffff:1.2.3.4`` as ``1.2.3.4``, as :func:`cdnlake.privacy.parse_address`
+    reads it), so that its keyed hash is the same however a source wrote it; text that is
+    no address, as is."""
+    parsed = parse_address(address)
+    return address if parsed is None else parsed.compressed
 
 
 @dataclass(frozen=True)

@@ -140,7 +140,7 @@ def forget(
 
     texts = _texts(target, stored)
     if target.ip is not None:
-        pattern = "|".join(f"(?:^|{_EDGE}){_escape(t)}(?:$|{_EDGE})" for t in texts)
+        pattern = _pattern(texts)
         for zone in _zones_of(session, SHIELD_EVENTS, zones):
             if stop():
                 raise StopRequested()
@@ -280,18 +280,22 @@ def _texts(target: Target, stored: Callable[[str], str | None]) -> list[str]:
     if target.request_id is not None:
         return [target.request_id.strip()]
     assert target.ip is not None
-    address = ipaddress.ip_address(target.ip.strip())
+    address = ipaddress.ip_address(canonical(target.ip))
     texts = {target.ip.strip(), address.compressed, address.exploded}
+    if isinstance(address, ipaddress.IPv4Address):  # and as an IPv4-mapped IPv6 address
+        mapped = ipaddress.IPv6Address(f"::ffff:{address}")
+        texts |= {f"::ffff:{address}", mapped.compressed, mapped.exploded}
     as_stored = stored(address.compressed)
     if as_stored:
         texts.add(as_stored)
     return sorted(texts)
 
 
-def _escape(text: str) -> str:
+def _pattern(texts: list[str]) -> str:
+    """Any of ``texts`` standing alone, in any case (``2001:DB8::1``, ``::FFFF:1.2.3.4``)."""
     import re
 
-    return re.escape(text)
+    return "(?i)" + "|".join(f"(?:^|{_EDGE}){re.escape(t)}(?:$|{_EDGE})" for t in texts)
 
 
 def _text_match(rows: pl.DataFrame, columns: tuple[str, ...], pattern: str) -> pl.Series:
@@ -324,7 +328,7 @@ def _forget_rejects(
             wanted, literal=True
         ).fill_null(False)
     else:
-        pattern = "|".join(f"(?:^|{_EDGE}){_escape(t)}(?:$|{_EDGE})" for t in texts)
+        pattern = _pattern(texts)
         hit = _text_match(rows, ("raw_line",), pattern)
     gone = rows.filter(hit)
     if gone.height == 0:
