@@ -439,3 +439,20 @@ def test_forget_finds_every_spelling_of_the_address(tmp_path, stored, given):
     with session_for(config) as other:
         again = ZoneWriter(other, REQUESTS, 7).commit(spelled, {})
         assert (again.new, again.erased) == (0, 12)
+
+
+def test_a_rejected_line_holding_its_ipv4_mapped_spelling_is_not_kept_again(tmp_path):
+    """Read again, a bad line naming the erased address as ``::ffff:a.b.c.d`` is held
+    against the erasure too (the address-looking token taken whole)."""
+    config = config_at(tmp_path)
+    raw = f"HIT|200|bad-time|321|7|::ffff:{ADDRESS}|-|https://cdn.example/x|FR|-|rid-1|FR"
+    rejects = pl.DataFrame(
+        {"line_number": [1], "reason": ["bad timestamp"], "kind": ["bad timestamp"]},
+    ).with_columns(pl.lit(raw).alias("raw_line"), pl.lit(None, pl.String).alias("request_id"))
+    frame = rejects_frame(7, rejects, source="v1-file", file="d", rejected_at=START, run_id="r")
+    with session_for(config) as session:
+        seed(session, zones=(7,))
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+    with session_for(config) as other:
+        Bookkeeping(other).record_rejects([frame], patient=False)
+        assert ADDRESS not in "".join(table_rows(other, REJECTED_LINES)["raw_line"].to_list())

@@ -42,7 +42,11 @@ log = logging.getLogger(__name__)
 IP, REQUEST_ID = "ip", "request_id"
 EVERY_ZONE = 0  # an erasure's zone when it concerns every zone
 # What may be an address in free text (a shield event's log): checked by its keyed hash.
-ADDRESS_TOKEN = r"\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}"
+# An IPv6 address ending in a dotted quad (``::ffff:1.2.3.4``) first, whole.
+ADDRESS_TOKEN = (
+    r"(?:[0-9A-Fa-f]{0,4}:){2,6}\d{1,3}(?:\.\d{1,3}){3}"
+    r"|\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}"
+)
 
 
 def canonical(address: str) -> str:
