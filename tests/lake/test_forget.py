@@ -456,3 +456,19 @@ def test_a_rejected_line_holding_its_ipv4_mapped_spelling_is_not_kept_again(tmp_
     with session_for(config) as other:
         Bookkeeping(other).record_rejects([frame], patient=False)
         assert ADDRESS not in "".join(table_rows(other, REJECTED_LINES)["raw_line"].to_list())
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_zone_with_no_rows_yet_does_not_store_them_later(tmp_path, named):
+    """A zone named (or configured) whose first pass has not stored yet: its erasure mark
+    is committed all the same, so the pass reading the provider's span drops the rows."""
+    config = config_at(tmp_path)
+    with session_for(config) as session:
+        seed(session, zones=(7,))
+        target = Target(ip=ADDRESS, zones=(9,) if named else ())
+        forget(session, target, datetime.now(UTC), zones_known=(7, 9))
+    with session_for(config) as daemon:
+        written = ZoneWriter(daemon, REQUESTS, 9).commit(requests(9), {WATERMARK: to_ms(END)})
+        assert (written.new, written.erased) == (108, 12)
+        nine = table_rows(daemon).filter(pl.col("pull_zone_id") == 9)
+        assert nine.height == 108 and ADDRESS not in nine["remote_ip"].to_list()

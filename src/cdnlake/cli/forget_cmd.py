@@ -48,6 +48,7 @@ def forget(args: argparse.Namespace) -> int:
                     stored=policy.stored_as,
                     vacuum_now=args.vacuum_now,
                     stop=stop.is_set,
+                    zones_known=tuple(zone.id for zone in config.zones),
                 ),
                 on_abandon=lambda: say(_stopped(stop.signal)),
             )

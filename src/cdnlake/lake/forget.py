@@ -104,15 +104,19 @@ def forget(
     stored: Callable[[str], str | None] = lambda address: address,
     vacuum_now: bool = False,
     stop: Callable[[], bool] = lambda: False,
+    zones_known: tuple[int, ...] = (),
 ) -> ForgetReport:
     """Remove what ``target`` matches (see the module docstring). ``stored``: the address
     as ``[privacy] ip`` stores it (None where addresses are dropped). ``stop``: checked
     between zones; when it turns true, :class:`StopRequested` (the erasure is recorded,
-    the zones done so far are whole; running it again finishes)."""
+    the zones done so far are whole; running it again finishes). ``zones_known``: the
+    configured pull zones; those concerned that hold no rows yet get the erasure mark too,
+    so that their first pass (reading the span the provider still serves) drops the rows."""
     erasure = _erasure(session, target, now, stored)
     report = ForgetReport(erasure.erasure_id, now)
     zones = list(target.zones) or None
-    scope = _zones_of(session, REQUESTS, zones)
+    unstored = set(target.zones) or set(zones_known)
+    scope = sorted(set(_zones_of(session, REQUESTS, zones)) | unstored)
     record(session, _rows(erasure, target, report))  # first: never lost
 
     days = _days(target)
