@@ -8,6 +8,7 @@ Real Delta tables (on local disk and in moto's S3), real commits of :class:`Zone
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -472,3 +473,18 @@ def test_a_zone_with_no_rows_yet_does_not_store_them_later(tmp_path, named):
         assert (written.new, written.erased) == (108, 12)
         nine = table_rows(daemon).filter(pl.col("pull_zone_id") == 9)
         assert nine.height == 108 and ADDRESS not in nine["remote_ip"].to_list()
+
+
+def test_a_shield_events_labels_are_stored_as_privacy_allows(tmp_path):
+    """The provider's labels of an event are free-form (``labels_json``, the labels as
+    sent): an address or a signed URL there is treated as in the event's ``log`` text."""
+    from cdnlake.lake.schema import SHIELD_EVENTS
+
+    config = config_at(tmp_path, ip="truncate", strip_query=["token"])
+    labels = json.dumps({"clientIp": ADDRESS, "uri": "/a.js?token=s3cr3t&v=1"})
+    events = shield_events(START, 2).with_columns(pl.lit(labels).alias("labels_json"))
+    with session_for(config) as session:
+        ZoneWriter(session, SHIELD_EVENTS, 5001).commit(events, {})
+        stored = "".join(table_rows(session, SHIELD_EVENTS)["labels_json"].to_list())
+        assert ADDRESS not in stored and "s3cr3t" not in stored
+        assert "203.0.113.0" in stored and "v=1" in stored
