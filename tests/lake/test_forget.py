@@ -488,3 +488,23 @@ def test_a_shield_events_labels_are_stored_as_privacy_allows(tmp_path):
         stored = "".join(table_rows(session, SHIELD_EVENTS)["labels_json"].to_list())
         assert ADDRESS not in stored and "s3cr3t" not in stored
         assert "203.0.113.0" in stored and "v=1" in stored
+
+
+def test_an_erasure_outlives_bookkeeping_retention(tmp_path):
+    """The provider's archive serves a zone's old days for as long as it keeps them, so a
+    ``backfill`` can read an erased request again at any time: the erasure (a keyed hash,
+    the operator's record of it too) is not expired with the bookkeeping rows."""
+    from cdnlake.lake.maintain import maintain
+
+    raw = {"storage": {"root": str(tmp_path / "data")}, "retention": {"bookkeeping_days": 3}}
+    config = build_config(raw, base_dir=tmp_path, env={})
+    with session_for(config) as session:
+        seed(session, zones=(7,))
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+        later = datetime.now(UTC) + timedelta(days=30)
+        maintain(session, retention=config.retention, now=later)
+        assert table_rows(session, ERASURES).height == 1
+    with session_for(config) as backfill:  # the archived day imported again
+        written = ZoneWriter(backfill, REQUESTS, 7).commit(requests(7), {})
+        assert written.erased == 12
+        assert ADDRESS not in table_rows(backfill)["remote_ip"].to_list()
