@@ -508,3 +508,17 @@ def test_an_erasure_outlives_bookkeeping_retention(tmp_path):
         written = ZoneWriter(backfill, REQUESTS, 7).commit(requests(7), {})
         assert written.erased == 12
         assert ADDRESS not in table_rows(backfill)["remote_ip"].to_list()
+
+
+@pytest.mark.parametrize("ip", ["truncate", "hash"])
+def test_rows_stored_before_a_privacy_change_are_found_too(tmp_path, ip):
+    """Rows stored under ``keep`` and not yet rewritten by ``maintain --apply-privacy``
+    hold the address as received: forget under the new setting removes them as well."""
+    with session_for(config_at(tmp_path)) as session:
+        seed(session, zones=(7,))  # stored under keep
+    config = config_at(tmp_path, ip=ip, hash_key_env="CDNLAKE_TEST_KEY")
+    policy = PrivacyPolicy.from_config(config.privacy)
+    with session_for(config) as session:
+        report = forget(session, Target(ip=ADDRESS), datetime.now(UTC), stored=policy.stored_as)
+        assert report.requests == {7: 12}
+        assert ADDRESS not in table_rows(session)["remote_ip"].to_list()

@@ -121,18 +121,18 @@ def forget(
 
     days = _days(target)
     mark = {ERASED: to_ms(now)}
+    matching = [erasure, *_as_received(session, erasure, target)]
     for zone in scope:
         if stop():
             raise StopRequested()
-        zone_erasure = replace(erasure, zone=zone)
 
-        def make(zone: int = zone, e: Erasure = zone_erasure) -> Rewriter:
+        def make(zone: int = zone) -> Rewriter:
             return Rewriter(
                 session,
                 REQUESTS,
                 zone,
                 chooses=target.covers,
-                match=lambda rows: session.erasures.covered(rows, [e]),
+                match=lambda rows: session.erasures.covered(rows, matching),
                 days=days,
             )
 
@@ -227,6 +227,18 @@ def _erasure(
         from_day=target.from_day,
         to_day=target.to_day,
     )
+
+
+def _as_received(session: LakeSession, erasure: Erasure, target: Target) -> list[Erasure]:
+    """The erasure matching the address as received, where ``[privacy] ip`` stores it
+    otherwise: rows stored before the setting changed (not yet rewritten by ``maintain
+    --apply-privacy``) hold it so. Only for this rewrite: later rows are stored as the
+    setting stores them, which the recorded erasure matches."""
+    key = session.erasure_keys.get() if target.ip is not None else None
+    if key is None or target.ip is None:
+        return []
+    received = key.digest(canonical(target.ip))
+    return [] if received == erasure.filter else [replace(erasure, filter=received)]
 
 
 def _rows(erasure: Erasure, target: Target, report: ForgetReport) -> list[dict[str, object]]:
