@@ -522,3 +522,19 @@ def test_rows_stored_before_a_privacy_change_are_found_too(tmp_path, ip):
         report = forget(session, Target(ip=ADDRESS), datetime.now(UTC), stored=policy.stored_as)
         assert report.requests == {7: 12}
         assert ADDRESS not in table_rows(session)["remote_ip"].to_list()
+
+
+@pytest.mark.parametrize("ip", ["truncate", "hash"])
+def test_an_erasure_made_before_a_privacy_change_still_keeps_the_rows_out(tmp_path, ip):
+    """Erased under ``keep`` (the erasure names the address as received), then ``[privacy]
+    ip`` changed: the span read again is stored truncated or hashed, and the erased
+    client's rows are still not stored, in no form."""
+    with session_for(config_at(tmp_path, hash_key_env="CDNLAKE_TEST_KEY")) as session:
+        seed(session, zones=(7,))
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+    config = config_at(tmp_path, ip=ip, hash_key_env="CDNLAKE_TEST_KEY")
+    with session_for(config) as daemon:
+        written = ZoneWriter(daemon, REQUESTS, 7).commit(requests(7), {})
+        assert (written.new, written.erased) == (0, 12)
+        forgotten = PrivacyPolicy.from_config(config.privacy).stored_as(ADDRESS)
+        assert forgotten not in table_rows(daemon)["remote_ip"].to_list()

@@ -149,15 +149,22 @@ class ErasureFilter:
             return list(self._erasures)
 
     def kept(
-        self, spec: TableSpec, zone: int, frame: pl.DataFrame, mark: int | None
+        self,
+        spec: TableSpec,
+        zone: int,
+        frame: pl.DataFrame,
+        mark: int | None,
+        received: pl.DataFrame | None = None,
     ) -> pl.DataFrame:
-        """``frame`` (rows as the table stores them) less the rows an erasure covers."""
+        """``frame`` (rows as the table stores them) less the rows an erasure covers
+        (``received``: the rows' ``request_id`` and ``remote_ip`` as received, where they
+        are stored otherwise; an erasure made under an earlier setting matches those)."""
         if spec not in (REQUESTS, SHIELD_EVENTS) or not mark or frame.height == 0:
             return frame
         wanted = [e for e in self.erasures(mark) if e.concerns(zone)]
         if not wanted:
             return frame
-        covered = self.covered(frame, wanted, spec)
+        covered = self.covered(frame, wanted, spec, received)
         dropped = int(covered.sum())
         if dropped:
             log.info("zone %s: %d row(s) an erasure covers were not stored", zone, dropped)
@@ -204,7 +211,11 @@ class ErasureFilter:
         return frame.filter(~covered)
 
     def covered(
-        self, frame: pl.DataFrame, erasures: list[Erasure], spec: TableSpec = REQUESTS
+        self,
+        frame: pl.DataFrame,
+        erasures: list[Erasure],
+        spec: TableSpec = REQUESTS,
+        received: pl.DataFrame | None = None,
     ) -> pl.Series:
         """Which rows of ``frame`` (``requests`` rows, or ``shield_events`` rows, whose
         free text an address erasure is held against) the ``erasures`` cover."""
@@ -219,6 +230,8 @@ class ErasureFilter:
         else:
             found = frame["remote_ip"]
         distinct = found.explode() if spec is SHIELD_EVENTS else found
+        if received is not None and spec is REQUESTS:
+            distinct = pl.concat([distinct, received["remote_ip"]])
         hashes = self._address_hashes(
             distinct.drop_nulls().unique().to_list(), [e for e in erasures if e.kind == IP]
         )
@@ -234,6 +247,9 @@ class ErasureFilter:
                     hit = found.list.eval(pl.element().is_in(addresses)).list.any()
                 else:
                     hit = found.is_in(addresses)
+                    if received is not None:  # by the address as received
+                        ids = received.filter(pl.col("remote_ip").is_in(addresses))
+                        hit = hit | frame["request_id"].is_in(ids["request_id"].implode())
             hit = hit.fill_null(False) & (frame["ts"] <= erasure.erased_at)
             if erasure.from_day is not None:
                 hit = hit & (frame["date"] >= erasure.from_day)
