@@ -538,3 +538,16 @@ def test_an_erasure_made_before_a_privacy_change_still_keeps_the_rows_out(tmp_pa
         assert (written.new, written.erased) == (0, 12)
         forgotten = PrivacyPolicy.from_config(config.privacy).stored_as(ADDRESS)
         assert forgotten not in table_rows(daemon)["remote_ip"].to_list()
+
+
+def test_erasures_made_before_hash_key_env_was_set_still_match(tmp_path):
+    """Forget ran with the storage root's own key (``<root>/work/erasure.key``); the
+    operator then set ``[privacy] hash_key_env`` (for ``ip = "hash"``, or a fleet): the
+    earlier erasures still keep their rows out."""
+    with session_for(config_at(tmp_path)) as session:
+        seed(session, zones=(7,))
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+    config = config_at(tmp_path, ip="hash", hash_key_env="CDNLAKE_TEST_KEY")
+    with session_for(config) as daemon:
+        written = ZoneWriter(daemon, REQUESTS, 7).commit(requests(7), {})
+        assert (written.new, written.erased) == (0, 12)

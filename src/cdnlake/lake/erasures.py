@@ -200,7 +200,7 @@ class ErasureFilter:
                         erasure.filter, literal=True
                     )
                 else:
-                    addresses = [a for a, h in hashes.items() if h == erasure.filter]
+                    addresses = [a for a, h in hashes.items() if erasure.filter in h]
                     if not addresses:
                         continue
                     hit = found.list.eval(pl.element().is_in(addresses)).list.any()
@@ -240,7 +240,7 @@ class ErasureFilter:
             if erasure.kind == REQUEST_ID:
                 hit = frame["request_id"] == erasure.filter
             else:
-                addresses = [a for a, h in hashes.items() if h == erasure.filter]
+                addresses = [a for a, h in hashes.items() if erasure.filter in h]
                 if not addresses:
                     continue
                 if spec is SHIELD_EVENTS:
@@ -258,13 +258,13 @@ class ErasureFilter:
             covered = covered | hit.fill_null(False)
         return covered
 
-    def _address_hashes(self, addresses: list[str], erasures: list[Erasure]) -> dict[str, str]:
-        """Each of ``addresses`` with its keyed hash (only when an address erasure made
-        under this process's key concerns them)."""
+    def _address_hashes(self, addresses: list[str], erasures: list[Erasure]) -> dict[str, set[str]]:
+        """Each of ``addresses`` with its keyed hashes under each key this process holds
+        that an address erasure concerning them was made under."""
         if not erasures:
             return {}
-        key = self.keys.get()
-        usable = [e for e in erasures if key is not None and e.key_id == key.key_id]
+        keys = {key.key_id: key for key in self.keys.every()}
+        usable = [e for e in erasures if e.key_id in keys]
         for erasure in erasures:
             if erasure not in usable and erasure.erasure_id not in self._unmatched:
                 self._unmatched.add(erasure.erasure_id)
@@ -276,6 +276,7 @@ class ErasureFilter:
                     erasure.key_id,
                     self.keys.file,
                 )
-        if key is None or not usable:
+        used = [keys[key_id] for key_id in sorted({e.key_id for e in usable if e.key_id})]
+        if not used:
             return {}
-        return {address: key.digest(canonical(address)) for address in addresses}
+        return {address: {key.digest(canonical(address)) for key in used} for address in addresses}
