@@ -551,3 +551,20 @@ def test_erasures_made_before_hash_key_env_was_set_still_match(tmp_path):
     with session_for(config) as daemon:
         written = ZoneWriter(daemon, REQUESTS, 7).commit(requests(7), {})
         assert (written.new, written.erased) == (0, 12)
+
+
+def test_apply_privacy_treats_a_shield_events_labels(tmp_path):
+    """Labels stored under ``keep`` are rewritten by ``maintain --apply-privacy``."""
+    from cdnlake.lake.apply_privacy import apply_privacy
+    from cdnlake.lake.schema import SHIELD_EVENTS
+
+    labels = json.dumps({"clientIp": ADDRESS})
+    events = shield_events(START, 2).with_columns(
+        pl.lit(labels).alias("labels_json"), pl.lit("blocked").alias("log")
+    )
+    with session_for(config_at(tmp_path)) as session:
+        ZoneWriter(session, SHIELD_EVENTS, 5001).commit(events, {})
+    with session_for(config_at(tmp_path, ip="truncate")) as session:
+        apply_privacy(session)
+        stored = "".join(table_rows(session, SHIELD_EVENTS)["labels_json"].to_list())
+        assert ADDRESS not in stored and "203.0.113.0" in stored
