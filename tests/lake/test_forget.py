@@ -568,3 +568,22 @@ def test_apply_privacy_treats_a_shield_events_labels(tmp_path):
         apply_privacy(session)
         stored = "".join(table_rows(session, SHIELD_EVENTS)["labels_json"].to_list())
         assert ADDRESS not in stored and "203.0.113.0" in stored
+
+
+def test_a_shield_zone_with_no_events_yet_does_not_store_them_later(tmp_path):
+    from cdnlake.lake.schema import SHIELD_EVENTS
+
+    config = config_at(tmp_path)
+    with session_for(config) as session:
+        seed(session, zones=(7,))
+        forget(
+            session,
+            Target(ip=ADDRESS, zones=(7, 5001)),
+            datetime.now(UTC),
+            zones_known=(7,),
+            shield_zones_known=(5001,),
+        )
+        assert session.lake.open(SHIELD_EVENTS) is not None  # the mark's commit
+    with session_for(config) as daemon:
+        written = ZoneWriter(daemon, SHIELD_EVENTS, 5001).commit(shield_events(START, 10), {})
+        assert (written.new, written.erased) == (5, 5)

@@ -49,6 +49,7 @@ def forget(args: argparse.Namespace) -> int:
                     vacuum_now=args.vacuum_now,
                     stop=stop.is_set,
                     zones_known=tuple(zone.id for zone in config.zones),
+                    shield_zones_known=tuple(zone.id for zone in config.shield_zones),
                 ),
                 on_abandon=lambda: say(_stopped(stop.signal)),
             )

@@ -105,18 +105,19 @@ def forget(
     vacuum_now: bool = False,
     stop: Callable[[], bool] = lambda: False,
     zones_known: tuple[int, ...] = (),
+    shield_zones_known: tuple[int, ...] = (),
 ) -> ForgetReport:
     """Remove what ``target`` matches (see the module docstring). ``stored``: the address
     as ``[privacy] ip`` stores it (None where addresses are dropped). ``stop``: checked
     between zones; when it turns true, :class:`StopRequested` (the erasure is recorded,
-    the zones done so far are whole; running it again finishes). ``zones_known``: the
-    configured pull zones; those concerned that hold no rows yet get the erasure mark too,
-    so that their first pass (reading the span the provider still serves) drops the rows."""
+    the zones done so far are whole; running it again finishes). ``zones_known``,
+    ``shield_zones_known``: the configured pull and shield zones; those concerned that
+    hold no rows yet get the erasure mark too, so that their first pass (reading the span
+    the provider still serves) drops the rows."""
     erasure = _erasure(session, target, now, stored)
     report = ForgetReport(erasure.erasure_id, now)
     zones = list(target.zones) or None
-    unstored = set(target.zones) or set(zones_known)
-    scope = sorted(set(_zones_of(session, REQUESTS, zones)) | unstored)
+    scope = sorted(set(_zones_of(session, REQUESTS, zones)) | _concerned(target, zones_known))
     record(session, _rows(erasure, target, report))  # first: never lost
 
     days = _days(target)
@@ -145,7 +146,8 @@ def forget(
     texts = _texts(target, stored)
     if target.ip is not None:
         pattern = _pattern(texts)
-        for zone in _zones_of(session, SHIELD_EVENTS, zones):
+        shield_scope = set(_zones_of(session, SHIELD_EVENTS, zones))
+        for zone in sorted(shield_scope | _concerned(target, shield_zones_known)):
             if stop():
                 raise StopRequested()
 
@@ -227,6 +229,11 @@ def _erasure(
         from_day=target.from_day,
         to_day=target.to_day,
     )
+
+
+def _concerned(target: Target, known: tuple[int, ...]) -> set[int]:
+    """Of the zones ``known`` (configured), those the erasure concerns."""
+    return set(known) & set(target.zones) if target.zones else set(known)
 
 
 def _as_received(session: LakeSession, erasure: Erasure, target: Target) -> list[Erasure]:
