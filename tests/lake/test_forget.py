@@ -587,3 +587,25 @@ def test_a_shield_zone_with_no_events_yet_does_not_store_them_later(tmp_path):
     with session_for(config) as daemon:
         written = ZoneWriter(daemon, SHIELD_EVENTS, 5001).commit(shield_events(START, 10), {})
         assert (written.new, written.erased) == (5, 5)
+
+
+def test_forget_removes_raw_files_a_killed_read_left_behind(tmp_path, capsys):
+    """A v1 day file under ``<work>/downloads`` outlives a process killed mid-read; forget
+    removes those over a day old (a read in flight is younger: kept)."""
+    import os
+    import time
+
+    path = _config_file(tmp_path)
+    config = build_config({"storage": {"root": str(tmp_path / "data")}}, base_dir=tmp_path, env={})
+    with session_for(config) as session:
+        seed(session, zones=(7,))
+    folder = tmp_path / "data" / "work" / "downloads" / "7"
+    folder.mkdir(parents=True)
+    old, fresh = folder / "2026-11-20-0.log", folder / "2026-11-27-0.log"
+    for file in (old, fresh):
+        file.write_text(f"HIT|200|1|321|7|{ADDRESS}|-|https://cdn.example/x|FR|-|r|FR\n")
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(old, (two_days_ago, two_days_ago))
+    assert main(["--config", str(path), "forget", "--ip", ADDRESS]) == 0
+    assert "removed 1 raw log file(s) a killed read left" in capsys.readouterr().out
+    assert not old.exists() and fresh.exists()
