@@ -23,7 +23,8 @@ rejected line's raw text before a byte is written (``docs/privacy.md``).
   field 8) or a v2 record's JSON (``remoteIp``, ``url``) is treated field by field, and
   then, whatever the text is, every IPv4- or IPv6-looking token in it is treated as an
   address and every listed query parameter removed.
-- A shield event's ``log`` text is scrubbed the same way (it is free text).
+- A shield event's ``log`` text and its labels (``labels_json``) are scrubbed the same
+  way (they are free text).
 
 Request ids (the exactly-once keys) are never touched.
 """
@@ -431,7 +432,8 @@ class PrivacyPolicy:
 
     def rows(self, frame: pl.DataFrame) -> pl.DataFrame:
         """Rows of a table as they may be stored: ``remote_ip``, ``url``, ``referer`` and a
-        shield event's ``log`` text, where the frame has them."""
+        shield event's ``log`` text and ``labels_json`` (the provider's labels, free-form),
+        where the frame has them."""
         if self.changes_nothing or frame.height == 0:
             return frame
         changed: list[pl.Series] = []
@@ -440,8 +442,9 @@ class PrivacyPolicy:
         for name in ("url", "referer"):
             if name in frame.columns and self._names:
                 changed.append(self.urls(frame[name]))
-        if "log" in frame.columns:
-            changed.append(self.texts(frame["log"]))
+        for name in ("log", "labels_json"):  # a shield event's free text and its labels
+            if name in frame.columns:
+                changed.append(self.texts(frame[name]))
         return frame.with_columns(changed) if changed else frame
 
     # -- raw text -------------------------------------------------------------------------

@@ -8,6 +8,7 @@ Real Delta tables (on local disk and in moto's S3), real commits of :class:`Zone
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -408,3 +409,203 @@ def test_a_rejected_line_holding_it_is_not_kept_again(tmp_path):
         seed(other, zones=(7,))
         rejected = table_rows(other, REJECTED_LINES)
         assert rejected.height == 1 and ADDRESS not in rejected["raw_line"][0]
+
+
+@pytest.mark.parametrize(
+    ("stored", "given"),
+    [
+        ("::ffff:203.0.113.7", ADDRESS),  # an IPv4-mapped spelling stored, the IPv4 given
+        (ADDRESS, "::ffff:203.0.113.7"),  # and the other way round
+        ("2001:DB8::7", "2001:db8:0::7"),  # upper case stored, another spelling given
+    ],
+)
+def test_forget_finds_every_spelling_of_the_address(tmp_path, stored, given):
+    """Under ``ip = "keep"`` an address is stored as the source wrote it: forget finds its
+    rows and its rejected lines however either side spells it, and keeps them out after."""
+    config = config_at(tmp_path)
+    spelled = requests(7).with_columns(pl.col("remote_ip").replace(ADDRESS, stored))
+    raw = f"HIT|200|bad-time|321|7|{stored.upper()}|-|https://cdn.example/x|FR|-|rid-1|FR"
+    rejects = pl.DataFrame(
+        {"line_number": [1], "reason": ["bad timestamp"], "kind": ["bad timestamp"]},
+    ).with_columns(pl.lit(raw).alias("raw_line"), pl.lit(None, pl.String).alias("request_id"))
+    with session_for(config) as session:
+        ZoneWriter(session, REQUESTS, 7).commit(spelled, {WATERMARK: to_ms(END)})
+        Bookkeeping(session).record_rejects(
+            [rejects_frame(7, rejects, source="v1-file", file="d", rejected_at=START, run_id="r")],
+            patient=False,
+        )
+        report = forget(session, Target(ip=given), datetime.now(UTC))
+        assert report.requests == {7: 12} and report.rejected == 1
+        assert stored not in table_rows(session)["remote_ip"].to_list()
+    with session_for(config) as other:
+        again = ZoneWriter(other, REQUESTS, 7).commit(spelled, {})
+        assert (again.new, again.erased) == (0, 12)
+
+
+def test_a_rejected_line_holding_its_ipv4_mapped_spelling_is_not_kept_again(tmp_path):
+    """Read again, a bad line naming the erased address as ``::ffff:a.b.c.d`` is held
+    against the erasure too (the address-looking token taken whole)."""
+    config = config_at(tmp_path)
+    raw = f"HIT|200|bad-time|321|7|::ffff:{ADDRESS}|-|https://cdn.example/x|FR|-|rid-1|FR"
+    rejects = pl.DataFrame(
+        {"line_number": [1], "reason": ["bad timestamp"], "kind": ["bad timestamp"]},
+    ).with_columns(pl.lit(raw).alias("raw_line"), pl.lit(None, pl.String).alias("request_id"))
+    frame = rejects_frame(7, rejects, source="v1-file", file="d", rejected_at=START, run_id="r")
+    with session_for(config) as session:
+        seed(session, zones=(7,))
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+    with session_for(config) as other:
+        Bookkeeping(other).record_rejects([frame], patient=False)
+        assert ADDRESS not in "".join(table_rows(other, REJECTED_LINES)["raw_line"].to_list())
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_zone_with_no_rows_yet_does_not_store_them_later(tmp_path, named):
+    """A zone named (or configured) whose first pass has not stored yet: its erasure mark
+    is committed all the same, so the pass reading the provider's span drops the rows."""
+    config = config_at(tmp_path)
+    with session_for(config) as session:
+        seed(session, zones=(7,))
+        target = Target(ip=ADDRESS, zones=(9,) if named else ())
+        forget(session, target, datetime.now(UTC), zones_known=(7, 9))
+    with session_for(config) as daemon:
+        written = ZoneWriter(daemon, REQUESTS, 9).commit(requests(9), {WATERMARK: to_ms(END)})
+        assert (written.new, written.erased) == (108, 12)
+        nine = table_rows(daemon).filter(pl.col("pull_zone_id") == 9)
+        assert nine.height == 108 and ADDRESS not in nine["remote_ip"].to_list()
+
+
+def test_a_shield_events_labels_are_stored_as_privacy_allows(tmp_path):
+    """The provider's labels of an event are free-form (``labels_json``, the labels as
+    sent): an address or a signed URL there is treated as in the event's ``log`` text."""
+    from cdnlake.lake.schema import SHIELD_EVENTS
+
+    config = config_at(tmp_path, ip="truncate", strip_query=["token"])
+    labels = json.dumps({"clientIp": ADDRESS, "uri": "/a.js?token=s3cr3t&v=1"})
+    events = shield_events(START, 2).with_columns(pl.lit(labels).alias("labels_json"))
+    with session_for(config) as session:
+        ZoneWriter(session, SHIELD_EVENTS, 5001).commit(events, {})
+        stored = "".join(table_rows(session, SHIELD_EVENTS)["labels_json"].to_list())
+        assert ADDRESS not in stored and "s3cr3t" not in stored
+        assert "203.0.113.0" in stored and "v=1" in stored
+
+
+def test_an_erasure_outlives_bookkeeping_retention(tmp_path):
+    """The provider's archive serves a zone's old days for as long as it keeps them, so a
+    ``backfill`` can read an erased request again at any time: the erasure (a keyed hash,
+    the operator's record of it too) is not expired with the bookkeeping rows."""
+    from cdnlake.lake.maintain import maintain
+
+    raw = {"storage": {"root": str(tmp_path / "data")}, "retention": {"bookkeeping_days": 3}}
+    config = build_config(raw, base_dir=tmp_path, env={})
+    with session_for(config) as session:
+        seed(session, zones=(7,))
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+        later = datetime.now(UTC) + timedelta(days=30)
+        maintain(session, retention=config.retention, now=later)
+        assert table_rows(session, ERASURES).height == 1
+    with session_for(config) as backfill:  # the archived day imported again
+        written = ZoneWriter(backfill, REQUESTS, 7).commit(requests(7), {})
+        assert written.erased == 12
+        assert ADDRESS not in table_rows(backfill)["remote_ip"].to_list()
+
+
+@pytest.mark.parametrize("ip", ["truncate", "hash"])
+def test_rows_stored_before_a_privacy_change_are_found_too(tmp_path, ip):
+    """Rows stored under ``keep`` and not yet rewritten by ``maintain --apply-privacy``
+    hold the address as received: forget under the new setting removes them as well."""
+    with session_for(config_at(tmp_path)) as session:
+        seed(session, zones=(7,))  # stored under keep
+    config = config_at(tmp_path, ip=ip, hash_key_env="CDNLAKE_TEST_KEY")
+    policy = PrivacyPolicy.from_config(config.privacy)
+    with session_for(config) as session:
+        report = forget(session, Target(ip=ADDRESS), datetime.now(UTC), stored=policy.stored_as)
+        assert report.requests == {7: 12}
+        assert ADDRESS not in table_rows(session)["remote_ip"].to_list()
+
+
+@pytest.mark.parametrize("ip", ["truncate", "hash"])
+def test_an_erasure_made_before_a_privacy_change_still_keeps_the_rows_out(tmp_path, ip):
+    """Erased under ``keep`` (the erasure names the address as received), then ``[privacy]
+    ip`` changed: the span read again is stored truncated or hashed, and the erased
+    client's rows are still not stored, in no form."""
+    with session_for(config_at(tmp_path, hash_key_env="CDNLAKE_TEST_KEY")) as session:
+        seed(session, zones=(7,))
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+    config = config_at(tmp_path, ip=ip, hash_key_env="CDNLAKE_TEST_KEY")
+    with session_for(config) as daemon:
+        written = ZoneWriter(daemon, REQUESTS, 7).commit(requests(7), {})
+        assert (written.new, written.erased) == (0, 12)
+        forgotten = PrivacyPolicy.from_config(config.privacy).stored_as(ADDRESS)
+        assert forgotten not in table_rows(daemon)["remote_ip"].to_list()
+
+
+def test_erasures_made_before_hash_key_env_was_set_still_match(tmp_path):
+    """Forget ran with the storage root's own key (``<root>/work/erasure.key``); the
+    operator then set ``[privacy] hash_key_env`` (for ``ip = "hash"``, or a fleet): the
+    earlier erasures still keep their rows out."""
+    with session_for(config_at(tmp_path)) as session:
+        seed(session, zones=(7,))
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+    config = config_at(tmp_path, ip="hash", hash_key_env="CDNLAKE_TEST_KEY")
+    with session_for(config) as daemon:
+        written = ZoneWriter(daemon, REQUESTS, 7).commit(requests(7), {})
+        assert (written.new, written.erased) == (0, 12)
+
+
+def test_apply_privacy_treats_a_shield_events_labels(tmp_path):
+    """Labels stored under ``keep`` are rewritten by ``maintain --apply-privacy``."""
+    from cdnlake.lake.apply_privacy import apply_privacy
+    from cdnlake.lake.schema import SHIELD_EVENTS
+
+    labels = json.dumps({"clientIp": ADDRESS})
+    events = shield_events(START, 2).with_columns(
+        pl.lit(labels).alias("labels_json"), pl.lit("blocked").alias("log")
+    )
+    with session_for(config_at(tmp_path)) as session:
+        ZoneWriter(session, SHIELD_EVENTS, 5001).commit(events, {})
+    with session_for(config_at(tmp_path, ip="truncate")) as session:
+        apply_privacy(session)
+        stored = "".join(table_rows(session, SHIELD_EVENTS)["labels_json"].to_list())
+        assert ADDRESS not in stored and "203.0.113.0" in stored
+
+
+def test_a_shield_zone_with_no_events_yet_does_not_store_them_later(tmp_path):
+    from cdnlake.lake.schema import SHIELD_EVENTS
+
+    config = config_at(tmp_path)
+    with session_for(config) as session:
+        seed(session, zones=(7,))
+        forget(
+            session,
+            Target(ip=ADDRESS, zones=(7, 5001)),
+            datetime.now(UTC),
+            zones_known=(7,),
+            shield_zones_known=(5001,),
+        )
+        assert session.lake.open(SHIELD_EVENTS) is not None  # the mark's commit
+    with session_for(config) as daemon:
+        written = ZoneWriter(daemon, SHIELD_EVENTS, 5001).commit(shield_events(START, 10), {})
+        assert (written.new, written.erased) == (5, 5)
+
+
+def test_forget_removes_raw_files_a_killed_read_left_behind(tmp_path, capsys):
+    """A v1 day file under ``<work>/downloads`` outlives a process killed mid-read; forget
+    removes those over a day old (a read in flight is younger: kept)."""
+    import os
+    import time
+
+    path = _config_file(tmp_path)
+    config = build_config({"storage": {"root": str(tmp_path / "data")}}, base_dir=tmp_path, env={})
+    with session_for(config) as session:
+        seed(session, zones=(7,))
+    folder = tmp_path / "data" / "work" / "downloads" / "7"
+    folder.mkdir(parents=True)
+    old, fresh = folder / "2026-11-20-0.log", folder / "2026-11-27-0.log"
+    for file in (old, fresh):
+        file.write_text(f"HIT|200|1|321|7|{ADDRESS}|-|https://cdn.example/x|FR|-|r|FR\n")
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(old, (two_days_ago, two_days_ago))
+    assert main(["--config", str(path), "forget", "--ip", ADDRESS]) == 0
+    assert "removed 1 raw log file(s) a killed read left" in capsys.readouterr().out
+    assert not old.exists() and fresh.exists()

@@ -11,6 +11,7 @@ from cdnlake.errors import ConfigError, StopRequested, UsageError
 
 
 def forget(args: argparse.Namespace) -> int:
+    from cdnlake.ingest.scratch import remove_stale_downloads
     from cdnlake.lake.forget import Target, leaves_storage
     from cdnlake.lake.forget import forget as run_forget
     from cdnlake.lake.session import LakeSession
@@ -48,12 +49,15 @@ def forget(args: argparse.Namespace) -> int:
                     stored=policy.stored_as,
                     vacuum_now=args.vacuum_now,
                     stop=stop.is_set,
+                    zones_known=tuple(zone.id for zone in config.zones),
+                    shield_zones_known=tuple(zone.id for zone in config.shield_zones),
                 ),
                 on_abandon=lambda: say(_stopped(stop.signal)),
             )
         except StopRequested:
             say(_stopped(stop.signal))
             return 1
+    leftovers = remove_stale_downloads(config.storage.work)
     what = "address" if target.ip is not None else "request id"
     per_zone = ", ".join(f"zone {z}: {n}" for z, n in sorted(report.requests.items()))
     days = ", ".join(d.isoformat() for d in sorted(report.days)) or "none"
@@ -70,6 +74,11 @@ def forget(args: argparse.Namespace) -> int:
             "for these zones (they do not decode): `cdnlake maintain --restore` puts back "
             "those that do, without the erased rows; then run this again, and delete the "
             "rest by hand"
+        )
+    if leftovers:
+        print(
+            f"removed {leftovers} raw log file(s) a killed read left in "
+            f"{config.storage.work / 'downloads'} (on this machine)"
         )
     if report.vacuumed:
         print("the old bytes have left storage (--vacuum-now)")

@@ -3,14 +3,14 @@
 A change of ``[privacy]`` applies to what is written from then on; the rows already
 stored keep what they were stored with until this rewrite. Per zone of ``requests`` and
 ``shield_events`` it reads the columns the policy treats (``remote_ip``, ``url``,
-``referer``, a shield event's ``log``), and rewrites each (zone, day) partition where the
-policy changes a value, through maintain's own rewrite (:func:`maintain._replace`: one
-commit replacing exactly the files read, conflict-checked by delta-rs, no progress
-moved). The zone is held meanwhile as maintain holds it for a rewind (its lock on this
-machine, its lease in a fleet), and once every partition is done the zone's privacy
-marks (:mod:`cdnlake.lake.progress`) say so, committed through the zone's writer, fenced
-like every commit. ``rejected_lines`` gets its raw text and reasons treated by one MERGE
-per zone.
+``referer``, a shield event's ``log`` and ``labels_json``), and rewrites each (zone,
+day) partition where the policy changes a value, through maintain's own rewrite
+(:func:`maintain._replace`: one commit replacing exactly the files read,
+conflict-checked by delta-rs, no progress moved). The zone is held meanwhile as maintain
+holds it for a rewind (its lock on this machine, its lease in a fleet), and once every
+partition is done the zone's privacy marks (:mod:`cdnlake.lake.progress`) say so,
+committed through the zone's writer, fenced like every commit. ``rejected_lines`` gets
+its raw text and reasons treated by one MERGE per zone.
 
 What cannot be done is said, per zone, and nothing of that zone is rewritten: addresses
 stored as hashes cannot be truncated, nor hashed again under a new key (the addresses
@@ -49,7 +49,7 @@ from cdnlake.privacy import HASH_PATTERN, PrivacyPolicy, Setting
 
 log = logging.getLogger(__name__)
 
-TREATED = ("remote_ip", "url", "referer", "log")  # the columns a policy may change
+TREATED = ("remote_ip", "url", "referer", "log", "labels_json")  # what a policy may change
 REWRITE_ROUNDS = 5  # readings of a partition that another commit kept rewriting
 
 

@@ -50,6 +50,8 @@ class KeySource:
     def __init__(self, work: Path | None, secret: bytes | None = None) -> None:
         self.work = work
         self._key: ErasureKey | None = ErasureKey(secret) if secret else None
+        self._from_env = self._key is not None
+        self._every: list[ErasureKey] | None = None
 
     @property
     def file(self) -> Path | None:
@@ -71,6 +73,22 @@ class KeySource:
             text = self._create(path)
         self._key = ErasureKey(bytes.fromhex(text))
         return self._key
+
+    def every(self) -> list[ErasureKey]:
+        """The key, and the work folder's key file too where the key comes from the
+        environment: erasures made before ``hash_key_env`` was set (under the file's key)
+        still match. Read once."""
+        if self._every is None:
+            key = self.get()
+            if key is None:
+                return []
+            self._every = [key]
+            path = self.file
+            if self._from_env and path is not None and path.exists():
+                stored = ErasureKey(bytes.fromhex(path.read_text().strip()))
+                if stored.key_id != key.key_id:
+                    self._every.append(stored)
+        return self._every
 
     @staticmethod
     def _create(path: Path) -> str:

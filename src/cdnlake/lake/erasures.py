@@ -19,7 +19,6 @@ commit again (the mark's commit touches its zone) and drops the rows then.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import threading
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from cdnlake.lake.erasure_key import KeySource
 from cdnlake.lake.progress import ERASED
 from cdnlake.lake.schema import ERASURES, REQUESTS, SHIELD_EVENTS, TableSpec, polars_schema
 from cdnlake.lake.store import Lake
+from cdnlake.privacy import parse_address
 
 if TYPE_CHECKING:
     import polars as pl
@@ -42,16 +42,20 @@ log = logging.getLogger(__name__)
 IP, REQUEST_ID = "ip", "request_id"
 EVERY_ZONE = 0  # an erasure's zone when it concerns every zone
 # What may be an address in free text (a shield event's log): checked by its keyed hash.
-ADDRESS_TOKEN = r"\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}"
+# An IPv6 address ending in a dotted quad (``::ffff:1.2.3.4``) first, whole.
+ADDRESS_TOKEN = (
+    r"(?:[0-9A-Fa-f]{0,4}:){2,6}\d{1,3}(?:\.\d{1,3}){3}"
+    r"|\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}"
+)
 
 
 def canonical(address: str) -> str:
-    """An address in one spelling (``2001:DB8:0::1`` and ``2001:db8::1`` alike), so that
-    its keyed hash is the same however a source wrote it; text that is no address, as is."""
-    try:
-        return ipaddress.ip_address(address.strip()).compressed
-    except ValueError:
-        return address
+    """An address in one spelling (``2001:DB8:0::1`` and ``2001:db8::1`` alike, an
+    IPv4-mapped ``::ffff:1.2.3.4`` as ``1.2.3.4``, as :func:`cdnlake.privacy.parse_address`
+    reads it), so that its keyed hash is the same however a source wrote it; text that is
+    no address, as is."""
+    parsed = parse_address(address)
+    return address if parsed is None else parsed.compressed
 
 
 @dataclass(frozen=True)
@@ -145,15 +149,22 @@ class ErasureFilter:
             return list(self._erasures)
 
     def kept(
-        self, spec: TableSpec, zone: int, frame: pl.DataFrame, mark: int | None
+        self,
+        spec: TableSpec,
+        zone: int,
+        frame: pl.DataFrame,
+        mark: int | None,
+        received: pl.DataFrame | None = None,
     ) -> pl.DataFrame:
-        """``frame`` (rows as the table stores them) less the rows an erasure covers."""
+        """``frame`` (rows as the table stores them) less the rows an erasure covers
+        (``received``: the rows' ``request_id`` and ``remote_ip`` as received, where they
+        are stored otherwise; an erasure made under an earlier setting matches those)."""
         if spec not in (REQUESTS, SHIELD_EVENTS) or not mark or frame.height == 0:
             return frame
         wanted = [e for e in self.erasures(mark) if e.concerns(zone)]
         if not wanted:
             return frame
-        covered = self.covered(frame, wanted, spec)
+        covered = self.covered(frame, wanted, spec, received)
         dropped = int(covered.sum())
         if dropped:
             log.info("zone %s: %d row(s) an erasure covers were not stored", zone, dropped)
@@ -189,7 +200,7 @@ class ErasureFilter:
                         erasure.filter, literal=True
                     )
                 else:
-                    addresses = [a for a, h in hashes.items() if h == erasure.filter]
+                    addresses = [a for a, h in hashes.items() if erasure.filter in h]
                     if not addresses:
                         continue
                     hit = found.list.eval(pl.element().is_in(addresses)).list.any()
@@ -200,7 +211,11 @@ class ErasureFilter:
         return frame.filter(~covered)
 
     def covered(
-        self, frame: pl.DataFrame, erasures: list[Erasure], spec: TableSpec = REQUESTS
+        self,
+        frame: pl.DataFrame,
+        erasures: list[Erasure],
+        spec: TableSpec = REQUESTS,
+        received: pl.DataFrame | None = None,
     ) -> pl.Series:
         """Which rows of ``frame`` (``requests`` rows, or ``shield_events`` rows, whose
         free text an address erasure is held against) the ``erasures`` cover."""
@@ -215,6 +230,8 @@ class ErasureFilter:
         else:
             found = frame["remote_ip"]
         distinct = found.explode() if spec is SHIELD_EVENTS else found
+        if received is not None and spec is REQUESTS:
+            distinct = pl.concat([distinct, received["remote_ip"]])
         hashes = self._address_hashes(
             distinct.drop_nulls().unique().to_list(), [e for e in erasures if e.kind == IP]
         )
@@ -223,13 +240,16 @@ class ErasureFilter:
             if erasure.kind == REQUEST_ID:
                 hit = frame["request_id"] == erasure.filter
             else:
-                addresses = [a for a, h in hashes.items() if h == erasure.filter]
+                addresses = [a for a, h in hashes.items() if erasure.filter in h]
                 if not addresses:
                     continue
                 if spec is SHIELD_EVENTS:
                     hit = found.list.eval(pl.element().is_in(addresses)).list.any()
                 else:
                     hit = found.is_in(addresses)
+                    if received is not None:  # by the address as received
+                        ids = received.filter(pl.col("remote_ip").is_in(addresses))
+                        hit = hit | frame["request_id"].is_in(ids["request_id"].implode())
             hit = hit.fill_null(False) & (frame["ts"] <= erasure.erased_at)
             if erasure.from_day is not None:
                 hit = hit & (frame["date"] >= erasure.from_day)
@@ -238,13 +258,13 @@ class ErasureFilter:
             covered = covered | hit.fill_null(False)
         return covered
 
-    def _address_hashes(self, addresses: list[str], erasures: list[Erasure]) -> dict[str, str]:
-        """Each of ``addresses`` with its keyed hash (only when an address erasure made
-        under this process's key concerns them)."""
+    def _address_hashes(self, addresses: list[str], erasures: list[Erasure]) -> dict[str, set[str]]:
+        """Each of ``addresses`` with its keyed hashes under each key this process holds
+        that an address erasure concerning them was made under."""
         if not erasures:
             return {}
-        key = self.keys.get()
-        usable = [e for e in erasures if key is not None and e.key_id == key.key_id]
+        keys = {key.key_id: key for key in self.keys.every()}
+        usable = [e for e in erasures if e.key_id in keys]
         for erasure in erasures:
             if erasure not in usable and erasure.erasure_id not in self._unmatched:
                 self._unmatched.add(erasure.erasure_id)
@@ -256,6 +276,7 @@ class ErasureFilter:
                     erasure.key_id,
                     self.keys.file,
                 )
-        if key is None or not usable:
+        used = [keys[key_id] for key_id in sorted({e.key_id for e in usable if e.key_id})]
+        if not used:
             return {}
-        return {address: key.digest(canonical(address)) for address in addresses}
+        return {address: {key.digest(canonical(address)) for key in used} for address in addresses}

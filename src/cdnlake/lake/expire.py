@@ -25,7 +25,6 @@ from cdnlake.errors import StopRequested, StorageError, first_line
 from cdnlake.lake.rewrite import Rewriter, rewrite
 from cdnlake.lake.schema import (
     AUDIT_DAYS,
-    ERASURES,
     INGEST_GAPS,
     INGEST_RUNS,
     REJECTED_LINES,
@@ -39,12 +38,14 @@ from cdnlake.lake.store import add_actions_table
 log = logging.getLogger(__name__)
 
 # Each bookkeeping table's time: a row older than bookkeeping_days by it is expired.
+# Not ``erasures``: the provider's archive serves old days for as long as it keeps them,
+# so a backfill may read an erased request again at any time; the erasure (a keyed hash)
+# keeps it out, and is the operator's record of the erasure.
 BOOKKEEPING_TIMES: tuple[tuple[TableSpec, str], ...] = (
     (INGEST_RUNS, "started"),
     (INGEST_GAPS, "gap_to"),
     (REJECTED_LINES, "rejected_at"),
     (AUDIT_DAYS, "day"),
-    (ERASURES, "erased_at"),
 )
 
 

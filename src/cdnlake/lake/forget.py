@@ -104,31 +104,36 @@ def forget(
     stored: Callable[[str], str | None] = lambda address: address,
     vacuum_now: bool = False,
     stop: Callable[[], bool] = lambda: False,
+    zones_known: tuple[int, ...] = (),
+    shield_zones_known: tuple[int, ...] = (),
 ) -> ForgetReport:
     """Remove what ``target`` matches (see the module docstring). ``stored``: the address
     as ``[privacy] ip`` stores it (None where addresses are dropped). ``stop``: checked
     between zones; when it turns true, :class:`StopRequested` (the erasure is recorded,
-    the zones done so far are whole; running it again finishes)."""
+    the zones done so far are whole; running it again finishes). ``zones_known``,
+    ``shield_zones_known``: the configured pull and shield zones; those concerned that
+    hold no rows yet get the erasure mark too, so that their first pass (reading the span
+    the provider still serves) drops the rows."""
     erasure = _erasure(session, target, now, stored)
     report = ForgetReport(erasure.erasure_id, now)
     zones = list(target.zones) or None
-    scope = _zones_of(session, REQUESTS, zones)
+    scope = sorted(set(_zones_of(session, REQUESTS, zones)) | _concerned(target, zones_known))
     record(session, _rows(erasure, target, report))  # first: never lost
 
     days = _days(target)
     mark = {ERASED: to_ms(now)}
+    matching = [erasure, *_as_received(session, erasure, target)]
     for zone in scope:
         if stop():
             raise StopRequested()
-        zone_erasure = replace(erasure, zone=zone)
 
-        def make(zone: int = zone, e: Erasure = zone_erasure) -> Rewriter:
+        def make(zone: int = zone) -> Rewriter:
             return Rewriter(
                 session,
                 REQUESTS,
                 zone,
                 chooses=target.covers,
-                match=lambda rows: session.erasures.covered(rows, [e]),
+                match=lambda rows: session.erasures.covered(rows, matching),
                 days=days,
             )
 
@@ -140,8 +145,9 @@ def forget(
 
     texts = _texts(target, stored)
     if target.ip is not None:
-        pattern = "|".join(f"(?:^|{_EDGE}){_escape(t)}(?:$|{_EDGE})" for t in texts)
-        for zone in _zones_of(session, SHIELD_EVENTS, zones):
+        pattern = _pattern(texts)
+        shield_scope = set(_zones_of(session, SHIELD_EVENTS, zones))
+        for zone in sorted(shield_scope | _concerned(target, shield_zones_known)):
             if stop():
                 raise StopRequested()
 
@@ -225,6 +231,23 @@ def _erasure(
     )
 
 
+def _concerned(target: Target, known: tuple[int, ...]) -> set[int]:
+    """Of the zones ``known`` (configured), those the erasure concerns."""
+    return set(known) & set(target.zones) if target.zones else set(known)
+
+
+def _as_received(session: LakeSession, erasure: Erasure, target: Target) -> list[Erasure]:
+    """The erasure matching the address as received, where ``[privacy] ip`` stores it
+    otherwise: rows stored before the setting changed (not yet rewritten by ``maintain
+    --apply-privacy``) hold it so. Only for this rewrite: later rows are stored as the
+    setting stores them, which the recorded erasure matches."""
+    key = session.erasure_keys.get() if target.ip is not None else None
+    if key is None or target.ip is None:
+        return []
+    received = key.digest(canonical(target.ip))
+    return [] if received == erasure.filter else [replace(erasure, filter=received)]
+
+
 def _rows(erasure: Erasure, target: Target, report: ForgetReport) -> list[dict[str, object]]:
     """The erasure's rows: one per zone named (``--zone``), else one for every zone."""
     zones = list(target.zones) or [EVERY_ZONE]
@@ -280,18 +303,22 @@ def _texts(target: Target, stored: Callable[[str], str | None]) -> list[str]:
     if target.request_id is not None:
         return [target.request_id.strip()]
     assert target.ip is not None
-    address = ipaddress.ip_address(target.ip.strip())
+    address = ipaddress.ip_address(canonical(target.ip))
     texts = {target.ip.strip(), address.compressed, address.exploded}
+    if isinstance(address, ipaddress.IPv4Address):  # and as an IPv4-mapped IPv6 address
+        mapped = ipaddress.IPv6Address(f"::ffff:{address}")
+        texts |= {f"::ffff:{address}", mapped.compressed, mapped.exploded}
     as_stored = stored(address.compressed)
     if as_stored:
         texts.add(as_stored)
     return sorted(texts)
 
 
-def _escape(text: str) -> str:
+def _pattern(texts: list[str]) -> str:
+    """Any of ``texts`` standing alone, in any case (``2001:DB8::1``, ``::FFFF:1.2.3.4``)."""
     import re
 
-    return re.escape(text)
+    return "(?i)" + "|".join(f"(?:^|{_EDGE}){re.escape(t)}(?:$|{_EDGE})" for t in texts)
 
 
 def _text_match(rows: pl.DataFrame, columns: tuple[str, ...], pattern: str) -> pl.Series:
@@ -324,7 +351,7 @@ def _forget_rejects(
             wanted, literal=True
         ).fill_null(False)
     else:
-        pattern = "|".join(f"(?:^|{_EDGE}){_escape(t)}(?:$|{_EDGE})" for t in texts)
+        pattern = _pattern(texts)
         hit = _text_match(rows, ("raw_line",), pattern)
     gone = rows.filter(hit)
     if gone.height == 0:

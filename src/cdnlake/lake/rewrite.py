@@ -81,7 +81,12 @@ class Rewriter(ZoneWriter):
         self._gone: dict[str, int] = {}  # path: rows removed
 
     def _prepare(
-        self, frame: pl.DataFrame, progress: Plan, rewinding: bool, reads: Reads
+        self,
+        frame: pl.DataFrame,
+        progress: Plan,
+        rewinding: bool,
+        reads: Reads,
+        received: pl.DataFrame | None = None,  # (no rows come in: nothing received)
     ) -> _Attempt:
         snapshot = self.table.snapshot(self.zone_id, files=True, days=self.days)
         if (snapshot.mark(FENCE) or 0) > self.token:

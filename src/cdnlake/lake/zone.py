@@ -63,7 +63,7 @@ from cdnlake.lake.progress import (
     rewind,
     taken_by,
 )
-from cdnlake.lake.schema import TableSpec, polars_schema
+from cdnlake.lake.schema import REQUESTS, TableSpec, polars_schema
 from cdnlake.lake.session import LakeSession
 from cdnlake.lake.table import AGAIN, Prepared, Snapshot
 from cdnlake.retention import oldest_served
@@ -228,10 +228,17 @@ class ZoneWriter:
         return outcome
 
     def _prepare(
-        self, frame: pl.DataFrame, progress: Plan, rewinding: bool, reads: Reads
+        self,
+        frame: pl.DataFrame,
+        progress: Plan,
+        rewinding: bool,
+        reads: Reads,
+        received: pl.DataFrame | None = None,
     ) -> _Attempt:
         """The share of a commit, prepared on the table as it is now: fence checked, the
-        rows the table lacks written as data files."""
+        rows the table lacks written as data files. ``received``: each row's key and
+        address as received, where the privacy policy stores it otherwise (an erasure
+        made under another setting matches it so)."""
         days = (
             [d.isoformat() for d in frame["date"].unique()]
             if self.spec.by_date and frame.height
@@ -241,7 +248,9 @@ class ZoneWriter:
         if not rewinding and (snapshot.mark(FENCE) or 0) > self.token:
             raise self._fenced()
         offered = frame.height
-        frame = self.session.erasures.kept(self.spec, self.zone_id, frame, snapshot.mark(ERASED))
+        frame = self.session.erasures.kept(
+            self.spec, self.zone_id, frame, snapshot.mark(ERASED), received
+        )
         new, damaged = self.dedup.new_rows(frame, snapshot.files or [], reads)
         if damaged:  # set aside, the zone rewound first: this pass stops here
             raise DataError(
@@ -357,6 +366,7 @@ def _commit_each(
     addresses and URLs treated before any file is written."""
     outcomes: dict[int, Written | CdnlakeError] = {}
     frames = {id(w): prepare(w.spec, w.zone_id, w.session.privacy.rows(rows)) for w, rows in writes}
+    received = {id(w): _as_received(w, rows) for w, rows in writes}
     reads = {id(w): Reads() for w, _ in writes}
     pending = {id(w): w for w, _ in writes}
     for _preparation in range(CONFLICT_RETRIES + 1):
@@ -364,7 +374,12 @@ def _commit_each(
         for key, writer in pending.items():
             try:
                 attempts.append(
-                    (writer, writer._prepare(frames[key], progress, rewinding, reads[key]))
+                    (
+                        writer,
+                        writer._prepare(
+                            frames[key], progress, rewinding, reads[key], received[key]
+                        ),
+                    )
                 )
             except CdnlakeError as exc:
                 outcomes[key] = exc
@@ -393,3 +408,15 @@ def _commit_each(
     for key, writer in pending.items():
         outcomes[key] = writer._busy()
     return [outcomes[id(w)] for w, _ in writes]
+
+
+def _as_received(writer: ZoneWriter, rows: pl.DataFrame) -> pl.DataFrame | None:
+    """Each request's key and address as received, where ``[privacy] ip`` stores the
+    address otherwise: an erasure recorded under an earlier setting (``keep``) names the
+    address as received, which the stored form (truncated, hashed) no longer matches."""
+    key = writer.spec.key
+    if writer.spec is not REQUESTS or writer.session.privacy.ip == "keep" or key is None:
+        return None
+    if "remote_ip" not in rows.columns or key not in rows.columns:
+        return None
+    return rows.select(key, "remote_ip")
