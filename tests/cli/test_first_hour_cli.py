@@ -136,8 +136,8 @@ def test_show_tables_lists_the_lake_relations_only(tmp_path):
     shown = run_cli("--config", str(cfg), "sql", "SHOW TABLES", "--format", "json")
     names = [row["name"] for row in json.loads(shown.stdout)]
     assert names == [
-        "archive_parts", "audit_days", "ingest_gaps", "ingest_runs", "rejected_lines", "requests",
-        "requests_hourly", "shield_events",
+        "archive_parts", "audit_days", "erasures", "ingest_gaps", "ingest_runs", "rejected_lines",
+        "requests", "requests_hourly", "shield_events",
     ]  # fmt: skip
     # what the views are built on still works underneath
     hourly = run_cli(
