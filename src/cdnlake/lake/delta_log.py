@@ -37,7 +37,7 @@ from deltalake.transaction import AddAction
 
 from cdnlake.errors import StorageError, first_line
 from cdnlake.lake.schema import TableSpec
-from cdnlake.lake.store import Lake
+from cdnlake.lake.store import Lake, sync_folder, write_durably
 from cdnlake.version import __version__
 
 if TYPE_CHECKING:
@@ -107,6 +107,7 @@ class TableLog:
         self._files: dict[Key, dict[str, Kept]] = {}
         self._where: dict[str, Key] = {}  # each file's partition, by path
         self._learned_at = time.time()
+        self._reload_next = False  # a commit found a checkpoint newer than the state
         self._load(lake.open_or_create(spec))
 
     def uri(self) -> str:
@@ -191,10 +192,14 @@ class TableLog:
             try:
                 text = self._entries.read(following)
                 apps = None if text is None else self._apply(following, text)
+            except TornEntry:
+                raise
             except Exception as exc:
                 log.info("%s: log entry %s unread (%s)", self.spec.name, following, first_line(exc))
                 return [*learned, *self.reload()]
             if text is None:
+                if self._reload_next:
+                    return [*learned, *self.reload()]
                 if learned:
                     self._learned_at = time.time()
                 elif time.time() - self._learned_at > STALE_SECONDS and self._cleaned_up():
@@ -222,12 +227,13 @@ class TableLog:
             raise StorageError(f"lake table {self.uri()} is gone")
         self._load(table)
         self._learned_at = time.time()
+        self._reload_next = False
         return [Learned(v, None) for v in range(before + 1, self.version + 1)]
 
     def _apply(self, version: int, text: str) -> dict[str, int] | None:
         """Apply one log entry to the state: the app transactions it carried, or None when
         it changes the metadata or protocol (the state is then left to a reload)."""
-        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+        lines = _lines(self.uri(), version, text)
         if any("metaData" in line or "protocol" in line for line in lines):
             return None
         apps: dict[str, int] = {}
@@ -264,6 +270,8 @@ class TableLog:
                 f"lake table {self.uri()} is append-only (delta.appendOnly): no file is removed"
             )
         following = self.version + 1
+        if self._checkpoint_passed():  # never a version below a checkpoint not seen
+            return None
         txn_id = uuid.uuid4().hex
         text = entry(self.spec, actions, transactions, txn_id=txn_id, removals=removals)
         try:
@@ -287,6 +295,23 @@ class TableLog:
         self._learned_at = time.time()
         return Learned(following, apps)
 
+    def _checkpoint_passed(self) -> bool:
+        """Whether the last checkpoint is newer than :attr:`version`: the entries up to it
+        may have been cleaned up, so the next version's missing entry is no proof that
+        nobody wrote it (a commit there would be acknowledged, yet every reader starts from
+        the checkpoint and never sees it). The state is then reloaded by the next
+        :meth:`advance`, and the commit is prepared again on it."""
+        try:
+            passed = self._entries.last_checkpoint() > self.version
+        except Exception as exc:
+            raise StorageError(
+                f"lake table {self.uri()}: its last checkpoint cannot be read "
+                f"({first_line(exc)}); nothing was committed"
+            ) from None
+        if passed:
+            self._reload_next = True
+        return passed
+
     def checkpoint_due(self, version: int) -> bool:
         """Whether a checkpoint belongs at ``version`` (readers then read one file, not
         every entry since the first)."""
@@ -307,6 +332,46 @@ class TableLog:
         except ValueError:  # not an entry of ours (advance() judges it)
             return False
         return isinstance(first, dict) and (first.get("commitInfo") or {}).get("txnId") == txn_id
+
+
+def write_checkpoint(lake: Lake, spec: TableSpec, version: int) -> DeltaTable | None:
+    """A checkpoint of the table at ``version`` by delta-rs, unless one as new is there:
+    the table at ``version`` where it was written, else None. ``_last_checkpoint`` never
+    moves back: delta-rs points it at the checkpoint it writes, so where another process
+    wrote a newer one meanwhile (a checkpoint thread finishing late), the pointer is set
+    to the newest again."""
+    entries = _Entries(lake, spec)
+    if entries.last_checkpoint() >= version:
+        return None
+    table = DeltaTable(lake.table_uri(spec), version=version, storage_options=lake.storage_options)
+    table.create_checkpoint()
+    newest = max(entries.checkpoints(), default=version)
+    if newest > version and entries.last_checkpoint() < newest:
+        log.info("%s: checkpoint %s came after %s; pointing at it", spec.name, newest, version)
+        entries.point_at(newest)
+    return table
+
+
+class TornEntry(StorageError):
+    """A log entry that is empty or does not parse: written by no complete commit (a
+    store or disk that lost part of it). It is never read as an empty commit."""
+
+
+def _lines(uri: str, version: int, text: str) -> list[dict[str, Any]]:
+    """A log entry's actions, one per line; :class:`TornEntry` for an empty or torn one."""
+    try:
+        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except ValueError as exc:
+        raise TornEntry(
+            f"lake table {uri}: log entry {version} is torn ({first_line(exc)}); the table "
+            "is not read past it until the entry is repaired"
+        ) from None
+    if not lines or not all(isinstance(line, dict) for line in lines):
+        raise TornEntry(
+            f"lake table {uri}: log entry {version} is empty; the table is not read past "
+            "it until the entry is repaired"
+        )
+    return lines
 
 
 def entry(
@@ -448,8 +513,43 @@ class _Entries:
         return self._read(self.name(version))
 
     def last_checkpoint(self) -> int:
-        text = self._read(f"{self.folder}/_last_checkpoint")
+        text = self._read(self.pointer)
         return -1 if text is None else int(json.loads(text)["version"])
+
+    @property
+    def pointer(self) -> str:
+        return f"{self.folder}/_last_checkpoint"
+
+    def checkpoints(self) -> list[int]:
+        """The versions of the checkpoints in the folder (single-file ones, as delta-rs
+        writes them), oldest first."""
+        import pyarrow.fs as pafs
+
+        found = self.lake.filesystem().get_file_info(pafs.FileSelector(self.folder))
+        return sorted(
+            int(info.base_name.split(".", 1)[0])
+            for info in found
+            if info.base_name.endswith(".checkpoint.parquet")
+            and info.base_name.split(".", 1)[0].isdigit()
+        )
+
+    def point_at(self, version: int) -> None:
+        """``_last_checkpoint`` names the checkpoint at ``version`` (its size: the actions
+        it holds, as Delta's pointer records)."""
+        import pyarrow.parquet as pq
+
+        name = f"{self.folder}/{version:020d}.checkpoint.parquet"
+        with self.lake.filesystem().open_input_file(name) as source:
+            size = pq.ParquetFile(source).metadata.num_rows
+        text = json.dumps({"version": version, "size": size}).encode()
+        if self.lake.local is None:
+            self.lake.write_file(self.pointer, text)  # a PUT replaces it whole
+            return
+        final = self.lake.local / self.pointer
+        temporary = final.with_name(f".{final.name}.{uuid.uuid4().hex}.tmp")
+        write_durably(temporary, text, named=False)
+        os.replace(temporary, final)  # readers see the old pointer or the new, whole
+        sync_folder(final.parent)
 
     def _read(self, name: str) -> str | None:
         if self.lake.local is not None:
@@ -471,13 +571,14 @@ class _Entries:
         if self.lake.local is not None:
             final = self.lake.local / name
             temporary = final.with_name(f".{final.name}.{uuid.uuid4().hex}.tmp")
-            temporary.write_text(text)
+            write_durably(temporary, text.encode(), named=False)  # whole before it is named
             try:
                 os.link(temporary, final)
             except FileExistsError:
                 return False
             finally:
                 temporary.unlink()
+            sync_folder(final.parent)  # the name too: acknowledged only once it is there
             return True
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError

@@ -184,9 +184,7 @@ class Lake:
         with Python's own I/O, in an object store through Arrow's filesystem, which is
         loaded only then (pyarrow and numpy are a tenth of a second of a process)."""
         if self.local is not None:
-            target = self.local / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
+            write_durably(self.local / path, content)  # on disk before a commit names it
             return
         with self.filesystem().open_output_stream(path) as out:  # (no folder markers)
             out.write(content)
@@ -349,3 +347,30 @@ def add_actions_table(table: DeltaTable) -> ArrowTable:
     """The table's add actions (flattened), as delta-rs returns them: an arro3 table,
     which needs neither pyarrow nor (for its instants) pandas."""
     return table.get_add_actions(flatten=True)
+
+
+def write_durably(target: Path, content: bytes, *, named: bool = True) -> None:
+    """A file on local disk that is on the disk once this returns: its bytes, and its name
+    in each folder made for it (fsync of the file and of its folders). ``named=False``: a
+    temporary file, whose own name need not survive (its final name is synced apart)."""
+    made: list[Path] = []
+    folder = target.parent
+    while not folder.exists():
+        made.append(folder)
+        folder = folder.parent
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "wb") as out:
+        out.write(content)
+        out.flush()
+        os.fsync(out.fileno())
+    for path in [target, *made] if named else made:
+        sync_folder(path.parent)
+
+
+def sync_folder(folder: Path) -> None:
+    """The folder's entries on disk (a name made or changed in it survives a crash)."""
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)

@@ -39,6 +39,7 @@ from cdnlake.lake.delta_log import (
     Learned,
     Removal,
     TableLog,
+    write_checkpoint,
 )
 from cdnlake.lake.progress import MARKS
 from cdnlake.lake.retry import retrying
@@ -240,20 +241,18 @@ class Checkpoints:
             self._pool.submit(self._write, version)
 
     def _write(self, version: int) -> None:
-        """A checkpoint at ``version`` and the expired log entries removed, as delta-rs's
-        post-commit hook does; a failure is logged (readers only read more entries)."""
+        """A checkpoint at ``version`` (unless a newer one is there) and the expired log
+        entries removed, as delta-rs's post-commit hook does; a failure is logged (readers
+        only read more entries)."""
         if version < self._wanted:
             return
         try:
-            table = DeltaTable(
-                self.lake.table_uri(self.spec),
-                version=version,
-                storage_options=self.lake.storage_options,
-            )
-            table.create_checkpoint()
+            table = write_checkpoint(self.lake, self.spec, version)
+            if table is None:
+                return  # another process's is as new
             cleanup = table.metadata().configuration.get("delta.enableExpiredLogCleanup")
             if (cleanup or "true").lower() == "true":
-                table.cleanup_metadata()
+                table.cleanup_metadata()  # only entries past delta.logRetentionDuration
         except Exception as exc:
             log.warning(
                 "%s: no checkpoint at version %s (%s)", self.spec.name, version, first_line(exc)
