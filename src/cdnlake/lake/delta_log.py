@@ -107,7 +107,7 @@ class TableLog:
         self._files: dict[Key, dict[str, Kept]] = {}
         self._where: dict[str, Key] = {}  # each file's partition, by path
         self._learned_at = time.time()
-        self._reload_next = False  # a commit found a checkpoint newer than the state
+        self._checkpoint_ahead = -1  # a newer checkpoint a commit found than the state
         self._load(lake.open_or_create(spec))
 
     def uri(self) -> str:
@@ -198,7 +198,7 @@ class TableLog:
                 log.info("%s: log entry %s unread (%s)", self.spec.name, following, first_line(exc))
                 return [*learned, *self.reload()]
             if text is None:
-                if self._reload_next:
+                if self._checkpoint_ahead > self.version:  # the entries up to it are gone
                     return [*learned, *self.reload()]
                 if learned:
                     self._learned_at = time.time()
@@ -227,7 +227,6 @@ class TableLog:
             raise StorageError(f"lake table {self.uri()} is gone")
         self._load(table)
         self._learned_at = time.time()
-        self._reload_next = False
         return [Learned(v, None) for v in range(before + 1, self.version + 1)]
 
     def _apply(self, version: int, text: str) -> dict[str, int] | None:
@@ -302,15 +301,13 @@ class TableLog:
         the checkpoint and never sees it). The state is then reloaded by the next
         :meth:`advance`, and the commit is prepared again on it."""
         try:
-            passed = self._entries.last_checkpoint() > self.version
+            self._checkpoint_ahead = self._entries.last_checkpoint()
         except Exception as exc:
             raise StorageError(
                 f"lake table {self.uri()}: its last checkpoint cannot be read "
                 f"({first_line(exc)}); nothing was committed"
             ) from None
-        if passed:
-            self._reload_next = True
-        return passed
+        return self._checkpoint_ahead > self.version
 
     def checkpoint_due(self, version: int) -> bool:
         """Whether a checkpoint belongs at ``version`` (readers then read one file, not
