@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from datetime import UTC, date, datetime
 
 from cdnlake.cli.common import interruptible, load, require_writable_root, say
@@ -11,6 +12,7 @@ from cdnlake.errors import ConfigError, StopRequested, UsageError
 
 
 def forget(args: argparse.Namespace) -> int:
+    from cdnlake.cli.lake_cmd import refuse_beside_daemon, writers_held
     from cdnlake.ingest.scratch import remove_stale_downloads
     from cdnlake.lake.forget import Target, leaves_storage
     from cdnlake.lake.forget import forget as run_forget
@@ -31,6 +33,8 @@ def forget(args: argparse.Namespace) -> int:
     if target.ip is not None:
         _check_key(config)
     require_writable_root(config)
+    if args.vacuum_now:
+        refuse_beside_daemon(config, "forget --vacuum-now")  # before any work
     now = datetime.now(UTC)
     policy = PrivacyPolicy.from_config(config.privacy)
     with (
@@ -39,6 +43,9 @@ def forget(args: argparse.Namespace) -> int:
             config.storage,
             privacy=policy,
         ) as session,
+        writers_held(session, config, "forget --vacuum-now", stop.is_set)
+        if args.vacuum_now
+        else contextlib.nullcontext(),
     ):
         try:
             report = stop.run(

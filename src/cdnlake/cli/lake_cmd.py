@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from cdnlake.cli.common import Interrupt, interruptible, load, say
 from cdnlake.config import Config
-from cdnlake.errors import StopRequested, UsageError
+from cdnlake.errors import StopRequested, ZoneBusyError
+
+# How long ``--vacuum-now`` waits for a zone's pass in flight on this machine to end.
+VACUUM_WAIT_SECONDS = 60.0
 
 if TYPE_CHECKING:
     from cdnlake.lake.session import LakeSession
@@ -60,11 +64,11 @@ def maintain(args: argparse.Namespace) -> int:
     from cdnlake.lake.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
 
-    if args.vacuum_now and not args.apply_privacy:
-        raise UsageError("maintain --vacuum-now: goes with --apply-privacy")
     config = load(args, default_level="WARNING")
     if args.zone:
         config.select_all_zones(args.zone)  # unknown ids are refused
+    if args.vacuum_now:
+        refuse_beside_daemon(config, "maintain --vacuum-now")  # before any work
     with (
         interruptible("maintain") as stop,
         LakeSession.from_config(
@@ -75,6 +79,7 @@ def maintain(args: argparse.Namespace) -> int:
         if args.restore:
             return stop.run(lambda: restore(session, args.zone))
         privacy_failed = False
+        configure(session)
         try:
             if args.apply_privacy:
                 privacy_failed = stop.run(
@@ -98,10 +103,17 @@ def maintain(args: argparse.Namespace) -> int:
                 ),
                 on_abandon=lambda: say(stopped_maintain(stop)),
             )
-            if args.apply_privacy:
-                stop.run(
-                    lambda: privacy_vacuum(session, config, args.vacuum_now),
+            if args.vacuum_now:
+                deleted = stop.run(
+                    lambda: vacuum_now(session, config, "maintain --vacuum-now", stop.is_set),
                     on_abandon=lambda: say(stopped_maintain(stop)),
+                )
+                print(f"the old bytes have left storage (--vacuum-now): {deleted} file(s)")
+            elif args.apply_privacy:
+                print(
+                    "apply-privacy: the replaced files leave storage at the first vacuum past "
+                    f"retention.vacuum_hours ({config.retention.vacuum_hours} h); "
+                    "--vacuum-now removes them now"
                 )
         except StopRequested:
             say(stopped_maintain(stop))
@@ -137,22 +149,78 @@ def apply_privacy(
     return bool(report.failed)
 
 
-def privacy_vacuum(session: LakeSession, config: Config, now: bool) -> None:
-    """When the bytes stored under the weaker setting leave storage: at once with
-    ``--vacuum-now`` (the replaced files, and the log entries whose statistics name their
-    values), else as retention and Delta's log cleanup remove them."""
-    if now:
-        from cdnlake.lake.purge import vacuum_removed
-        from cdnlake.lake.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS
+def configure(session: LakeSession) -> None:
+    """Tables of an older cdnlake gain their properties: from now on, no log entry names
+    a value of a personal column (``delta.dataSkippingStatsColumns``)."""
+    from cdnlake.lake.rollups import ROLLUP
+    from cdnlake.lake.schema import TABLES
 
-        vacuum_removed(session, [REQUESTS, SHIELD_EVENTS, REJECTED_LINES])
-        print("apply-privacy: the old bytes have left storage (--vacuum-now)")
-        return
-    print(
-        "apply-privacy: the replaced files leave storage at the first vacuum past "
-        f"retention.vacuum_hours ({config.retention.vacuum_hours} h), the log entries naming "
-        "their values when Delta's log cleanup expires them; --vacuum-now removes both now"
-    )
+    for spec in (*TABLES, ROLLUP):
+        session.lake.configure(spec)
+
+
+def refuse_beside_daemon(config: Config, command: str) -> None:
+    """``--vacuum-now`` runs only while no other process writes the lake: with a daemon
+    running on this storage root, refused in one line naming it, before any work."""
+    from cdnlake.coordination.sole import holder
+
+    running = holder(config.storage.work)
+    if running is not None:
+        raise ZoneBusyError(
+            f"{command}: refused: a cdnlake daemon ({running}) writes this lake; stop it "
+            "first, or leave out --vacuum-now (removed files then leave storage at the first "
+            "vacuum past retention.vacuum_hours)"
+        )
+
+
+@contextlib.contextmanager
+def writers_held(
+    session: LakeSession, config: Config, command: str, stop: Callable[[], bool]
+) -> Iterator[None]:
+    """Every other writer of the lake held off while the block runs (``--vacuum-now``):
+    on this machine the storage root's daemon lock and every zone's lock (a pass in flight
+    waited for up to ``VACUUM_WAIT_SECONDS``), in a fleet every zone's lease too (as
+    ``maintain`` holds one to rewind it). Refused in one line naming who writes
+    (:class:`ZoneBusyError`), nothing done."""
+    from cdnlake.coordination import maintain_hold
+    from cdnlake.coordination.sole import lock_path
+    from cdnlake.ingest.result import this_daemon
+    from cdnlake.lake.lock import writers_held as held_here
+    from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS
+
+    zones = {(REQUESTS.name, z.id) for z in config.zones}
+    zones |= {(SHIELD_EVENTS.name, z.id) for z in config.shield_zones}
+    for spec in (REQUESTS, SHIELD_EVENTS):
+        zones |= {(spec.name, zone) for zone in session.lake.zones(spec)}
+    work = config.storage.work
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(
+                held_here(
+                    lock_path(work),
+                    work / "locks",
+                    zones,
+                    who=f"{this_daemon()} ({command})",
+                    wait=VACUUM_WAIT_SECONDS,
+                    stop=stop,
+                )
+            )
+            hold = maintain_hold(config, this_daemon(), stop)
+            if hold is not None:  # a fleet: the zones' leases too
+                for table, zone in sorted(zones):
+                    held.enter_context(hold(table, zone))
+        except ZoneBusyError as exc:
+            raise ZoneBusyError(f"{command}: refused: {exc}; nothing vacuumed") from None
+        yield
+
+
+def vacuum_now(session: LakeSession, config: Config, command: str, stop: Callable[[], bool]) -> int:
+    """The files the lake's tables removed, deleted now, every other writer held off."""
+    from cdnlake.lake.maintain import vacuum_removed
+    from cdnlake.lake.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS
+
+    with writers_held(session, config, command, stop):
+        return vacuum_removed(session, [REQUESTS, SHIELD_EVENTS, REJECTED_LINES])
 
 
 def stopped_maintain(stop: Interrupt) -> str:

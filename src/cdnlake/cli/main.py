@@ -302,9 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--vacuum-now",
         action="store_true",
-        help="with --apply-privacy: delete the replaced files, and the log entries that name "
-        "their values, from storage now (default: files at the first vacuum past "
-        "retention.vacuum_hours, log entries when Delta's log cleanup expires them)",
+        help="then delete every file the tables removed from storage now (default: at the "
+        "first vacuum past retention.vacuum_hours); only while no other process writes the "
+        "lake: refused, naming it, while a daemon runs",
     )
 
     p = _command(
@@ -334,7 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--vacuum-now",
         action="store_true",
         help="delete the removed files from storage now (default: at the first vacuum "
-        "past retention.vacuum_hours)",
+        "past retention.vacuum_hours); only while no other process writes the lake: "
+        "refused, naming it, while a daemon runs",
     )
 
     p = _command(

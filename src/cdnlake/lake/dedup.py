@@ -8,11 +8,17 @@ the table. The files of the writer's own last commit are not read back at all: t
 keys and times are remembered (data files never change once written).
 
 A file that does not decode is set aside (:mod:`cdnlake.lake.damage`), its zone made to
-read the span again first.
+read the span again first. A file that is gone (``--vacuum-now`` deleted it after another
+commit removed it, between the writer's snapshot and this read) is no damage: the files
+are chosen again from the table as it is now, and read once more; a file missing again
+is an error (:class:`~cdnlake.errors.StorageError`), never a pass failing for it pass
+after pass.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -20,6 +26,7 @@ from urllib.parse import unquote
 
 import polars as pl
 
+from cdnlake.errors import StorageError
 from cdnlake.lake.damage import (
     BeforeMove,
     DamagedFile,
@@ -36,6 +43,11 @@ if TYPE_CHECKING:
     import pyarrow.fs as pafs
 
     from cdnlake.lake.delta_log import File
+
+log = logging.getLogger(__name__)
+
+# The data files of a zone (on some ISO days; every day where None), as the table is now.
+Current = Callable[[int, list[str] | None], list["File"]]
 
 # A repeat of a request may carry its time in seconds (some v1 exports) where the lake
 # has milliseconds: look this much around the rows' time range for their keys.
@@ -55,10 +67,18 @@ class Reads:
 class Dedup:
     """The repeats of one zone's rows in one exactly-once table."""
 
-    def __init__(self, lake: Lake, spec: TableSpec, before_move: BeforeMove) -> None:
+    def __init__(
+        self,
+        lake: Lake,
+        spec: TableSpec,
+        before_move: BeforeMove,
+        current: Current | None = None,
+    ) -> None:
         self.lake = lake
         self.spec = spec
         self.before_move = before_move  # the zone's rewind, before a damaged file moves
+        # The zone's files on some days as the table is now, once a file is found gone.
+        self.current: Current = current or self._current
         # The keys and times of the files the writer's last commit added, by path.
         self.remembered: dict[str, pl.DataFrame] = {}
 
@@ -67,7 +87,44 @@ class Dedup:
     ) -> tuple[pl.DataFrame, list[DamagedFile]]:
         """The rows of ``frame`` whose key none of ``files`` holds, and the files among
         them that did not decode (set aside). Read with Arrow's Parquet reader alone: its
-        dataset layer would import pandas, when installed, in every commit's process."""
+        dataset layer would import pandas, when installed, in every commit's process.
+
+        ``files`` named a file that is gone (vacuumed once another commit had removed it):
+        chosen again from the table as it is now (:attr:`current`), read once more; a file
+        gone again is a :class:`~cdnlake.errors.StorageError`."""
+        try:
+            return self._new_rows(frame, files, reads)
+        except _Gone as gone:
+            log.info(
+                "%s: lake file %s is gone (vacuumed since the snapshot): choosing the "
+                "files again from the table as it is now",
+                self.spec.name,
+                gone.path,
+            )
+        zone = int(frame[self.spec.zone_column][0])
+        days = sorted(d.isoformat() for d in frame["date"].unique()) if self.spec.by_date else None
+        try:
+            return self._new_rows(frame, self.current(zone, days), reads)
+        except _Gone as gone:
+            raise StorageError(
+                f"reading lake file {self.spec.name}/{gone.path}: not found in the lake's "
+                "store, though the table as it is now names it; nothing of this commit "
+                "was written"
+            ) from None
+
+    def _current(self, zone_id: int, days: list[str] | None) -> list[File]:
+        """The zone's files (on ``days``) in a fresh snapshot of the table."""
+        table = self.lake.open(self.spec)
+        if table is None:
+            return []
+        wanted: list[Any] = [(self.spec.zone_column, "=", str(zone_id))]
+        if days is not None:
+            wanted.append(("date", "in", days))
+        return Lake.add_actions(self.spec, table, wanted)
+
+    def _new_rows(
+        self, frame: pl.DataFrame, files: list[File], reads: Reads
+    ) -> tuple[pl.DataFrame, list[DamagedFile]]:
         if frame.height == 0:
             return frame, []
         key = self.spec.key
@@ -118,6 +175,8 @@ class Dedup:
                 if moved_already(files, self.spec.name, path):
                     orphans = True
                     continue
+                if _gone(files, name):
+                    raise _Gone(path) from None
                 checked = read_checked(files, name, [key], exc, name)
                 if isinstance(checked, Undecodable):
                     undecodable.append((path, checked))
@@ -137,6 +196,24 @@ class Dedup:
         ]
         table.repair(dry_run=False)  # drop the set-aside files from the table
         return seen, damaged
+
+
+class _Gone(Exception):
+    """A file the snapshot names is not in the store (vacuumed since)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.path = path
+
+
+def _gone(files: pafs.FileSystem, name: str) -> bool:
+    """Whether the data file ``name`` is not in the store (a failure to ask: not known)."""
+    import pyarrow.fs as pafs
+
+    try:
+        return bool(files.get_file_info(name).type == pafs.FileType.NotFound)
+    except OSError:
+        return False
 
 
 def _may_hold(action: dict[str, Any], lo: datetime, hi: datetime) -> bool:

@@ -90,7 +90,7 @@ def write_files(
                 partition_values=partition,
                 modification_time=int(time.time() * 1000),
                 data_change=True,
-                stats=_stats(data, [c for c in ("ts", key, "source") if c in data.columns]),
+                stats=_stats(data, _measured(spec, data)),
             )
         )
         kept[path] = data.select("ts", key)
@@ -129,10 +129,24 @@ def _by_partition(
     return list(frame.partition_by(keys, as_dict=True, maintain_order=True).items())
 
 
+# The columns whose smallest and largest values this writer records, of those the table
+# keeps statistics of: what readers and deduplication prune files by (``ts``, the key)
+# and ``source`` (``status`` tells forwarded files by it).
+MEASURED = ("ts", "source")
+
+
+def _measured(spec: TableSpec, data: pl.DataFrame) -> list[str]:
+    """Of the table's statistics columns (``delta.dataSkippingStatsColumns``, never a
+    personal one), those this writer records."""
+    wanted = {*MEASURED, spec.key}
+    return [c for c in spec.stats_columns if c in wanted and c in data.columns]
+
+
 def _stats(frame: pl.DataFrame, columns: list[str]) -> str:
     """Delta file statistics: numRecords, minValues and maxValues of ``columns``, and the
-    nullCount of every column (so a session knows the file holds them all, and reads it
-    without opening it: :func:`cdnlake.warehouse.db.data_files`)."""
+    nullCount of every column: a count names no value, and tells a session that the file
+    holds every column, so that it reads it without opening it
+    (:func:`cdnlake.warehouse.db.data_files`)."""
     lows: dict[str, object] = {}
     highs: dict[str, object] = {}
     nulls: dict[str, int] = dict(zip(frame.columns, frame.null_count().row(0), strict=True))

@@ -12,7 +12,8 @@ In this order, so that whatever is killed midway, the erasure is never lost:
    (a delete on the session's table);
 4. the erasure's row gets its counts;
 5. with ``vacuum_now``, the removed files leave storage at once (a vacuum with no
-   retention of those tables); else at the first vacuum past ``[retention] vacuum_hours``.
+   retention of those tables; its caller holds every other writer off meanwhile); else
+   at the first vacuum past ``[retention] vacuum_hours``.
 
 Running it again is harmless: it finds nothing more to remove, and records another row.
 """
@@ -30,8 +31,8 @@ import polars as pl
 
 from cdnlake.errors import StopRequested, StorageError, UsageError, first_line
 from cdnlake.lake.erasures import EVERY_ZONE, IP, REQUEST_ID, Erasure, canonical, record
+from cdnlake.lake.maintain import vacuum_removed
 from cdnlake.lake.progress import ERASED, to_ms
-from cdnlake.lake.purge import vacuum_removed
 from cdnlake.lake.rewrite import Rewriter, rewrite
 from cdnlake.lake.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, TableSpec
 from cdnlake.lake.session import LakeSession

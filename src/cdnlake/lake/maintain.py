@@ -256,6 +256,25 @@ def _vacuum(spec: TableSpec, table: DeltaTable, retention_hours: int) -> tuple[i
     return len(data), len(unnamed & data)
 
 
+def vacuum_removed(session: LakeSession, specs: list[TableSpec]) -> int:
+    """``--vacuum-now``: delete at once every data file these tables have removed (no
+    retention: a reader of an older version loses it), the data files deleted. Only while
+    no other process writes the lake: the caller holds every writer off
+    (:func:`cdnlake.lake.lock.writers_held`). The log is kept whole: its entries leave
+    with Delta's log cleanup (``delta.logRetentionDuration``), and since the tables'
+    ``delta.dataSkippingStatsColumns`` they name no personal value."""
+    deleted = 0
+    for spec in specs:
+        table = session.lake.open(spec)
+        if table is None:
+            continue
+        try:
+            deleted += _vacuum(spec, table, 0)[0]
+        except Exception as exc:
+            raise StorageError(f"cannot vacuum {spec.name}: {first_line(exc)}") from None
+    return deleted
+
+
 def _partition_of(damaged: DamagedFile) -> tuple[int, str]:
     """The (zone, day) partition of a damaged file (``<zone column>=<id>/date=<day>/...``)."""
     zone, day = damaged.path.split("/")[:2]

@@ -158,6 +158,26 @@ ERASURE_SCHEMA: Columns = {  # one row per erasure and zone (zone 0: every zone)
 }
 
 
+# Columns that hold personal data (client addresses, user agents, URLs, and texts that
+# may hold them): the log never records their values as file statistics (a file's
+# smallest and largest value would outlive an erasure there), so no table lists them in
+# ``delta.dataSkippingStatsColumns``.
+PERSONAL_COLUMNS = frozenset(
+    {
+        "remote_ip",
+        "user_agent",
+        "url",
+        "path",
+        "referer",
+        "ja4_fingerprint",
+        "raw_line",
+        "log",
+        "labels_json",
+    }
+)
+STATS_COLUMNS_PROPERTY = "delta.dataSkippingStatsColumns"
+
+
 @dataclass(frozen=True)
 class TableSpec:
     """One Delta table: where it lives under the lake, its partitions and its key."""
@@ -167,6 +187,28 @@ class TableSpec:
     columns: Columns
     by_date: bool  # also partitioned by the UTC date of ``ts``
     key: str | None = None  # each value once per zone (exactly-once tables)
+    # The columns whose statistics the log records (None: every one not personal).
+    stats: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        personal = PERSONAL_COLUMNS.intersection(self.stats or ())
+        if personal:
+            raise ValueError(f"{self.name}: personal columns in stats: {sorted(personal)}")
+
+    @property
+    def stats_columns(self) -> tuple[str, ...]:
+        """The columns whose statistics (smallest, largest, nulls) the log records for a
+        file: the table's ``delta.dataSkippingStatsColumns``, which delta-rs honours in
+        its writes and cdnlake's writer too (:mod:`cdnlake.lake.files`). Never a personal
+        column."""
+        if self.stats is not None:
+            return self.stats
+        return tuple(c for c in self.columns if c not in PERSONAL_COLUMNS)
+
+    @property
+    def configuration(self) -> dict[str, str]:
+        """The table properties of this spec's own (beside the lake's common ones)."""
+        return {STATS_COLUMNS_PROPERTY: ",".join(self.stats_columns)}
 
     @property
     def partition_by(self) -> list[str]:
@@ -203,8 +245,16 @@ class TableSpec:
         return f"cdnlake/{self.name}/{zone_id}" + (f"/{part}" if part else "")
 
 
-REQUESTS = TableSpec("requests", "pull_zone_id", REQUEST_SCHEMA, by_date=True, key="request_id")
-SHIELD_EVENTS = TableSpec("shield_events", "shield_zone_id", SHIELD_SCHEMA, True, key="log_id")
+# The statistics readers and deduplication prune files by (``ts``, the key), ``source``
+# (``status`` tells forwarded files by it) and the columns reports filter on.
+REQUEST_STATS = ("ts", "request_id", "source", "status_code", "cache_status", "bytes_sent")
+SHIELD_STATS = ("ts", "log_id", "severity", "status", "rule_id")
+REQUESTS = TableSpec(
+    "requests", "pull_zone_id", REQUEST_SCHEMA, by_date=True, key="request_id", stats=REQUEST_STATS
+)
+SHIELD_EVENTS = TableSpec(
+    "shield_events", "shield_zone_id", SHIELD_SCHEMA, True, key="log_id", stats=SHIELD_STATS
+)
 INGEST_RUNS = TableSpec("ingest_runs", "zone", RUN_SCHEMA, by_date=False)
 INGEST_GAPS = TableSpec("ingest_gaps", "zone", GAP_SCHEMA, by_date=False)
 REJECTED_LINES = TableSpec("rejected_lines", "zone", REJECT_TABLE_SCHEMA, by_date=False)

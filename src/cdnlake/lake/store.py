@@ -42,6 +42,12 @@ CHECKPOINT_INTERVAL = "100"
 TABLE_CONFIGURATION = {"delta.checkpointInterval": CHECKPOINT_INTERVAL}
 
 
+def configuration(spec: TableSpec) -> dict[str, str]:
+    """The properties a table of ``spec`` is created with: the lake's, and its own (the
+    columns the log keeps statistics of: never a personal one)."""
+    return {**TABLE_CONFIGURATION, **spec.configuration}
+
+
 @dataclass(frozen=True)
 class Lake:
     """The lake at one URI: ``file:///…`` or a local path, or ``s3://bucket/prefix``.
@@ -88,7 +94,7 @@ class Lake:
                 spec.delta_schema(),
                 mode="ignore",
                 partition_by=spec.partition_by,
-                configuration=TABLE_CONFIGURATION,
+                configuration=configuration(spec),
                 storage_options=self.storage_options,
                 # Only version 0 creates the table: a creation that lost the race must
                 # not be retried as version 1, a second metadata commit that would fail
@@ -130,6 +136,44 @@ class Lake:
             return again
         table.update_incremental()
         return table
+
+    def configure(self, spec: TableSpec) -> bool:
+        """Give an existing table its spec's own properties where it lacks them (a table of
+        an older cdnlake: ``delta.dataSkippingStatsColumns``, so that the files written
+        from now on carry no statistics of a personal column). Delta's own
+        ``SET TBLPROPERTIES``, one metadata commit, once per lake (``cdnlake maintain``);
+        whether the table changed."""
+        table = self.open(spec)
+        if table is None:
+            return False
+        have = table.metadata().configuration or {}
+        wanted = {k: v for k, v in spec.configuration.items() if have.get(k) != v}
+        if not wanted:
+            return False
+        try:
+            table.alter.set_table_properties(wanted)
+        except Exception as exc:
+            again = self.open(spec)
+            have = {} if again is None else again.metadata().configuration or {}
+            if any(have.get(k) != v for k, v in wanted.items()):
+                raise StorageError(
+                    f"lake table {self.table_uri(spec)} cannot be given the properties "
+                    f"{', '.join(sorted(wanted))}: {first_line(exc)}"
+                ) from None
+            return False  # another process set them first
+        log.info("lake table %s: properties set: %s", spec.name, ", ".join(sorted(wanted)))
+        return True
+
+    def zones(self, spec: TableSpec) -> list[int]:
+        """The zones the table holds data files of."""
+        table = self.open(spec)
+        if table is None:
+            return []
+        actions = add_actions_table(table)
+        if actions.num_rows == 0:
+            return []
+        column = actions.column(f"partition.{spec.zone_column}").to_pylist()
+        return sorted({int(zone) for zone in column if zone is not None})
 
     def dataset(
         self,
