@@ -24,18 +24,19 @@ from cdnlake.lake.damage import (
     BeforeMove,
     DamagedFile,
     Undecodable,
+    drop,
     moved_already,
     read_checked,
     set_aside,
 )
-from cdnlake.lake.schema import TableSpec
-from cdnlake.lake.store import Lake, logged_span
+from cdnlake.lake.store import logged_span
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
 
     from cdnlake.lake.delta_log import File
+    from cdnlake.lake.table import LogTable
 
 # A repeat of a request may carry its time in seconds (some v1 exports) where the lake
 # has milliseconds: look this much around the rows' time range for their keys.
@@ -55,9 +56,10 @@ class Reads:
 class Dedup:
     """The repeats of one zone's rows in one exactly-once table."""
 
-    def __init__(self, lake: Lake, spec: TableSpec, before_move: BeforeMove) -> None:
-        self.lake = lake
-        self.spec = spec
+    def __init__(self, door: LogTable, before_move: BeforeMove) -> None:
+        self.door = door  # the table's door: a damaged file leaves the table through it
+        self.lake = door.lake
+        self.spec = door.spec
         self.before_move = before_move  # the zone's rewind, before a damaged file moves
         # The keys and times of the files the writer's last commit added, by path.
         self.remembered: dict[str, pl.DataFrame] = {}
@@ -107,7 +109,7 @@ class Dedup:
         files = self.lake.filesystem()
         seen: list[pl.DataFrame] = []
         undecodable: list[tuple[str, Undecodable]] = []
-        orphans = False  # set aside by a process that died before the log's repair
+        orphans: list[str] = []  # set aside by a process that died before their removal
         for action in actions:
             path = unquote(action["path"])
             name = f"{self.spec.name}/{path}"
@@ -116,7 +118,7 @@ class Dedup:
                 keys, rows = _keys_near(files, name, key, lo, hi)
             except (OSError, pa.ArrowException) as exc:
                 if moved_already(files, self.spec.name, path):
-                    orphans = True
+                    orphans.append(path)
                     continue
                 checked = read_checked(files, name, [key], exc, name)
                 if isinstance(checked, Undecodable):
@@ -129,13 +131,13 @@ class Dedup:
             seen.append(frame_of_keys.select(pl.col(key).cast(pl.String)))
         if not (undecodable or orphans):
             return seen, []
-        table = self.lake.open(self.spec)  # a delta-rs table for the repair alone
+        table = self.lake.open(self.spec)  # a delta-rs table for their statistics alone
         assert table is not None
         damaged = [
             set_aside(self.lake, self.spec, table, p, u.reason, self.before_move)
             for p, u in undecodable
         ]
-        table.repair(dry_run=False)  # drop the set-aside files from the table
+        drop(self.door, [*orphans, *(d.path for d in damaged)])
         return seen, damaged
 
 
