@@ -133,9 +133,9 @@ def test_too_many_open_files_while_deduplicating_fails_the_commit_and_sets_nothi
 
 
 def test_the_zone_is_rewound_before_a_damaged_file_is_moved(tmp_path, monkeypatch):
-    """Whatever fails or is killed after a damaged file leaves the table (here: its
-    removal from the table), the zone's progress already stands before the file's span, so the span is read
-    again; and the commit that met the file writes nothing and says so."""
+    """Whatever fails or is killed after a damaged file is moved (here: its removal from
+    the table), the zone's progress already stands before the file's span, so the span is
+    read again; and the commit that met the file writes nothing and says so."""
     from cdnlake.errors import DataError
     from cdnlake.lake.progress import to_ms
     from cdnlake.lake.table import LogTable
