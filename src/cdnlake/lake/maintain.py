@@ -339,7 +339,7 @@ def compact(
             rows = treat(rows)
         read[:] = [rows.height]
         once = prepare(spec, zone, rows.sort("ts"))  # each key once, the earliest kept
-        return Replacement([str(a["path"]) for a in actions], once)
+        return Replacement([str(a["path"]) for a in actions], once, treat is not None)
 
     done = session.log_table(spec).replace(zone, plan)
     if done is None:

@@ -33,6 +33,7 @@ each MERGE, which its committer runs for a group of rows at once.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -113,6 +114,7 @@ class Replacement:
 
     paths: list[str]
     rows: pl.DataFrame | None = None
+    data_change: bool = True  # False: the same rows, rearranged (a compaction)
 
 
 class _Outpaced(Exception):
@@ -212,7 +214,9 @@ class LogTable:
                 )
             except OSError as exc:
                 raise StorageError(f"cannot write to {self.uri()}: {first_line(exc)}") from None
-            removals = [Removal(path, _partition_of(path)) for path in chosen.paths]
+            change = chosen.data_change
+            added = [dataclasses.replace(a, data_change=change) for a in added]
+            removals = [Removal(p, _partition_of(p), change) for p in chosen.paths]
             share = Prepared(zone_id, version, added, [], removals)
             try:
                 outcome = self.committer.run(share, patient=False)
