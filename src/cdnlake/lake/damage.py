@@ -129,7 +129,7 @@ def set_aside(
 
 def moved_already(files: pafs.FileSystem, table_name: str, path: str) -> bool:
     """Whether a data file the log still names was set aside by a process that died before
-    the log's repair: gone from its place, its copy in the quarantine (the zone's rewind
+    its removal from the table: gone from its place, its copy in the quarantine (the zone's rewind
     came first, so only the log entry is left to drop)."""
     import pyarrow.fs as pafs
 
