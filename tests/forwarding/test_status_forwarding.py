@@ -129,6 +129,7 @@ def test_a_compaction_does_not_make_a_silent_forwarding_look_live(tmp_path, monk
     import time as real_time
     from types import SimpleNamespace
 
+    from cdnlake.lake import delta_log as delta_log_module
     from cdnlake.lake import files as files_module
     from cdnlake.lake import maintain as maintain_module
     from cdnlake.lake.maintain import OpenDays
@@ -147,7 +148,7 @@ def test_a_compaction_does_not_make_a_silent_forwarding_look_live(tmp_path, monk
     # The compaction runs at that later time (its commit's clock five minutes on).
     fake = SimpleNamespace(time=lambda: real_time.time() + 290, sleep=real_time.sleep)
     monkeypatch.setattr(files_module, "time", fake)
-    monkeypatch.setattr(maintain_module, "time", fake)
+    monkeypatch.setattr(delta_log_module, "time", fake)  # the commit's entry, through the door
     assert OpenDays(session_of(lake)).compact(REQUESTS, [1], now.date()) == 8
     (after,) = [s for s in zone_statuses(config, now=later) if s.zone_id == 1]  # type: ignore[arg-type]
     assert after.forwarding == "silent"  # no line came since it stopped

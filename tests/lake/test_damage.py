@@ -133,13 +133,12 @@ def test_too_many_open_files_while_deduplicating_fails_the_commit_and_sets_nothi
 
 
 def test_the_zone_is_rewound_before_a_damaged_file_is_moved(tmp_path, monkeypatch):
-    """Whatever fails or is killed after a damaged file leaves the table (here: the log's
-    repair), the zone's progress already stands before the file's span, so the span is read
-    again; and the commit that met the file writes nothing and says so."""
-    from deltalake import DeltaTable
-
+    """Whatever fails or is killed after a damaged file is moved (here: its removal from
+    the table), the zone's progress already stands before the file's span, so the span is
+    read again; and the commit that met the file writes nothing and says so."""
     from cdnlake.errors import DataError
     from cdnlake.lake.progress import to_ms
+    from cdnlake.lake.table import LogTable
 
     monkeypatch.setattr(damage, "FIRST_WAIT", 0.01)
     lake = Lake(str(tmp_path / "lake"), {})
@@ -160,7 +159,7 @@ def test_the_zone_is_rewound_before_a_damaged_file_is_moved(tmp_path, monkeypatc
     assert mark_of(ZoneWriter(session_of(lake), REQUESTS, 7)) <= to_ms(BASE)  # type: ignore[operator]
     assert list((tmp_path / "lake" / "_quarantine").rglob("*.parquet.*"))
 
-    # Killed between the move and the log's repair: the rewind stands all the same.
+    # Killed between the move and the file's removal from the table: the rewind stands all the same.
     ZoneWriter(session_of(lake), REQUESTS, 8).commit(rows(0, 100, BASE, tag="s"), {"": to_ms(far)})
     table = lake.open(REQUESTS)
     assert table is not None
@@ -168,10 +167,10 @@ def test_the_zone_is_rewound_before_a_damaged_file_is_moved(tmp_path, monkeypatc
     with open(path, "wb") as spoiled:
         spoiled.write(b"not parquet at all")
 
-    def killed(self: DeltaTable, **_: Any) -> None:
+    def killed(self: LogTable, *_: Any) -> None:
         raise RuntimeError("killed")
 
-    monkeypatch.setattr(DeltaTable, "repair", killed)
+    monkeypatch.setattr(LogTable, "replace", killed)  # the removal from the table
     with pytest.raises(RuntimeError, match="killed"):
         ZoneWriter(session_of(lake), REQUESTS, 8, clock=clock).commit(
             rows(50, 100, BASE, tag="s"), {}
@@ -180,7 +179,7 @@ def test_the_zone_is_rewound_before_a_damaged_file_is_moved(tmp_path, monkeypatc
 
 
 def test_a_file_set_aside_by_a_process_killed_before_the_repair_is_dropped_not_stuck(tmp_path):
-    """Killed after the rewind and the move, before the log's repair: the log names a file
+    """Killed after the rewind and the move, before its removal from the table: the log names a file
     that is gone. The next commit and maintain drop that entry instead of failing on it."""
     import shutil
 
@@ -198,7 +197,7 @@ def test_a_file_set_aside_by_a_process_killed_before_the_repair_is_dropped_not_s
     inside = first.split("/lake/requests/", 1)[1]
     target = tmp_path / "lake" / QUARANTINE / "requests" / f"{inside}.20261120T000000"
     target.parent.mkdir(parents=True)
-    shutil.move(first, target)  # moved; the log's repair never came
+    shutil.move(first, target)  # moved; its removal from the table never came
 
     written = ZoneWriter(session_of(lake), REQUESTS, 9).commit(rows(50, 100, BASE), {})
     assert written.new == 100  # the moved file's keys are no longer the table's
@@ -246,8 +245,7 @@ def test_the_check_reads_only_files_reaching_since_and_spans_come_from_the_log(t
     lake.write_file(f"requests/{within}", b"not parquet either")
     spans: list[tuple[int, Any, Any]] = []
     found = damage.unreadable_files(
-        lake,
-        REQUESTS,
+        session_of(lake).log_table(REQUESTS),
         table,
         since,
         lambda zone, start, end, _why: spans.append((zone, start, end)),

@@ -213,25 +213,6 @@ def test_the_daemon_compacts_a_busy_open_day_while_its_passes_run(tmp_path):
         emu.stop()
 
 
-def test_the_nightly_sort_planned_before_a_daytime_compaction_is_planned_again(tmp_path):
-    """``maintain``'s sort of a day read the table before the daemon compacted that day:
-    delta-rs refuses its commit (files it read were removed), and it is planned again
-    instead of failing the night's maintenance; each row stays once."""
-    lake = Lake(str(tmp_path / "lake"), {})
-    writer = ZoneWriter(session_of(lake), REQUESTS, ZONE)
-    minute = timedelta(minutes=1)
-    for i in range(10):
-        start = DAY + i * minute
-        writer.commit(provider(ZONE, start, start + minute), {})
-    nightly = lake.open(REQUESTS)  # maintain's snapshot
-    assert nightly is not None
-    assert OpenDays(session_of(lake)).compact(REQUESTS, [ZONE], DAY.date()) == 10
-    partition = [("pull_zone_id", "=", str(ZONE)), ("date", "=", "2026-11-20")]
-    assert maintain_module._z_order(nightly, partition) == 1
-    ids = stored_ids(lake)
-    assert len(ids) == len(set(ids)) == 600
-
-
 @pytest.mark.parametrize("trouble", ["undecodable", "store failing"])
 def test_a_zone_whose_files_do_not_read_stops_no_other_zones_compaction(
     tmp_path, monkeypatch, trouble

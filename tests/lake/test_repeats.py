@@ -70,27 +70,6 @@ def test_the_cli_says_so(tmp_path):
     assert "another row has" in done.stderr  # logged as an error, too
 
 
-def test_repeats_removed_from_a_stale_snapshot_never_double_a_rewritten_partition(storage):
-    """Another ``maintain`` rewrote the partition's files after this one read them: its
-    commit must not land on top (delta-rs would take it: no conflict is checked)."""
-    from cdnlake.lake.maintain import _drop_repeats
-
-    lake = Lake.from_config(storage)
-    writer = ZoneWriter(session_of(lake), REQUESTS, 7)
-    writer.commit(rows(0, 100, BASE), {})
-    writer.commit(rows(100, 100, BASE + timedelta(minutes=1)), {})
-    writer.commit(rows(5, 10, BASE + timedelta(hours=1)), {})
-    stale = lake.open(REQUESTS)
-    assert stale is not None
-    other = lake.open(REQUESTS)
-    assert other is not None
-    other.optimize.z_order(["ts"])  # the same rows in new files, the old ones removed
-    partition = [("pull_zone_id", "=", "7"), ("date", "=", "2026-11-20")]
-    assert _drop_repeats(lake, REQUESTS, stale, 7, partition) == 10
-    stored = table_rows(lake)
-    assert stored.height == 200 and stored["request_id"].n_unique() == 200
-
-
 def test_the_daemons_metrics_count_the_repeats_maintain_removed(tmp_path):
     from prometheus_client import generate_latest
 

@@ -4,9 +4,9 @@ A change of ``[privacy]`` applies to what is written from then on; the rows alre
 stored keep what they were stored with until this rewrite. Per zone of ``requests`` and
 ``shield_events`` it reads the columns the policy treats (``remote_ip``, ``url``,
 ``referer``, a shield event's ``log`` and ``labels_json``), and rewrites each (zone,
-day) partition where the policy changes a value, through maintain's own rewrite
-(:func:`maintain._replace`: one commit replacing exactly the files read,
-conflict-checked by delta-rs, no progress moved). The zone is held meanwhile as maintain
+day) partition where the policy changes a value, as maintain compacts one
+(:func:`maintain.compact`: through the table's door, a share replacing exactly the files
+read, without progress). The zone is held meanwhile as maintain
 holds it for a rewind (its lock on this machine, its lease in a fleet), and once every
 partition is done the zone's privacy marks (:mod:`cdnlake.lake.progress`) say so,
 committed through the zone's writer, fenced like every commit. ``rejected_lines`` gets
@@ -29,7 +29,7 @@ from typing import Any
 import polars as pl
 
 from cdnlake.errors import CdnlakeError, ConfigError, StopRequested, StorageError
-from cdnlake.lake.maintain import _frame, _holding, _replace, _Rewritten
+from cdnlake.lake.maintain import _frame, _holding, compact
 from cdnlake.lake.progress import (
     LEGACY_PRIVACY,
     PRIVACY,
@@ -39,7 +39,6 @@ from cdnlake.lake.progress import (
     privacy_applied,
     stored_settings,
 )
-from cdnlake.lake.retry import retrying
 from cdnlake.lake.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, TableSpec
 from cdnlake.lake.session import LakeSession
 from cdnlake.lake.store import add_actions_table
@@ -50,7 +49,6 @@ from cdnlake.privacy import HASH_PATTERN, PrivacyPolicy, Setting
 log = logging.getLogger(__name__)
 
 TREATED = ("remote_ip", "url", "referer", "log", "labels_json")  # what a policy may change
-REWRITE_ROUNDS = 5  # readings of a partition that another commit kept rewriting
 
 
 @dataclass
@@ -168,8 +166,7 @@ def _apply_zone(
         for day in _days_of(session, spec, table, zone):
             if stop():
                 raise StopRequested()
-            partition = [(spec.zone_column, "=", str(zone)), ("date", "=", day)]
-            changed = _rewrite_partition(session, spec, table, zone, partition, columns)
+            changed = _rewrite_partition(session, spec, table, zone, day, columns)
             if changed:
                 outcome.partitions += 1
                 outcome.rows += changed
@@ -190,45 +187,27 @@ def _days_of(session: LakeSession, spec: TableSpec, table: Any, zone: int) -> li
 
 
 def _rewrite_partition(
-    session: LakeSession,
-    spec: TableSpec,
-    table: Any,
-    zone: int,
-    partition: list[Any],
-    columns: list[str],
+    session: LakeSession, spec: TableSpec, table: Any, zone: int, day: str, columns: list[str]
 ) -> int:
-    """The rows of one partition whose treated values the policy changes: 0, or that many
-    rewritten (the whole partition replaced in one commit)."""
-    from cdnlake.lake.files import prepare
-
+    """The rows of one (zone, day) whose treated values the policy changes: 0, or that many
+    rewritten (the whole partition replaced in one share)."""
     policy = session.privacy
-    lake = session.lake
-    try:
-        for attempt in retrying(
-            f"applying [privacy] to {partition}", on=_Rewritten, attempts=REWRITE_ROUNDS
-        ):
-            with attempt:
-                actions = lake.add_actions(spec, table, partition, stats=("size_bytes",))
-                if not actions:
-                    return 0
-                dataset = lake.dataset(spec, table, actions=actions)
-                stored = _frame(dataset.to_table(columns=columns))
-                _refuse_hashes(policy, stored)
-                treated = policy.rows(stored)
-                differs = pl.any_horizontal(pl.col(c).ne_missing(treated[c]) for c in columns)
-                changed = stored.select(differs.sum()).item()
-                if not changed:
-                    return 0
-                rows = _frame(dataset.to_table())
-                once = prepare(spec, zone, policy.rows(rows).sort("ts"))
-                _replace(lake, spec, table, partition, actions, once)
-                return int(changed)
-    except _Rewritten:
-        raise StorageError(
-            f"{spec.name}: zone {zone} {partition[1][2]}: kept changing while it was "
-            "rewritten; run maintain --apply-privacy again"
-        ) from None
-    return 0  # pragma: no cover - retrying raises or returns
+    changed: list[int] = [0]
+
+    def choose(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The partition's files where the policy changes a value (all of them), or none."""
+        if not actions:
+            return []
+        dataset = session.lake.dataset(spec, table, actions=actions)
+        stored = _frame(dataset.to_table(columns=columns))
+        _refuse_hashes(policy, stored)
+        treated = policy.rows(stored)
+        differs = pl.any_horizontal(pl.col(c).ne_missing(treated[c]) for c in columns)
+        changed[0] = int(stored.select(differs.sum()).item())
+        return actions if changed[0] else []
+
+    done = compact(session, spec, table, zone, day, choose, treat=policy.rows)
+    return 0 if done is None else changed[0]
 
 
 def _refuse_hashes(policy: PrivacyPolicy, stored: pl.DataFrame) -> None:

@@ -8,9 +8,9 @@ reset, too many open files); a store that keeps failing stops the work with
 not decode as Parquet (magic, footer, page, decompression) are damage.
 
 A damaged file is moved to ``<lake>/_quarantine/<table>/<its path>.<stamp>`` and dropped
-from the table (Delta's repair removes log entries whose file is gone). Its time range,
-from the log's statistics, tells the runner what to read again while the provider still
-has it, or to record as a gap. ``cdnlake maintain --restore`` puts back what decodes
+from the table through its door (:func:`drop`: a share removing it, without progress).
+Its time range, from the log's statistics, tells the runner what to read again while the
+provider still has it, or to record as a gap. ``cdnlake maintain --restore`` puts back what decodes
 (:mod:`cdnlake.lake.restore`).
 """
 
@@ -36,10 +36,13 @@ from cdnlake.errors import (
 from cdnlake.lake.retry import retrying
 from cdnlake.lake.schema import TableSpec
 from cdnlake.lake.store import Lake, add_actions_table
+from cdnlake.lake.table import Replacement
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
+
+    from cdnlake.lake.table import LogTable
 
 log = logging.getLogger(__name__)
 QUARANTINE = "_quarantine"
@@ -72,7 +75,12 @@ class DamagedFile:
 
     @property
     def zone_id(self) -> int:
-        return int(self.path.split("/", 1)[0].split("=", 1)[1])
+        return zone_of(self.path)
+
+
+def zone_of(path: str) -> int:
+    """The zone of a data file, from its path (``<zone column>=<id>/...``)."""
+    return int(path.split("/", 1)[0].split("=", 1)[1])
 
 
 def file_time_range(
@@ -100,8 +108,7 @@ def set_aside(
     entry is dropped later. ``before`` runs first (the zone's rewind): whatever fails or is
     killed after it, the zone's progress never stands past rows the lake no longer holds."""
     start, end = file_time_range(spec, table, path)
-    zone_id = int(path.split("/", 1)[0].split("=", 1)[1])
-    before(zone_id, start, end, f"lake file {spec.name}/{path} was damaged ({reason})")
+    before(zone_of(path), start, end, f"lake file {spec.name}/{path} was damaged ({reason})")
     stamp = time.strftime("%Y%m%dT%H%M%S")
     source = f"{spec.name}/{path}"
     target = f"{QUARANTINE}/{spec.name}/{path}.{stamp}"
@@ -122,7 +129,7 @@ def set_aside(
 
 def moved_already(files: pafs.FileSystem, table_name: str, path: str) -> bool:
     """Whether a data file the log still names was set aside by a process that died before
-    the log's repair: gone from its place, its copy in the quarantine (the zone's rewind
+    its removal from the table: gone from its place, its copy in the quarantine (the zone's rewind
     came first, so only the log entry is left to drop)."""
     import pyarrow.fs as pafs
 
@@ -137,23 +144,23 @@ def moved_already(files: pafs.FileSystem, table_name: str, path: str) -> bool:
 
 
 def unreadable_files(
-    lake: Lake,
-    spec: TableSpec,
+    door: LogTable,
     table: DeltaTable,
     since: datetime | None,
     before: BeforeMove,
     stop: Callable[[], bool] = lambda: False,
 ) -> list[DamagedFile]:
     """Read every data file whose rows reach past ``since`` (all with None); set aside
-    the ones that do not decode. Their log entries are dropped (Delta's repair). A store
+    the ones that do not decode. They are dropped from the table (:func:`drop`). A store
     that keeps failing raises :class:`StorageUnavailableError`, and ``stop`` turning true
     :class:`StopRequested`, both with nothing set aside."""
     import pyarrow as pa
 
+    lake, spec = door.lake, door.spec
     dataset = lake.dataset(spec, table, actions=files_reaching(spec, table, since))
     columns = [spec.key or "ts"]
     undecodable: list[tuple[str, Undecodable]] = []
-    orphans = False
+    orphans: list[str] = []
     for fragment in dataset.get_fragments():
         if stop():
             raise StopRequested()
@@ -161,7 +168,7 @@ def unreadable_files(
             fragment.to_table(columns=columns)
         except (OSError, pa.ArrowException) as exc:
             if moved_already(lake.filesystem(), spec.name, fragment.path):
-                orphans = True
+                orphans.append(fragment.path)
                 continue
             checked = read_checked(
                 dataset.filesystem, fragment.path, columns, exc, f"{spec.name}/{fragment.path}"
@@ -184,9 +191,23 @@ def unreadable_files(
             start, end = file_time_range(spec, table, path)
             left = f"{exc}; run maintain again"
             damaged.append(DamagedFile(spec.name, path, start, end, "", why.reason, left))
-    if any(not d.left for d in damaged) or orphans:
-        table.repair(dry_run=False)
+    drop(door, [*orphans, *(d.path for d in damaged if not d.left)])
     return damaged
+
+
+def drop(door: LogTable, paths: list[str]) -> None:
+    """Remove set-aside files from the table, through its door: a share per zone (no
+    progress) removing those it still holds; a set-aside file is gone from its place, so
+    its log entry is all that is left of it."""
+    zones: dict[int, list[str]] = {}
+    for path in paths:
+        zones.setdefault(zone_of(path), []).append(path)
+    for zone, named in zones.items():
+
+        def held(named: list[str] = named) -> Replacement:
+            return Replacement([path for path in named if door.holds(path)])
+
+        door.replace(zone, held)
 
 
 def files_reaching(

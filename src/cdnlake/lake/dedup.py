@@ -31,18 +31,19 @@ from cdnlake.lake.damage import (
     BeforeMove,
     DamagedFile,
     Undecodable,
+    drop,
     moved_already,
     read_checked,
     set_aside,
 )
-from cdnlake.lake.schema import TableSpec
-from cdnlake.lake.store import Lake, logged_span
+from cdnlake.lake.store import logged_span
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
 
     from cdnlake.lake.delta_log import File
+    from cdnlake.lake.table import LogTable
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +69,11 @@ class Dedup:
     """The repeats of one zone's rows in one exactly-once table."""
 
     def __init__(
-        self,
-        lake: Lake,
-        spec: TableSpec,
-        before_move: BeforeMove,
-        current: Current | None = None,
+        self, door: LogTable, before_move: BeforeMove, current: Current | None = None
     ) -> None:
-        self.lake = lake
-        self.spec = spec
+        self.door = door  # the table's door: a damaged file leaves the table through it
+        self.lake = door.lake
+        self.spec = door.spec
         self.before_move = before_move  # the zone's rewind, before a damaged file moves
         # The zone's files on some days as the table is now, once a file is found gone.
         self.current: Current = current or self._current
@@ -113,14 +111,9 @@ class Dedup:
             ) from None
 
     def _current(self, zone_id: int, days: list[str] | None) -> list[File]:
-        """The zone's files (on ``days``) in a fresh snapshot of the table."""
-        table = self.lake.open(self.spec)
-        if table is None:
-            return []
-        wanted: list[Any] = [(self.spec.zone_column, "=", str(zone_id))]
-        if days is not None:
-            wanted.append(("date", "in", days))
-        return Lake.add_actions(self.spec, table, wanted)
+        """The zone's files (on ``days``) as the table's state has them once brought up
+        to date (a file vacuumed since was removed by a commit the state now knows)."""
+        return self.door.snapshot(zone_id, files=True, days=days).files or []
 
     def _new_rows(
         self, frame: pl.DataFrame, files: list[File], reads: Reads
@@ -164,7 +157,7 @@ class Dedup:
         files = self.lake.filesystem()
         seen: list[pl.DataFrame] = []
         undecodable: list[tuple[str, Undecodable]] = []
-        orphans = False  # set aside by a process that died before the log's repair
+        orphans: list[str] = []  # set aside by a process that died before their removal
         for action in actions:
             path = unquote(action["path"])
             name = f"{self.spec.name}/{path}"
@@ -173,7 +166,7 @@ class Dedup:
                 keys, rows = _keys_near(files, name, key, lo, hi)
             except (OSError, pa.ArrowException) as exc:
                 if moved_already(files, self.spec.name, path):
-                    orphans = True
+                    orphans.append(path)
                     continue
                 if _gone(files, name):
                     raise _Gone(path) from None
@@ -188,13 +181,13 @@ class Dedup:
             seen.append(frame_of_keys.select(pl.col(key).cast(pl.String)))
         if not (undecodable or orphans):
             return seen, []
-        table = self.lake.open(self.spec)  # a delta-rs table for the repair alone
+        table = self.lake.open(self.spec)  # a delta-rs table for their statistics alone
         assert table is not None
         damaged = [
             set_aside(self.lake, self.spec, table, p, u.reason, self.before_move)
             for p, u in undecodable
         ]
-        table.repair(dry_run=False)  # drop the set-aside files from the table
+        drop(self.door, [*orphans, *(d.path for d in damaged)])
         return seen, damaged
 
 

@@ -72,10 +72,12 @@ Key = tuple[str | None, ...]  # a partition's values, as text, in the spec's ord
 @dataclass(frozen=True)
 class Removal:
     """A data file a commit removes (a partition past retention, a file rewritten without
-    erased rows): its path as the log names it, and its partition values."""
+    erased rows): its path as the log names it, and its partition values; ``data_change``
+    False where its rows stay, rewritten (a compaction: Delta's OPTIMIZE)."""
 
     path: str
     partition_values: dict[str, str | None]
+    data_change: bool = True
 
 
 @dataclass(frozen=True)
@@ -381,11 +383,16 @@ def entry(
 ) -> str:
     """One commit's log entry, line by line as delta-rs writes an append (adds only, as an
     ``appendOnly`` table allows) or, with ``removals``, a delete (the files removed, and
-    those written in their place); ``txn_id`` (Delta's ``commitInfo.txnId``) names the
-    commit, so its writer knows it again."""
+    those written in their place; an optimize where no action changes data); ``txn_id``
+    (Delta's ``commitInfo.txnId``) names the commit, so its writer knows it again."""
     now = int(time.time() * 1000)
+    rearranged = not any(r.data_change for r in removals) and not any(
+        a.data_change for a in actions
+    )
     operation = (
-        {"operation": "DELETE", "operationParameters": {"predicate": "cdnlake"}}
+        {"operation": "OPTIMIZE", "operationParameters": {}}
+        if removals and rearranged
+        else {"operation": "DELETE", "operationParameters": {"predicate": "cdnlake"}}
         if removals
         else {
             "operation": "WRITE",
@@ -407,7 +414,7 @@ def entry(
         remove = {
             "path": removal.path,
             "deletionTimestamp": now,
-            "dataChange": True,
+            "dataChange": removal.data_change,
             "extendedFileMetadata": False,
             "partitionValues": dict(removal.partition_values),
         }

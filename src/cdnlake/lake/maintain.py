@@ -5,12 +5,14 @@ days of ``requests`` and ``shield_events``, old rows of the bookkeeping tables; 
 leave storage at the vacuum of a run ``retention.vacuum_hours`` later.
 
 Every pass adds a few small files (a daemon polling each minute: over a thousand a day
-per zone and table). ``maintain`` rewrites each partition's small files into few large
-ones: a day of ``requests`` or ``shield_events`` sorted by ``ts`` in row groups of
-``ROW_GROUP_ROWS`` (as every commit writes them), so that the row groups' statistics let
-a pass's deduplication, and any query on a time range, read only the rows of its
-minutes; a key found twice in a partition it rewrites is reported and kept once
-(deduplication's assumption, checked). It then writes a checkpoint (so opening a table
+per zone and table). ``maintain`` rewrites each partition's files into one: a day of
+``requests`` or ``shield_events`` sorted by ``ts`` in row groups as every commit writes
+them (:mod:`cdnlake.lake.files`), so that the row groups' statistics let a pass's
+deduplication, and any query on a time range, read only the rows of its minutes; a key
+found twice in a partition it rewrites is reported and kept once (deduplication's
+assumption, checked). Those rewrites, and the removal of a damaged file, go through the
+table's one door (:meth:`cdnlake.lake.table.LogTable.replace`) as every commit does;
+a bookkeeping table is compacted by delta-rs. It then writes a checkpoint (so opening a table
 reads one file, not every commit since the first), vacuums data files that no version
 within the retention period needs, as well as data files that no log entry ever named (a
 process killed between writing a file and its commit) once they are as old, and drops log
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -31,9 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from deltalake import CommitProperties, DeltaTable, WriterProperties
-from deltalake.exceptions import CommitFailedError
-from deltalake.transaction import AddAction, RemoveAction
+from deltalake import DeltaTable
 
 from cdnlake.config import RetentionConfig
 from cdnlake.errors import (
@@ -48,15 +47,14 @@ from cdnlake.errors import (
 from cdnlake.lake import rollups
 from cdnlake.lake.damage import BeforeMove, DamagedFile, unreadable_files
 from cdnlake.lake.expire import expire
-from cdnlake.lake.files import ROW_GROUP_ROWS, prepare, take_back, write_files
+from cdnlake.lake.files import prepare
 from cdnlake.lake.lock import zone_lock
 from cdnlake.lake.progress import ZoneHold
-from cdnlake.lake.retry import retrying
 from cdnlake.lake.rollups import ROLLUP
 from cdnlake.lake.schema import REQUESTS, TABLES, TableSpec
 from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import Lake, add_actions_table
-from cdnlake.lake.table import COMMIT_ATTEMPTS
+from cdnlake.lake.store import add_actions_table
+from cdnlake.lake.table import Replacement
 from cdnlake.lake.zone import ZoneWriter
 from cdnlake.retention import RETENTION
 
@@ -67,8 +65,6 @@ DEFAULT_RETENTION_HOURS = 168  # Delta's default: readers of week-old snapshots 
 # long (whatever --retention-hours says: 0 must not delete a commit's files in flight).
 UNNAMED_FILE_HOURS = 24
 TARGET_FILE_BYTES = 256 << 20
-CONFLICT_ROUNDS = 5  # readings of a partition whose files another commit kept rewriting
-SORTED_FILES = WriterProperties(max_row_group_size=ROW_GROUP_ROWS, compression="ZSTD")
 HOLD_WAIT_SECONDS = 120.0  # how long a rewind waits for a local pass of its zone to end
 OPEN_DAY_FILES = 32  # a zone's open day with more small files than this is compacted (OpenDays)
 SMALL_FILE_BYTES = 32 << 20  # files under this are small; larger ones are left as they are
@@ -188,13 +184,14 @@ def maintain(
         if spec.key is not None:
             since = None if check_all else now - RETENTION
             before = _read_again_first(session, spec, locks, now, hold)
-            item.damaged = unreadable_files(lake, spec, table, since, before, stop)
+            door = session.log_table(spec)
+            item.damaged = unreadable_files(door, table, since, before, stop)
             table.update_incremental()
             damaged_days |= {(spec.name, *_partition_of(d)) for d in item.damaged if d.left}
         skip = {(z, d) for t, z, d in damaged_days if t == spec.name}
         try:
-            if spec.by_date and "ts" in spec.schema:
-                item.compacted += _sort_days(lake, spec, table, zones, item, stop, skip)
+            if spec.key is not None:  # through its door (a bookkeeping table: delta-rs's)
+                item.compacted += _sort_days(session, spec, table, zones, item, stop, skip)
             else:
                 filters = [[(spec.zone_column, "=", str(z))] for z in zones] if zones else [None]
                 for partition_filter in filters:
@@ -303,7 +300,7 @@ def partitions_of_many_files(
 
 
 def _sort_days(
-    lake: Lake,
+    session: LakeSession,
     spec: TableSpec,
     table: DeltaTable,
     zones: list[int] | None,
@@ -311,163 +308,80 @@ def _sort_days(
     stop: Callable[[], bool],
     skip: Collection[tuple[int, str]] = (),
 ) -> int:
-    """Rewrite each (zone, day) partition of more than one file as one sorted by ``ts``
-    (Delta's Z-order on one column); return the files rewritten. A partition whose keys
-    repeat is rewritten with each key once instead (counted in ``item``). The (zone, day)
-    partitions in ``skip`` (a damaged file left there) are left as they are."""
+    """Rewrite each (zone, day) partition of more than one file as one sorted by ``ts``,
+    each key once (a key found twice is reported in ``item``); return the files
+    rewritten. The (zone, day) partitions in ``skip`` (a damaged file left there) are
+    left as they are."""
     rewritten = 0
-    for zone, day, count in partitions_of_many_files(spec, table, zones):
+    for zone, day, _count in partitions_of_many_files(spec, table, zones):
         if (int(zone), str(day)) in skip:
             continue
         if stop():
             raise StopRequested()
-        partition = [(spec.zone_column, "=", str(zone)), ("date", "=", str(day))]
-        if spec.key is not None:
-            removed = _drop_repeats(lake, spec, table, int(zone), partition)
-            if removed:
-                item.repeats += removed
-                item.repeated.append(f"zone {zone} {day}: {removed} row(s)")
-                rewritten += count
-                continue
-        rewritten += _z_order(table, partition)
+        done = compact(session, spec, table, int(zone), str(day), lambda files: files)
+        if done is not None:
+            files, repeats = done
+            rewritten += files
+            if repeats:
+                item.repeats += repeats
+                item.repeated.append(f"zone {zone} {day}: {repeats} row(s)")
     return rewritten
 
 
-def _z_order(table: DeltaTable, partition: list[Any]) -> int:
-    """One partition rewritten sorted by ``ts``; the files removed. A compaction of the
-    daemon's (:class:`OpenDays`) that replaced some of its files meanwhile makes delta-rs
-    refuse the commit (a concurrent removal of data it read): it is planned again."""
-    try:
-        for attempt in retrying(
-            f"compacting {partition}", on=CommitFailedError, attempts=CONFLICT_ROUNDS
-        ):
-            with attempt:
-                try:
-                    metrics = table.optimize.z_order(
-                        ["ts"],
-                        partition_filters=partition,  # type: ignore[arg-type]
-                        target_size=TARGET_FILE_BYTES,
-                        writer_properties=SORTED_FILES,
-                    )
-                except CommitFailedError:
-                    table.update_incremental()  # planned again on the table as it is now
-                    raise
-                return int(metrics.get("numFilesRemoved", 0))
-    except CommitFailedError:
-        pass
-    raise StorageError(f"{partition}: kept changing while it was compacted; run maintain again")
+def compact(
+    session: LakeSession,
+    spec: TableSpec,
+    table: DeltaTable,
+    zone: int,
+    day: str,
+    choose: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    treat: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
+) -> tuple[int, int] | None:
+    """One (zone, day)'s files that ``choose`` picks of its add actions (two at least)
+    rewritten as one, sorted by ``ts`` in row groups as every commit writes them, each key
+    once (its earliest row), ``treat`` applied to the rows first (apply-privacy's policy:
+    then one file chosen is enough). Committed through the table's
+    door (:meth:`~cdnlake.lake.table.LogTable.replace`): the share removes exactly the
+    files read and carries no progress, so the files a pass adds meanwhile stay and no
+    watermark moves; one that lost its race to another replacement of those files is
+    planned again. The files replaced and the repeated rows removed, or None."""
+    partition = [(spec.zone_column, "=", str(zone)), ("date", "=", day)]
+    read: list[int] = []
 
+    def plan() -> Replacement | None:
+        table.update_incremental()  # the files as they are now
+        actions = choose(session.lake.add_actions(spec, table, partition, stats=("size_bytes",)))
+        if len(actions) < (1 if treat else 2):
+            return None
+        rows = _frame(session.lake.dataset(spec, table, actions=actions).to_table())
+        if treat is not None:
+            rows = treat(rows)
+        read[:] = [rows.height]
+        once = prepare(spec, zone, rows.sort("ts"))  # each key once, the earliest kept
+        return Replacement([str(a["path"]) for a in actions], once, treat is not None)
 
-def _drop_repeats(
-    lake: Lake, spec: TableSpec, table: DeltaTable, zone: int, partition: list[Any]
-) -> int:
-    """How many rows of one partition have a key that another of its rows has: 0, or
-    reported loudly and removed, the partition rewritten with each key once (its earliest
-    row) and sorted by ``ts`` (see :func:`_replace`)."""
-    key = spec.key
-    assert key is not None
-    try:
-        for attempt in retrying(
-            f"removing repeats of {partition}", on=_Rewritten, attempts=CONFLICT_ROUNDS
-        ):
-            with attempt:
-                actions = lake.add_actions(spec, table, partition, stats=("size_bytes",))
-                dataset = lake.dataset(spec, table, actions=actions)
-                keys = _frame(dataset.to_table(columns=[key]))
-                if keys[key].n_unique() == keys.height:
-                    return 0
-                rows = _frame(dataset.to_table())
-                once = prepare(spec, zone, rows.sort("ts"))  # each key once, the earliest kept
-                _replace(lake, spec, table, partition, actions, once)
-    except _Rewritten:
-        raise StorageError(
-            f"{spec.name}: zone {zone} {partition[1][2]}: kept changing while "
-            "its repeated rows were removed; run maintain again"
-        ) from None
-    removed = rows.height - once.height
-    log.error(
-        "%s: zone %s %s held %d row(s) whose key (%s) another row has; removed, one of "
-        "each kept (its earliest; deduplication assumes a repeat has the first one's ts)",
-        spec.name,
-        zone,
-        partition[1][2],
-        removed,
-        key,
-    )
-    return removed
+    done = session.log_table(spec).replace(zone, plan)
+    if done is None:
+        return None
+    assert done.rows is not None
+    repeats = read[0] - done.rows.height
+    if repeats:
+        log.error(
+            "%s: zone %s %s held %d row(s) whose key (%s) another row has; removed, one of "
+            "each kept (its earliest; deduplication assumes a repeat has the first one's ts)",
+            spec.name,
+            zone,
+            day,
+            repeats,
+            spec.key,
+        )
+    return len(done.paths), repeats
 
 
 def _frame(table: Any) -> pl.DataFrame:
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)
     return frame
-
-
-class _Rewritten(Exception):
-    """A file a compaction read left the table before its commit: read the partition again."""
-
-
-def _replace(
-    lake: Lake,
-    spec: TableSpec,
-    table: DeltaTable,
-    partition: list[Any],
-    actions: list[dict[str, Any]],
-    rows: pl.DataFrame,
-) -> None:
-    """Replace the files ``actions`` names (of one partition) by ``rows`` written anew,
-    in one commit; :class:`_Rewritten`, nothing changed and the new files taken back,
-    when one of those files left the table meanwhile (read them again).
-
-    The commit removes exactly the files that were read, and lands only on the snapshot
-    they were read from or one where they all still are (delta-rs checks no concurrent
-    removal of them: another compaction that rewrote them would double their rows).
-    Files a pass added meanwhile stay. It carries no application transaction: no
-    watermark, cursor or fence moves.
-    """
-    added, _ = write_files(lake, spec, rows)
-    gone = int(time.time() * 1000)
-    removes: list[AddAction | RemoveAction] = [
-        RemoveAction(
-            path=action["path"],
-            data_change=True,
-            deletion_timestamp=gone,
-            size=action["size_bytes"],
-            partition_values={c: str(action[f"partition.{c}"]) for c in spec.partition_by},
-        )
-        for action in actions
-    ]
-    read = {action["path"] for action in actions}
-    try:
-        for attempt in retrying(
-            f"committing the compaction of {partition}",
-            on=CommitFailedError,
-            attempts=COMMIT_ATTEMPTS,
-        ):
-            with attempt:
-                try:
-                    table.create_write_transaction(
-                        [*removes, *added],
-                        mode="append",
-                        schema=table.schema(),
-                        partition_by=spec.partition_by,
-                        commit_properties=CommitProperties(max_commit_retries=0),
-                    )
-                except CommitFailedError:  # another commit landed first: are the files there?
-                    table.update_incremental()
-                    present = {a["path"] for a in lake.add_actions(spec, table, partition)}
-                    if any(a.path in present for a in added):
-                        return  # it was ours, its answer lost: the compaction is done
-                    if read <= present:
-                        raise
-                    raise _Rewritten from None
-    except _Rewritten:
-        take_back(lake, spec, added)  # the table holds none of them: no entry names them
-        raise
-    except CommitFailedError:
-        take_back(lake, spec, added)
-        raise _Rewritten from None
-    table.update_incremental()
 
 
 class OpenDays:
@@ -482,11 +396,12 @@ class OpenDays:
     since the last run. Each table's snapshot is kept between runs and brought up to
     date, not opened anew.
 
-    Exactly-once as ``maintain``'s compaction (:func:`_replace`): a pass committing at
+    Exactly-once as ``maintain``'s compaction (:func:`compact`): a pass committing at
     the same time keeps its files and its progress; no watermark moves.
     """
 
     def __init__(self, session: LakeSession) -> None:
+        self.session = session
         self.lake = session.lake
         self._tables: dict[str, DeltaTable] = {}
         self.rewritten = 0  # files rewritten since this process began
@@ -532,34 +447,15 @@ class OpenDays:
         return rewritten
 
     def _compact_zone(self, spec: TableSpec, table: DeltaTable, zone: int, day: date) -> int:
-        partition = [(spec.zone_column, "=", str(zone)), ("date", "=", day.isoformat())]
-        try:
-            for attempt in retrying(
-                f"compacting {partition}", on=_Rewritten, attempts=CONFLICT_ROUNDS
-            ):
-                with attempt:
-                    actions = self.lake.add_actions(spec, table, partition, stats=("size_bytes",))
-                    small = [a for a in actions if (a["size_bytes"] or 0) < SMALL_FILE_BYTES]
-                    if len(small) <= OPEN_DAY_FILES:
-                        return 0
-                    dataset = self.lake.dataset(spec, table, actions=small)
-                    rows = _frame(dataset.to_table())
-                    once = prepare(spec, zone, rows.sort("ts"))
-                    _replace(self.lake, spec, table, partition, small, once)
-        except _Rewritten:
-            return 0  # rewritten by another compaction each time: done by then
-        if once.height < rows.height:
-            log.error(
-                "%s: zone %s %s held %d repeated row(s); removed, one of each kept",
-                spec.name,
-                zone,
-                day,
-                rows.height - once.height,
-            )
-        log.info(
-            "%s: zone %s %s: %d small files compacted into one", spec.name, zone, day, len(small)
-        )
-        return len(small)
+        def small(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            chosen = [a for a in actions if (a["size_bytes"] or 0) < SMALL_FILE_BYTES]
+            return chosen if len(chosen) > OPEN_DAY_FILES else []
+
+        done = compact(self.session, spec, table, zone, day.isoformat(), small)
+        if done is None:
+            return 0
+        log.info("%s: zone %s %s: %d small files compacted into one", spec.name, zone, day, done[0])
+        return done[0]
 
 
 def _compaction_error(exc: Exception) -> CdnlakeError:

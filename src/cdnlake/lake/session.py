@@ -3,10 +3,10 @@
 A session is built once at the composition root (each CLI command, the daemon) and passed
 to everything that touches the lake: passes, the forwarding receiver, ``maintain``, the
 daytime compaction, the audit, the metrics. So a process holds one state of each table,
-by construction, and every commit of rows or progress to a table, and every bookkeeping
-MERGE, whoever makes it, goes through that table's one committer (``maintain``'s
-compactions, vacuums and rollups are delta-rs operations of their own, conflict-checked
-by delta-rs against those commits). Closing the session commits what is queued and
+by construction, and every change to ``requests`` and ``shield_events`` (rows, progress,
+rewrites, compactions, a damaged file's removal), and every bookkeeping MERGE, whoever
+makes it, goes through that table's one committer (:mod:`cdnlake.lake.table`; delta-rs
+reads, checkpoints and vacuums them). Closing the session commits what is queued and
 finishes a checkpoint under way.
 
 A process that counts its traffic gives the session its sink (:mod:`cdnlake.lake.traffic`):

@@ -2,16 +2,30 @@
 
 An exactly-once table (``requests``, ``shield_events``: :class:`LogTable`) is followed and
 written through its log (:class:`~cdnlake.lake.delta_log.TableLog`): a snapshot costs the
-entries that are new since the last one, and a commit writes the next entry itself. Its
-committer (:mod:`cdnlake.lake.committer`) drains the zones' prepared shares
-(:class:`Prepared`) into one Delta commit carrying every zone's files and app
-transactions. A share may join a commit made on a later version than the one it was
-prepared on only if no commit in between touched its zone (carried the zone's app id:
-every commit of a zone does); a touched share goes back to its writer (``AGAIN``), which
-prepares it again and may find itself fenced. A version whose commit is not known (a
-metadata or protocol change, an entry unread) sends every waiting share back. A commit
-landing on a checkpoint version hands the checkpoint to a thread of its own, off the
-commit path: a slow store delays readers' next checkpoint, never a commit.
+entries that are new since the last one, and a commit writes the next entry itself.
+
+**Its one door.** Every change to it is a share (:class:`Prepared`) submitted to its
+committer (:mod:`cdnlake.lake.committer`), which drains the shares waiting into one Delta
+commit: passes, forwarding, backfill and rewinds (:mod:`cdnlake.lake.zone`); forget and
+expiry (:mod:`cdnlake.lake.rewrite`); compaction, nightly and daytime, apply-privacy, a
+damaged file's removal (:meth:`LogTable.replace`); restore (a zone's commit). delta-rs
+reads the table, writes its checkpoints and vacuums it; it commits nothing to it.
+One rule decides every share: it lands on the newest version when
+
+1. no version since its snapshot is one whose commit is not known (a metadata or protocol
+   change, an entry unread);
+2. a share that carries progress (its zone's app transactions: every commit of a zone's
+   writer does) finds no commit since its snapshot that carried its zone's app id;
+3. every file it removes is still in the table;
+
+and within one group, a zone's progress goes once and a file is removed once. A share
+that fails the rule goes back to its writer (``AGAIN``), which takes its files back and
+prepares it again on the table as it is then (and may find itself fenced). A share
+without progress (a compaction, a damaged file's removal) moves no mark and conflicts
+with no pass: the files a pass adds beside the ones it replaces stay, and the pass's
+watermark is the pass's. Two shares replacing the same file: the first lands, the other
+goes back. A commit landing on a checkpoint version hands the checkpoint to a thread of
+its own, off the commit path: a slow store delays readers' next checkpoint, never a commit.
 
 A bookkeeping table (:class:`MergeTable`) is one delta-rs table brought up to date for
 each MERGE, which its committer runs for a group of rows at once.
@@ -19,6 +33,7 @@ each MERGE, which its committer runs for a group of rows at once.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -27,11 +42,12 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties
 from deltalake.exceptions import CommitFailedError
 
-from cdnlake.errors import StorageError, first_line
+from cdnlake.errors import StopRequested, StorageError, first_line
 from cdnlake.lake.committer import Committer
 from cdnlake.lake.delta_log import (
     DEFAULT_CHECKPOINT_INTERVAL,
@@ -60,7 +76,8 @@ COMMIT_ATTEMPTS = 200
 # whose answer was lost) is run again, this many times in all.
 MERGE_ATTEMPTS = 10
 NO_CHECKPOINT = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
-AGAIN = "again"  # the zone was touched since its share was prepared: prepare it again
+AGAIN = "again"  # the share fails the one rule (see the module): prepare it again
+REPLACE_ROUNDS = 5  # plans of a replacement whose files other commits kept replacing
 
 
 @dataclass(frozen=True)
@@ -78,16 +95,27 @@ class Snapshot:
 
 @dataclass
 class Prepared:
-    """One zone's share of a group commit, prepared on the snapshot at ``version``;
-    ``removals``: files of the zone it removes (retention, an erasure's rewrite), which
-    must all be in the table still when it lands (else it goes back, ``AGAIN``: another
-    commit, such as a compaction, replaced one of them)."""
+    """One zone's share of a group commit, prepared on the snapshot at ``version``: the
+    files it adds (``actions``), the zone's progress (``transactions``: none for a
+    compaction or a damaged file's removal) and the files of the zone it removes
+    (``removals``), under the module's one rule."""
 
     zone_id: int
     version: int
     actions: list[AddAction]
     transactions: list[Transaction]
     removals: list[Removal] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """Files of one zone that go (``paths``, as the log names them) and the rows written
+    in their place (rows as :func:`~cdnlake.lake.files.prepare` makes them; none: the
+    files simply go)."""
+
+    paths: list[str]
+    rows: pl.DataFrame | None = None
+    data_change: bool = True  # False: the same rows, rearranged (a compaction)
 
 
 class _Outpaced(Exception):
@@ -153,26 +181,74 @@ class LogTable:
         else:
             self._touched_at.update(dict.fromkeys(learned.apps, learned.version))
 
+    def holds(self, path: str) -> bool:
+        """Whether the table, as last read, holds the data file ``path``."""
+        with self._lock:
+            return self._log.holds(path)
+
     def _touched(self, share: Prepared) -> bool:
-        """Whether a commit after the share's snapshot carried its zone's app id, or removed
-        a file the share removes."""
+        """Whether the share fails the one rule (the module's) on the state as it is."""
+        progress = self._touched_at.get(self.spec.app_id(share.zone_id), -1)
         return (
             self._unknown_at > share.version
-            or self._touched_at.get(self.spec.app_id(share.zone_id), -1) > share.version
+            or (bool(share.transactions) and progress > share.version)
             or not all(self._log.holds(r.path) for r in share.removals)
+        )
+
+    # -- replacing files -----------------------------------------------------------------
+    def replace(self, zone_id: int, plan: Callable[[], Replacement | None]) -> Replacement | None:
+        """Files of a zone replaced by rows written anew (or removed), in a share without
+        progress: ``plan``, asked on the table as it is now, names them (None: nothing to
+        do). The share goes back when one of its files left the table meanwhile: its new
+        files are taken back and ``plan`` asked again, up to ``REPLACE_ROUNDS`` times.
+        What landed, or None."""
+        from cdnlake.lake.files import take_back, write_files
+
+        for _round in range(REPLACE_ROUNDS):
+            version = self.snapshot(zone_id).version
+            chosen = plan()
+            if chosen is None or not chosen.paths:
+                return None
+            try:
+                added = (
+                    [] if chosen.rows is None else write_files(self.lake, self.spec, chosen.rows)[0]
+                )
+            except OSError as exc:
+                raise StorageError(f"cannot write to {self.uri()}: {first_line(exc)}") from None
+            change = chosen.data_change
+            added = [dataclasses.replace(a, data_change=change) for a in added]
+            removals = [Removal(p, _partition_of(p), change) for p in chosen.paths]
+            share = Prepared(zone_id, version, added, [], removals)
+            try:
+                outcome = self.committer.run(share, patient=False)
+            except StopRequested:  # not sent: no entry names its files
+                take_back(self.lake, self.spec, added)
+                raise
+            if outcome != AGAIN:
+                return chosen
+            take_back(self.lake, self.spec, added)
+        raise StorageError(
+            f"{self.spec.name}: zone {zone_id}: its files kept changing while they were "
+            f"replaced ({REPLACE_ROUNDS} attempts); nothing was replaced, run it again"
         )
 
     # -- committing ----------------------------------------------------------------------
     def _commit(self, shares: list[Prepared]) -> list[int | str | BaseException]:
         """One group: the version it landed at for each share committed, ``AGAIN`` for a
-        share whose zone was touched (or came twice), or the error."""
+        share that fails the one rule, or the error."""
         outcome: dict[int, int | str | BaseException] = {}
         live: list[Prepared] = []
-        for share in shares:  # one share per zone and commit: a zone's next, after
-            if any(p.zone_id == share.zone_id for p in live):
+        removed: set[str] = set()
+        for share in shares:  # a zone's progress once, a file removed once: the next, after
+            paths = {r.path for r in share.removals}
+            twice = share.transactions and any(
+                p.transactions and p.zone_id == share.zone_id for p in live
+            )
+            if twice or paths & removed:
                 outcome[id(share)] = AGAIN
             else:
                 live.append(share)
+                removed |= paths
         landed: Learned | None = None
         with self._lock:
             try:
@@ -383,6 +459,12 @@ class MergeTable:
     def close(self) -> None:
         self.committer.close()
         self._checkpoints.close()
+
+
+def _partition_of(path: str) -> dict[str, str | None]:
+    """A data file's partition values, from its folders (``column=value/...``)."""
+    folders = [part.split("=", 1) for part in unquote(path).split("/")[:-1] if "=" in part]
+    return {column: value for column, value in folders}
 
 
 def _literal(value: object) -> str:

@@ -139,7 +139,7 @@ class ZoneWriter:
         self.zone_id = zone_id
         self.clock = clock
         self.table = session.log_table(spec)
-        self.dedup = Dedup(session.lake, spec, self._read_again_first)
+        self.dedup = Dedup(self.table, self._read_again_first)
         self._in_pass = False  # inside passing(): its commits may wait for others
         # Where the zone's pass starts reading, and the fence it commits under.
         self.start: Snapshot = self.table.snapshot(zone_id)
