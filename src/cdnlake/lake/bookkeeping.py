@@ -163,7 +163,7 @@ class Bookkeeping:
         """The gap rows of each (zone, shield) of ``keys`` (its pull zone's or its shield
         zone's), in one read."""
         lake = self.session.lake
-        table = lake.open(INGEST_GAPS)
+        table = self.session.reader(INGEST_GAPS)
         if table is None:
             return {}
         zones = sorted({zone for zone, _ in keys})
@@ -186,7 +186,7 @@ class Bookkeeping:
         import pyarrow.dataset as ds
 
         lake = self.session.lake
-        table = lake.open(INGEST_RUNS)
+        table = self.session.reader(INGEST_RUNS)
         if table is None:
             return False
         moment = pa.scalar(instant, pa.timestamp("us", "UTC"))
