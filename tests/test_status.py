@@ -160,9 +160,7 @@ def test_a_freshest_row_from_the_future_is_not_healthy(tmp_path):
     assert status.problem is not None and "in the future" in status.problem, status.problem
 
 
-def test_status_and_healthz_read_the_sessions_tables_not_a_fresh_snapshot(
-    tmp_path, monkeypatch
-):
+def test_status_and_healthz_read_the_sessions_tables_not_a_fresh_snapshot(tmp_path, monkeypatch):
     """``/healthz`` every 10 s, ``status``, the metrics' completeness and the audit's
     reads: each table is opened once for the process's session, then brought up to date
     (what another process committed since is seen), never opened anew."""
