@@ -68,6 +68,7 @@ def run_demo(config: Config, reporter: Reporter | None = None, seed: int = 1) ->
     finally:
         emulator.stop()
     day = (datetime.now(UTC) - timedelta(days=1)).date()
-    paths = write_reports(cfg, day)
-    zones = collect(cfg, day).sections["zones"].records()
+    with LakeSession.from_config(cfg.storage, privacy=PrivacyPolicy.from_config(cfg.privacy)) as s:
+        paths = write_reports(cfg, day, session=s)
+        zones = collect(cfg, day, session=s).sections["zones"].records()
     return DemoResult(url, results, paths, zones)

@@ -336,7 +336,7 @@ class Daemon:
                 else:
                     from cdnlake.reports.build import write_reports
 
-                    paths = write_reports(self.config, day)
+                    paths = write_reports(self.config, day, session=self.session)
                     log.info(
                         "daily report for %s written: %s", day, ", ".join(str(p) for p in paths)
                     )
@@ -368,8 +368,10 @@ class Daemon:
                     return
                 now = self.clock()
                 waiting = []
-                for when, todo in sorted(due(self.session.lake, zones, day, now).items()):
-                    hours = audit(self.config, StatisticsApi(self.api), todo, when, when, now)
+                for when, todo in sorted(due(self.session, zones, day, now).items()):
+                    hours = audit(
+                        self.config, self.session, StatisticsApi(self.api), todo, when, when, now
+                    )
                     try:
                         days = keep(self.session, hours, now)
                     except Exception as exc:  # audited: only its bookkeeping failed

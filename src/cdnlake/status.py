@@ -89,11 +89,9 @@ class ZoneStatus:
 
 
 def watermarks(
-    lake: Lake, spec: TableSpec, zone_ids: list[int], table: DeltaTable | None = None
+    spec: TableSpec, table: DeltaTable | None, zone_ids: list[int]
 ) -> dict[int, datetime]:
     """Each zone's watermark: its Delta application transaction in the table."""
-    if table is None and zone_ids:
-        table = lake.open(spec)
     if table is None:
         return {}
     marks = {}
@@ -215,6 +213,7 @@ def live_seconds(forwarding: ForwardingConfig) -> float:
 def last_runs(
     warehouse: Warehouse,
     con: duckdb.DuckDBPyConnection,
+    table: DeltaTable | None,
     wanted: set[tuple[int, bool]],
     now: datetime,
 ) -> dict[tuple[int, bool], tuple[Any, ...]]:
@@ -225,8 +224,7 @@ def last_runs(
     files. A run found recent is the newest: any newer one ends later still.
     """
     lake = warehouse.lake
-    table = lake.open(INGEST_RUNS) if wanted else None
-    if table is None:
+    if table is None or not wanted:
         return {}
     zones = sorted({zone for zone, _ in wanted})
     actions = lake.add_actions(
@@ -254,25 +252,32 @@ def _newest_runs(
 
 
 def zone_statuses(
-    config: Config, *, now: datetime | None = None, max_lag_seconds: int | None = None
+    config: Config,
+    session: LakeSession,
+    *,
+    now: datetime | None = None,
+    max_lag_seconds: int | None = None,
 ) -> list[ZoneStatus]:
+    """Every zone's status, read from the session's tables (:meth:`LakeSession.reader`:
+    brought up to date, not opened anew at each call)."""
     now = now or datetime.now(UTC)
     max_lag = config.status.max_lag_seconds if max_lag_seconds is None else max_lag_seconds
-    lake = Lake.from_config(config.storage)
-    warehouse = Warehouse(config.storage, lake)
+    lake = session.lake
+    warehouse = Warehouse(config.storage, lake, tables=session.reader)
     pull_ids = [z.id for z in config.zones]
     shield_ids = [z.id for z in config.shield_zones]
-    requests = lake.open(REQUESTS) if pull_ids else None
-    events = lake.open(SHIELD_EVENTS) if shield_ids else None
+    requests = session.reader(REQUESTS) if pull_ids else None
+    events = session.reader(SHIELD_EVENTS) if shield_ids else None
     rows_today = rows_on(lake, REQUESTS, requests, now.date())
     events_today = rows_on(lake, SHIELD_EVENTS, events, now.date())
-    pull_marks = watermarks(lake, REQUESTS, pull_ids, requests)
-    shield_marks = watermarks(lake, SHIELD_EVENTS, shield_ids, events)
+    pull_marks = watermarks(REQUESTS, requests, pull_ids)
+    shield_marks = watermarks(SHIELD_EVENTS, events, shield_ids)
     wanted = {(z, False) for z in pull_ids} | {(z, True) for z in shield_ids}
     archived = [z.id for z in config.zones if z.archive is not None]
     relations = [INGEST_GAPS.name, AUDIT_DAYS.name] + ([ARCHIVE_PARTS.name] if archived else [])
     with warehouse.connect(relations) as con:
-        runs = last_runs(warehouse, con, wanted, now)
+        runs_table = session.reader(INGEST_RUNS) if wanted else None
+        runs = last_runs(warehouse, con, runs_table, wanted, now)
         fresh = freshness(con, REQUESTS, requests, pull_ids, now)
         shield_fresh = freshness(con, SHIELD_EVENTS, events, shield_ids, now)
         gaps = {
@@ -423,19 +428,20 @@ def fleet_status(config: Config, *, now: datetime | None = None) -> FleetStatus:
 
 
 def full_status(
-    config: Config, *, max_lag_seconds: int | None = None
+    config: Config, session: LakeSession, *, max_lag_seconds: int | None = None
 ) -> tuple[list[ZoneStatus], FleetStatus]:
     """Every zone's status with its owner, and the fleet: what ``status`` shows."""
-    statuses = zone_statuses(config, max_lag_seconds=max_lag_seconds)
+    statuses = zone_statuses(config, session, max_lag_seconds=max_lag_seconds)
     fleet = fleet_status(config)
     for zone in statuses:
         zone.owner = fleet.owner(zone)
     return statuses, fleet
 
 
-def health(config: Config) -> tuple[list[dict[str, Any]], bool]:
-    """``status --format json``'s body, and whether every zone (and the fleet) is healthy."""
-    statuses, fleet = full_status(config)
+def health(config: Config, session: LakeSession) -> tuple[list[dict[str, Any]], bool]:
+    """``status --format json``'s body, and whether every zone (and the fleet) is healthy:
+    what the daemon's ``/healthz`` serves, from its own session's tables."""
+    statuses, fleet = full_status(config, session)
     healthy = all(s.healthy for s in statuses) and fleet.problem is None
     return [s.as_dict() for s in statuses], healthy
 
@@ -457,10 +463,9 @@ def zone_watermarks(session: LakeSession, config: Config) -> dict[tuple[str, str
     return marks
 
 
-def completeness(config: Config) -> dict[tuple[str, str], float]:
+def completeness(config: Config, session: LakeSession) -> dict[tuple[str, str], float]:
     """The last week's audited days as the metrics label them: (zone, day) -> ratio."""
     from cdnlake.audit.days import recent_ratios
 
-    lake = Lake.from_config(config.storage)
-    days = recent_ratios(lake, [z.id for z in config.zones], datetime.now(UTC).date())
+    days = recent_ratios(session, [z.id for z in config.zones], datetime.now(UTC).date())
     return {(str(d.zone_id), d.day.isoformat()): d.ratio for d in days}

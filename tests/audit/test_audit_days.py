@@ -29,6 +29,7 @@ from tests.conftest import (
     start_emulator,
     write_config,
 )
+from tests.sessions import session_for
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +107,7 @@ def test_audit_keeps_each_day_status_and_the_report_show_it(lost: Setup) -> None
     kept = lake_frame(lost.config.parent / "data", "audit_days")
     assert kept.height == 2 and set(kept["verdict"].to_list()) == {"ok"}
     config = load_test_config(lost.config)
-    assert completeness(config) == {("1234", day): 1.0, ("1236", day): 1.0}
+    assert completeness(config, session_for(config)) == {("1234", day): 1.0, ("1236", day): 1.0}
 
 
 def test_the_daemon_audits_yesterday_before_its_report_and_exports_the_ratio(
@@ -118,7 +119,8 @@ def test_the_daemon_audits_yesterday_before_its_report_and_exports_the_ratio(
     )
     try:
         config = load_test_config(write_config(tmp_path, emu, [(1234, "v2")]))
-        metrics = DaemonMetrics(config, completeness=lambda: completeness(config))
+        session = session_for(config)
+        metrics = DaemonMetrics(config, completeness=lambda: completeness(config, session))
         daemon = Daemon(
             config,
             make_client(config),

@@ -11,6 +11,7 @@ from cdnlake.audit.run import judge
 from cdnlake.config import build_config
 from cdnlake.reports.completeness import completeness, headline
 from cdnlake.reports.partial import partial_days
+from tests.sessions import session_for
 
 NOW = datetime(2026, 11, 27, 12, tzinfo=UTC)
 
@@ -52,6 +53,6 @@ def test_reports_say_expired(tmp_path):
     notes = partial_days([], (date(2026, 11, 22), date(2026, 11, 25)), NOW, [], kept_from)
     assert set(notes) == {date(2026, 11, 22), date(2026, 11, 23)}
     assert all(n.startswith("expired") for n in notes.values())
-    table = completeness(config, date(2026, 11, 20), [7, 8], now=NOW)
+    table = completeness(config, session_for(config), date(2026, 11, 20), [7, 8], now=NOW)
     assert [r["verdict"] for r in table.records()] == ["expired", "expired"]
     assert headline(table)[0] == "expired"

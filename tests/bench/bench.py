@@ -43,7 +43,7 @@ import duckdb
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: tests/
-from tests.sessions import session_of
+from tests.sessions import session_for, session_of
 
 if TYPE_CHECKING:
     import polars as pl
@@ -297,10 +297,9 @@ TO '{out}' (FORMAT parquet)
 
 def bench_backfill(work: Path, lines: int) -> Figure:
     """``Backfill`` (listing, fetch with its checksum, parse, exactly-once commits, the
-    parts' marks and ledger) of gzipped archive parts into a new lake, against DuckDB's
-    ``read_csv`` of the same parts into one Parquet file; in one process, in turns."""
-    from tests.sessions import session_for
-
+    parts' rows in ``archive_parts``) of gzipped archive parts into a new lake, against
+    DuckDB's ``read_csv`` of the same parts into one Parquet file; in one process, in
+    turns."""
     from cdnlake.config import build_config
     from cdnlake.ingest.backfill import Backfill
 
@@ -1187,7 +1186,9 @@ def bench_report(work: Path, rows: int) -> Figure:
 
     root = make_report_lake(work, rows)
     config = build_config({"storage": {"root": str(root)}}, base_dir=root, env={})
-    ours = min(timed(lambda: write_reports(config, DAY)) for _ in range(2))
+    ours = min(
+        timed(lambda: write_reports(config, DAY, session=session_for(config))) for _ in range(2)
+    )
     return Figure(
         f"report of one day, {rows // 24 * 24:,} requests, all formats",
         ours,
@@ -1251,7 +1252,10 @@ def bench_range_report(work: Path, zones: int, days: int, per_zone_day: int) -> 
     config = build_config({"storage": {"root": str(root)}}, base_dir=root, env={})
     built = timed(lambda: refresh(Lake.from_config(config.storage)))
     first = DAY - timedelta(days=days - 1)
-    ours = min(timed(lambda: collect(config, first, end=DAY)) for _ in range(3))
+    ours = min(
+        timed(lambda: collect(config, first, end=DAY, session=session_for(config)))
+        for _ in range(3)
+    )
     rows = (
         "FROM (SELECT pull_zone_id, date, cache_status, status_code, count(*) AS requests, "
         "sum(bytes_sent) AS bytes FROM requests GROUP BY ALL) AS rows"

@@ -16,6 +16,7 @@ import pytest
 
 from tests.cli.test_loud_cli import fixture_config, one_line_error
 from tests.conftest import KEY, run_cli, start_emulator, write_config
+from tests.sessions import session_for
 
 
 def root_config(tmp_path: Path, root: Path, extra: str = "") -> Path:
@@ -197,7 +198,14 @@ def test_a_range_without_data_speaks_of_a_period(tmp_path):
 
     config = build_fixture_lake(tmp_path / "root")
     out = tmp_path / "out"
-    write_reports(config, date(2026, 10, 1), end=date(2026, 10, 3), formats=("md", "html"), out=out)
+    write_reports(
+        config,
+        date(2026, 10, 1),
+        end=date(2026, 10, 3),
+        formats=("md", "html"),
+        out=out,
+        session=session_for(config),
+    )
     markdown = (out / "report-all-2026-10-01--2026-10-03.md").read_text()
     assert "No traffic was recorded for this period." in markdown and "this day" not in markdown
     html = (out / "report-all-2026-10-01--2026-10-03.html").read_text()

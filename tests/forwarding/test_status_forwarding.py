@@ -19,7 +19,7 @@ from cdnlake.status import FORWARDING_DELAY_SECONDS, LIVE_SECONDS, live_seconds,
 from tests.conftest import free_port, lake_frame, load_test_config, run_cli, start_emulator
 from tests.forwarding.test_daemon import daemon_config
 from tests.lake.test_commit import rows
-from tests.sessions import session_of
+from tests.sessions import session_for, session_of
 from tests.test_scheduler import spawn_daemon, stop, wait_for_line
 
 
@@ -48,7 +48,7 @@ def test_freshest_row_and_forwarding_come_from_the_log(tmp_path):
     two.commit(rows(0, 10, now - timedelta(minutes=3), "c"), {"": 1})  # never forwarded
     three.commit(rows(0, 4, now - timedelta(days=5), "d"), {"": 1})  # nothing recent at all
 
-    got = {s.zone_id: s for s in zone_statuses(config, now=after)}  # type: ignore[arg-type]
+    got = {s.zone_id: s for s in zone_statuses(config, session_for(config), now=after)}  # type: ignore[arg-type]
     full = lake_frame(config).group_by("pull_zone_id").agg(pl.col("ts").max())
     newest = {z: ts.replace(tzinfo=UTC) for z, ts in full.iter_rows()}
     for zone in (1, 2, 3):
@@ -63,12 +63,12 @@ def test_freshest_row_and_forwarding_come_from_the_log(tmp_path):
     window = live_seconds(config.forwarding)  # type: ignore[attr-defined]
     assert window == LIVE_SECONDS + 5 + FORWARDING_DELAY_SECONDS
     later = now - timedelta(seconds=20) + timedelta(seconds=window + 1)
-    got = {s.zone_id: s for s in zone_statuses(config, now=later)}  # type: ignore[arg-type]
+    got = {s.zone_id: s for s in zone_statuses(config, session_for(config), now=later)}  # type: ignore[arg-type]
     assert got[1].forwarding == "silent"
     assert got[1].forwarded_at is not None and got[1].forwarded_at <= after
 
     unset = lake_config(tmp_path, "")
-    got = {s.zone_id: s for s in zone_statuses(unset, now=after)}  # type: ignore[arg-type]
+    got = {s.zone_id: s for s in zone_statuses(unset, session_for(unset), now=after)}  # type: ignore[arg-type]
     assert got[1].forwarding == "live"  # another daemon of the fleet receives it
     assert got[2].forwarding == "not configured"
 
@@ -112,12 +112,12 @@ def test_status_shows_forwarding_live_then_silent_with_a_daemon(tmp_path):
     lake = lake_frame(config)
     forwarded = lake.filter(pl.col("source") == "forwarded")
     assert forwarded.height > 0
-    statuses = zone_statuses(config)
+    statuses = zone_statuses(config, session_for(config))
     (zone_status,) = statuses
     assert zone_status.freshest_row == lake["ts"].max().replace(tzinfo=UTC)
     assert zone_status.forwarded_at is not None
     later = zone_status.forwarded_at + timedelta(seconds=live_seconds(config.forwarding) + 1)
-    (quiet,) = zone_statuses(config, now=later)
+    (quiet,) = zone_statuses(config, session_for(config), now=later)
     assert quiet.forwarding == "silent" and quiet.forwarded_at == zone_status.forwarded_at
     assert _forwarding(quiet) == f"silent since {quiet.forwarded_at:%Y-%m-%d %H:%M:%S}Z"
 
@@ -143,13 +143,13 @@ def test_a_compaction_does_not_make_a_silent_forwarding_look_live(tmp_path, monk
         batch = rows(0, 5, now - timedelta(minutes=2) + timedelta(seconds=i), f"f{i}")
         writer.commit(batch.with_columns(pl.lit("forwarded").alias("source")), {})
     later = now + timedelta(minutes=5)  # forwarding stopped; five minutes on
-    (before,) = [s for s in zone_statuses(config, now=later) if s.zone_id == 1]  # type: ignore[arg-type]
+    (before,) = [s for s in zone_statuses(config, session_for(config), now=later) if s.zone_id == 1]  # type: ignore[arg-type]
     assert before.forwarding == "silent" and before.forwarded_at is not None
     # The compaction runs at that later time (its commit's clock five minutes on).
     fake = SimpleNamespace(time=lambda: real_time.time() + 290, sleep=real_time.sleep)
     monkeypatch.setattr(files_module, "time", fake)
     monkeypatch.setattr(delta_log_module, "time", fake)  # the commit's entry, through the door
     assert OpenDays(session_of(lake)).compact(REQUESTS, [1], now.date()) == 8
-    (after,) = [s for s in zone_statuses(config, now=later) if s.zone_id == 1]  # type: ignore[arg-type]
+    (after,) = [s for s in zone_statuses(config, session_for(config), now=later) if s.zone_id == 1]  # type: ignore[arg-type]
     assert after.forwarding == "silent"  # no line came since it stopped
     assert after.forwarded_at == before.forwarded_at

@@ -139,8 +139,9 @@ def test_each_part_once_and_open_ones_left_for_later(tmp_path):
 
 
 def test_a_crash_between_a_parts_rows_and_its_ledger_row(tmp_path, monkeypatch):
-    """The mark rides with the rows: the ledger row lost, the part is not read again, and
-    the next listing mends the ledger."""
+    """``archive_parts`` says a part is done, written after its rows: that row lost, the
+    part costs one download again, and its rows, all in the lake, are dropped as
+    repeats."""
     from cdnlake.lake.bookkeeping import Bookkeeping
 
     config = make_config(tmp_path)
@@ -163,9 +164,15 @@ def test_a_crash_between_a_parts_rows_and_its_ledger_row(tmp_path, monkeypatch):
     assert len(lake_ids(config, ZONE)) == 10
     store.fetched.clear()
     listing, result = backfill(config, store)
-    assert store.fetched == [] and len(listing.done) == 1 and result.ok
+    assert store.fetched == ["pullzone-logs/www/2026/11/01_1.gzip"] and len(listing.todo) == 1
+    assert result.ok and result.rows == 0 and result.parts[0].result.duplicates == 10
+    ids = lake_ids(config, ZONE)
+    assert len(ids) == len(set(ids)) == 10
     parts = lake_frame(config, "archive_parts")
     assert parts["state"].to_list() == ["imported"]
+    store.fetched.clear()
+    listing, result = backfill(config, store)  # now recorded: not read again
+    assert store.fetched == [] and len(listing.done) == 1 and result.ok
 
 
 def test_a_cut_part_keeps_its_whole_lines_and_stays_loud(tmp_path):
@@ -371,3 +378,136 @@ def test_a_part_another_run_imported_meanwhile_is_skipped_and_said(tmp_path):
     assert store.fetched == ["pullzone-logs/www/2026/11/02_1.gzip"]
     assert heard == ["skipped 01_1.gzip", "done 02_1.gzip"]
     assert result.ok and [p.name for p in result.skipped] == ["01_1.gzip"]
+
+
+def test_a_damaged_part_is_read_again_when_the_archive_holds_another_copy(tmp_path):
+    """With a checksum in the listing or without: another copy of a damaged part (its
+    size, checksum or last change differ) is read again; the same copy is not."""
+    config = make_config(tmp_path)
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    whole = gzip.compress(("\n".join(lines(date(2026, 11, 1), "a", 2000)) + "\n").encode())
+    path = "pullzone-logs/www/2026/11/01_1.gzip"
+    store.put(path, [], old, raw=whole[: len(whole) // 2])
+    real_list = store.list_folder
+
+    def no_checksums(folder: str) -> list[Entry]:
+        return [
+            Entry(e.name, e.is_directory, e.length, e.last_changed, "") for e in real_list(folder)
+        ]
+
+    store.list_folder = no_checksums  # type: ignore[method-assign]
+    listing, result = backfill(config, store)
+    assert not result.ok and "damaged" in (result.failed[0].result.error or "")
+    store.fetched.clear()
+    listing, result = backfill(config, store)  # the same copy: named, not read again
+    assert store.fetched == [] and len(listing.damaged) == 1
+    assert 0 < listing.damaged[0][1] < 2000  # its last whole line
+    store.put(path, [], old + timedelta(hours=1), raw=whole)  # the provider's whole copy
+    store.fetched.clear()
+    listing, result = backfill(config, store)
+    assert store.fetched == [path] and result.ok and not listing.damaged
+    ids = lake_ids(config, ZONE)
+    assert len(ids) == len(set(ids)) == 2000
+    assert lake_frame(config, "archive_parts")["state"].to_list() == ["imported"]
+
+
+def test_a_listing_never_takes_back_what_another_run_imported_since(tmp_path):
+    """A listing made before another run imported a part, recorded after it: the part
+    stays done in ``archive_parts``, not read a third time."""
+    config = make_config(tmp_path)
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    store.put("pullzone-logs/www/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 10), old)
+    with session_for(config) as session:
+        job = Backfill(config, session, store, config.zones[0], clock=lambda: NOW)
+        parts = [p for p in job._parts(None, None)]
+        backfill(config, store)  # the other run imports it
+        job._record_listing(
+            __import__("cdnlake.ingest.backfill", fromlist=["Listing"]).Listing(todo=parts),
+            NOW,
+        )
+    assert lake_frame(config, "archive_parts")["state"].to_list() == ["imported"]
+    store.fetched.clear()
+    listing, _ = backfill(config, store)
+    assert store.fetched == [] and len(listing.done) == 1
+
+
+def test_archived_parts_leave_the_requests_log_bounded(tmp_path):
+    """Parts done are recorded in ``archive_parts``, never in the ``requests`` log: the
+    zone's application transactions there are the same for 1 part as for 6, and 100,000
+    parts recorded done leave the log's checkpoint and a mark look-up as they were."""
+    import json
+    import time
+
+    import pyarrow.parquet as pq
+
+    from cdnlake.lake.bookkeeping import Bookkeeping
+    from cdnlake.lake.progress import WATERMARK
+    from cdnlake.lake.schema import REQUESTS
+    from cdnlake.lake.store import Lake
+
+    def app_ids(config) -> set[str]:
+        log = Lake.from_config(config.storage).local / "requests" / "_delta_log"  # type: ignore[operator]
+        return {
+            json.loads(line)["txn"]["appId"]
+            for entry in sorted(log.glob("*.json"))
+            for line in entry.read_text().splitlines()
+            if line.startswith('{"txn"')
+        }
+
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    seen, configs = [], []
+    for n in (1, 6):
+        config = make_config(tmp_path / str(n))
+        store = FakeStore()
+        for i in range(n):
+            day = date(2026, 11, 1 + i)
+            store.put(f"pullzone-logs/www/2026/11/{day.day:02d}_1.gzip", lines(day, "a", 10), old)
+        _, result = backfill(config, store)
+        assert result.ok and len(result.parts) == n
+        seen.append(app_ids(config))
+        configs.append(config)
+    assert seen[0] and seen[0] == seen[1], seen
+    assert not [app for app in seen[1] if "archive" in app]
+
+    config = configs[1]
+    lake = Lake.from_config(config.storage)
+
+    def checkpoint() -> tuple[int, int, float]:
+        """The requests checkpoint's txn actions and bytes, and a mark look-up's time."""
+        table = lake.open(REQUESTS)
+        assert table is not None
+        table.create_checkpoint()
+        log = lake.local / "requests" / "_delta_log"  # type: ignore[operator]
+        newest = max(log.glob("*.checkpoint.parquet"))
+        txns = pq.read_table(newest, columns=["txn"]).column("txn").drop_null()
+        best = float("inf")
+        for _ in range(5):
+            began = time.perf_counter()
+            with session_for(config) as session:
+                session.log_table(REQUESTS).marks([ZONE], WATERMARK)
+            best = min(best, time.perf_counter() - began)
+        return len(txns), newest.stat().st_size, best
+
+    before = checkpoint()
+    rows = [
+        {
+            "path": f"2026/11/01_{i}-0-00000000.gzip",
+            "day": date(2026, 11, 1),
+            "size": 100,
+            "checksum": "",
+            "last_changed": old,
+            "state": "imported",
+            "listed_at": None,
+        }
+        for i in range(100_000)
+    ]
+    with session_for(config) as session:
+        Bookkeeping(session).record_archive_parts(ZONE, rows, listing=False)
+        job = Backfill(config, session, FakeStore(), config.zones[0], clock=lambda: NOW)
+        assert len(job.recorded()) == 100_006
+    after = checkpoint()
+    assert after[0] == before[0], (before, after)  # the same txn actions
+    assert after[1] <= before[1] * 1.1, (before, after)
+    assert after[2] <= before[2] * 3, (before, after)  # a ratio, not a time

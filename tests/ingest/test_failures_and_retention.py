@@ -133,7 +133,7 @@ def test_an_outage_over_several_passes_extends_its_one_gap(tmp_path):
             "cdnlake_gap_seconds_total", {"zone": "1234", "source": "v2"}
         )
         assert counted == lost
-        (status,) = zone_statuses(config, now=emu.clock.now())
+        (status,) = zone_statuses(config, session_for(config), now=emu.clock.now())
         assert (status.gaps_7d, status.lost_seconds_7d) == (1, lost)
     finally:
         emu.stop()

@@ -147,7 +147,7 @@ def test_a_pass_failing_on_its_second_day_keeps_the_watermark_at_that_days_start
         assert failed.outcome == "failed" and failed.rows > 0  # the first day is stored
         second_start = datetime.combine(second, time(), UTC)
         assert failed.reached == second_start
-        (status,) = zone_statuses(config, now=now)
+        (status,) = zone_statuses(config, session_for(config), now=now)
         assert status.watermark == second_start
         assert status.lag_seconds == (now - second_start).total_seconds()
 

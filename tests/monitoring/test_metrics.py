@@ -72,7 +72,7 @@ def test_counters_match_ingest_runs_and_lag_is_right_from_the_first_scrape(tmp_p
         metrics = DaemonMetrics(
             config, watermarks=lambda: zone_watermarks(session, config), traffic=traffic
         )
-        server = MetricsServer("127.0.0.1", 0, metrics, lambda: health(config))
+        server = MetricsServer("127.0.0.1", 0, metrics, lambda: health(config, session))
         server.start()
         first = scrape(server.url)
         lag = per_zone(first, "cdnlake_watermark_lag_seconds")

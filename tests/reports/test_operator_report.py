@@ -16,6 +16,7 @@ from cdnlake.reports.build import write_reports
 from cdnlake.reports.countries import country_name
 from tests.fixture_lake import build_fixture_lake
 from tests.reports.operator_day import DAY, LONG, SPECS, add_operator_day, add_today
+from tests.sessions import session_for
 
 STEM = f"report-all-{DAY}"
 
@@ -31,7 +32,7 @@ def lake(tmp_path_factory):
 def files(lake, tmp_path_factory):
     config, _ = lake
     out = tmp_path_factory.mktemp("out")
-    return {p.name: p for p in write_reports(config, DAY, out=out)}
+    return {p.name: p for p in write_reports(config, DAY, out=out, session=session_for(config))}
 
 
 def doc(files):
@@ -148,7 +149,9 @@ def test_country_names(code, name):
 
 def test_a_partial_day_is_marked_in_the_range_charts(lake, tmp_path):
     config, today = lake
-    paths = write_reports(config, date(2026, 11, 19), end=today, formats=("json", "html"))
+    paths = write_reports(
+        config, date(2026, 11, 19), end=today, formats=("json", "html"), session=session_for(config)
+    )
     report = json.loads(next(p for p in paths if p.suffix == ".json").read_text())
     trend = report["sections"]["daily_trend"]["rows"]
     assert [(r["date"], r["partial"]) for r in trend][-2:] == [

@@ -13,6 +13,7 @@ from cdnlake.reports.build import write_reports
 from tests.fixture_lake import build_fixture_lake
 from tests.reports.operator_day import DAY as OPERATOR_DAY
 from tests.reports.operator_day import add_operator_day, add_today
+from tests.sessions import session_for
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
@@ -45,14 +46,26 @@ def browser():
 def pages(tmp_path_factory):
     root = tmp_path_factory.mktemp("browser")
     config = build_fixture_lake(root)
-    daily = write_reports(config, date(2026, 11, 20), formats=("html",))[0]
-    ranged = write_reports(config, date(2026, 11, 18), formats=("html",), end=date(2026, 11, 20))[0]
+    daily = write_reports(
+        config, date(2026, 11, 20), formats=("html",), session=session_for(config)
+    )[0]
+    ranged = write_reports(
+        config,
+        date(2026, 11, 18),
+        formats=("html",),
+        end=date(2026, 11, 20),
+        session=session_for(config),
+    )[0]
     # A day of AI crawlers, long paths missing the cache and every status class, and a
     # range that reaches today (a partial day).
     add_operator_day(config)
     today = add_today(config)
-    operator = write_reports(config, OPERATOR_DAY, formats=("html",))[0]
-    to_today = write_reports(config, date(2026, 11, 18), formats=("html",), end=today)[0]
+    operator = write_reports(config, OPERATOR_DAY, formats=("html",), session=session_for(config))[
+        0
+    ]
+    to_today = write_reports(
+        config, date(2026, 11, 18), formats=("html",), end=today, session=session_for(config)
+    )[0]
     return {"daily": daily, "range": ranged, "operator": operator, "to_today": to_today}
 
 

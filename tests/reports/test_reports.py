@@ -12,7 +12,7 @@ import pytest
 from cdnlake.reports.build import AGENT_SECTIONS, SECTIONS, write_reports
 from tests.conftest import run_cli
 from tests.fixture_lake import build_fixture_lake
-from tests.sessions import session_of
+from tests.sessions import session_for, session_of
 
 DAY = date(2026, 11, 20)
 
@@ -21,7 +21,7 @@ DAY = date(2026, 11, 20)
 def written(tmp_path_factory):
     root = tmp_path_factory.mktemp("r")
     config = build_fixture_lake(root)
-    paths = write_reports(config, DAY)
+    paths = write_reports(config, DAY, session=session_for(config))
     return config, {p.name: p for p in paths}
 
 
@@ -94,7 +94,9 @@ def test_markdown_escapes_everything(written):
 
 def test_empty_day_is_an_honest_empty_report(tmp_path):
     config = build_fixture_lake(tmp_path)
-    paths = write_reports(config, date(2026, 11, 15), formats=("html", "json", "md"))
+    paths = write_reports(
+        config, date(2026, 11, 15), formats=("html", "json", "md"), session=session_for(config)
+    )
     doc = json.loads(next(p for p in paths if p.suffix == ".json").read_text())
     assert doc["empty"] is True
     assert doc["sections"]["overview"]["rows"][0]["requests"] == 0
@@ -155,7 +157,7 @@ def test_every_text_field_hostile_at_once(tmp_path):
     )
     writer = ZoneWriter(session_of(Lake.from_config(config.storage)), REQUESTS, 7)
     writer.commit(frame.select(list(REQUEST_SCHEMA)), {})
-    paths = write_reports(config, DAY)
+    paths = write_reports(config, DAY, session=session_for(config))
     html = next(p for p in paths if p.suffix == ".html").read_text()
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "No traffic was recorded" not in html

@@ -18,6 +18,7 @@ from tests.conftest import (
     start_emulator,
     write_config,
 )
+from tests.sessions import session_for
 from tests.warehouse.test_named_queries import same_rows
 
 DAY = date(2026, 11, 19)
@@ -47,8 +48,8 @@ def same_records(got: list[dict[str, object]], want: list[dict[str, object]]) ->
 
 def test_the_whole_report_is_the_same_on_both_engines(spark_lake):
     _, config = spark_lake
-    duck = collect(config, DAY)
-    spark = collect(config, DAY, engine="spark")
+    duck = collect(config, DAY, session=session_for(config))
+    spark = collect(config, DAY, engine="spark", session=session_for(config))
     assert duck.sections.keys() == spark.sections.keys()
     assert not duck.empty
     for name, table in duck.sections.items():

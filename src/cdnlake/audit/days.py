@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from cdnlake.audit.compare import HourAudit
 from cdnlake.errors import StorageError
 from cdnlake.lake.schema import AUDIT_DAYS
-from cdnlake.lake.store import Lake
 from cdnlake.retention import RETENTION
 
 if TYPE_CHECKING:
@@ -115,13 +114,13 @@ def unkept(hours: Sequence[HourAudit]) -> list[tuple[int, date, str]]:
 
 
 def due(
-    lake: Lake, zones: Sequence[int], day: date, now: datetime, back: int = 2
+    session: LakeSession, zones: Sequence[int], day: date, now: datetime, back: int = 2
 ) -> dict[date, list[int]]:
     """What the daily audit of ``day`` audits: ``day`` for every zone, and each of the
     ``back`` days before it for the zones whose audit of it is short or not kept yet,
     while the provider still serves the whole day (its first hour within retention)."""
     out = {day: list(zones)}
-    kept = {(d.zone_id, d.day): d.verdict for d in audited(lake, zones, day - timedelta(back))}
+    kept = {(d.zone_id, d.day): d.verdict for d in audited(session, zones, day - timedelta(back))}
     for k in range(1, back + 1):
         earlier = day - timedelta(days=k)
         start = datetime(earlier.year, earlier.month, earlier.day, tzinfo=UTC)
@@ -156,9 +155,13 @@ def record(session: LakeSession, days: Sequence[DayAudit], audited_at: datetime)
         book.record_audit_days(zone, rows)
 
 
-def audited(lake: Lake, zones: Sequence[int], since: date | None = None) -> list[DayAudit]:
-    """The audited days of ``zones`` (from ``since`` on), by zone and day."""
-    table = lake.open(AUDIT_DAYS) if zones else None
+def audited(
+    session: LakeSession, zones: Sequence[int], since: date | None = None
+) -> list[DayAudit]:
+    """The audited days of ``zones`` (from ``since`` on), by zone and day, from the
+    session's state of ``audit_days``."""
+    lake = session.lake
+    table = session.reader(AUDIT_DAYS) if zones else None
     if table is None:
         return []
     import pyarrow.dataset as ds
@@ -186,11 +189,13 @@ def from_row(r: dict[str, Any]) -> DayAudit:
     )
 
 
-def day_audits(lake: Lake, zones: Sequence[int], day: date) -> dict[int, DayAudit]:
+def day_audits(session: LakeSession, zones: Sequence[int], day: date) -> dict[int, DayAudit]:
     """The audits of ``day``, by zone (zones not audited for it are absent)."""
-    return {d.zone_id: d for d in audited(lake, zones, day) if d.day == day}
+    return {d.zone_id: d for d in audited(session, zones, day) if d.day == day}
 
 
-def recent_ratios(lake: Lake, zones: Sequence[int], today: date, days: int = 7) -> list[DayAudit]:
+def recent_ratios(
+    session: LakeSession, zones: Sequence[int], today: date, days: int = 7
+) -> list[DayAudit]:
     """The audited days of the last ``days`` days, for ``cdnlake_completeness_ratio``."""
-    return audited(lake, zones, today - timedelta(days=days))
+    return audited(session, zones, today - timedelta(days=days))

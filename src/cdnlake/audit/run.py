@@ -18,7 +18,6 @@ from cdnlake.config import Config
 from cdnlake.lake.progress import day_start, from_ms
 from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
 from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import Lake
 from cdnlake.retention import RETENTION
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.engine import open_session
@@ -56,11 +55,11 @@ def lake_counts(
     return out
 
 
-def zone_watermarks(config: Config, zones: Sequence[int]) -> dict[int, datetime]:
+def zone_watermarks(session: LakeSession, zones: Sequence[int]) -> dict[int, datetime]:
     """Each zone's watermark: before it, ingestion has read everything the provider served."""
     # Read from the lake, not through ``cdnlake.status``: status is to show the last
     # audit, so it will import this stage, never the other way round.
-    table = Lake.from_config(config.storage).open(REQUESTS)
+    table = session.reader(REQUESTS)
     if table is None:
         return {}
     marks: dict[int, datetime] = {}
@@ -71,16 +70,16 @@ def zone_watermarks(config: Config, zones: Sequence[int]) -> dict[int, datetime]
     return marks
 
 
-def zone_starts(config: Config, zones: Sequence[int]) -> dict[int, datetime]:
+def zone_starts(session: LakeSession, zones: Sequence[int]) -> dict[int, datetime]:
     """Where cdnlake first read each zone: the earliest window of its pull-zone passes
     (re-reads included) in ``ingest_runs``, and never before what the provider still
     served when its first pass ran (a v1 pass's window starts at midnight, but the day's
     file holds only the retained part). An hour before it is not audited."""
     import pyarrow.dataset as ds
 
-    lake = Lake.from_config(config.storage)
-    table = lake.open(INGEST_RUNS)
-    if table is None or not zones:
+    lake = session.lake
+    table = session.reader(INGEST_RUNS) if zones else None
+    if table is None:
         return {}
     runs = lake.dataset(INGEST_RUNS, table, [(INGEST_RUNS.zone_column, "in", list(zones))])
     passes = (
@@ -109,7 +108,7 @@ def zone_starts(config: Config, zones: Sequence[int]) -> dict[int, datetime]:
 
 
 def archived_days(
-    config: Config, zones: Sequence[int], first: date, last: date, now: datetime
+    session: LakeSession, zones: Sequence[int], first: date, last: date, now: datetime
 ) -> dict[int, set[date]]:
     """Per zone, the days of ``first``..``last`` whose archived parts (``archive_parts``)
     are all imported or damaged, none open or left, and that ended more than the
@@ -118,9 +117,9 @@ def archived_days(
     from cdnlake.ingest.archive_parts import IDLE, SETTLE
     from cdnlake.lake.schema import ARCHIVE_PARTS
 
-    lake = Lake.from_config(config.storage)
-    table = lake.open(ARCHIVE_PARTS)
-    if table is None or not zones:
+    lake = session.lake
+    table = session.reader(ARCHIVE_PARTS) if zones else None
+    if table is None:
         return {}
     found = lake.dataset(
         ARCHIVE_PARTS, table, [(ARCHIVE_PARTS.zone_column, "in", [str(z) for z in zones])]
@@ -191,14 +190,21 @@ def judge(
 
 
 def audit(
-    config: Config, api: StatisticsApi, zones: Sequence[int], first: date, last: date, now: datetime
+    config: Config,
+    session: LakeSession,
+    api: StatisticsApi,
+    zones: Sequence[int],
+    first: date,
+    last: date,
+    now: datetime,
 ) -> list[HourAudit]:
     """Every zone-hour of ``first``..``last`` judged: the provider's statistics first (an
-    error there is raised before the lake is read, and no hour is judged)."""
+    error there is raised before the lake is read, and no hour is judged). The lake's
+    marks, runs and archived parts are read from the session's tables."""
     provider = provider_counts(api, zones, first, last)
-    marks = zone_watermarks(config, zones)
-    starts = zone_starts(config, zones)
-    archived = archived_days(config, zones, first, last, now)
+    marks = zone_watermarks(session, zones)
+    starts = zone_starts(session, zones)
+    archived = archived_days(session, zones, first, last, now)
     lake = lake_counts(config, zones, first, last)
     return judge(
         config,

@@ -81,10 +81,15 @@ def audit(args: argparse.Namespace) -> int:
     zones = [config.zone(z).id for z in args.zone] if args.zone else [z.id for z in config.zones]
     if not zones:
         raise UsageError("audit: no pull zones are configured ([[zones]] in the config)")
+    # The command's one session: the audit reads its tables, ``keep`` writes through it
+    # (closed there: reading queues nothing to commit).
+    session = LakeSession.from_config(
+        config.storage, privacy=PrivacyPolicy.from_config(config.privacy)
+    )
     with interruptible("audit") as stop, open_api(config, abort=stop.event) as api:
         try:
             hours = stop.run(
-                lambda: audit_hours(config, StatisticsApi(api), zones, first, last, now)
+                lambda: audit_hours(config, session, StatisticsApi(api), zones, first, last, now)
             )
         except StopRequested:
             say(f"cdnlake: interrupted ({stop.signal}): audit stopped; no verdict was kept")
@@ -105,10 +110,7 @@ def audit(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render(args.format, COLUMNS, [row(h) for h in hours]))
     try:  # whole days are kept for status, /metrics and the report
-        with LakeSession.from_config(
-            config.storage,
-            privacy=PrivacyPolicy.from_config(config.privacy),
-        ) as session:
+        with session:
             keep(session, hours, now)
     except CdnlakeError as exc:
         print(f"cdnlake: warning: audit: the days' verdicts were not kept: {exc}", file=sys.stderr)

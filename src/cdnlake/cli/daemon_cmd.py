@@ -100,9 +100,9 @@ def serve_metrics(
     metrics = DaemonMetrics(
         config,
         watermarks=lambda: zone_watermarks(session, config),
-        completeness=lambda: completeness(config),
+        completeness=lambda: completeness(config, session),
         traffic=traffic,
     )
-    server = MetricsServer(*address, metrics, lambda: health(config))
+    server = MetricsServer(*address, metrics, lambda: health(config, session))
     server.start()
     return metrics, server

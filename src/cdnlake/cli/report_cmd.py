@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cdnlake.config import Config
 from cdnlake.errors import UsageError
+
+if TYPE_CHECKING:
+    from cdnlake.lake.session import LakeSession
 
 MAX_RANGE_DAYS = 400
 
@@ -46,6 +49,8 @@ def parse_range(args: argparse.Namespace) -> tuple[date, date | None]:
 
 def report(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load
+    from cdnlake.lake.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
     from cdnlake.reports.build import check_formats, write_reports
 
     day, end = parse_range(args)
@@ -62,16 +67,21 @@ def report(args: argparse.Namespace) -> int:
     if args.format is not None:
         formats = tuple(f.strip() for f in args.format.split(",") if f.strip())
         check_formats(formats)
-    check_lake_holds(config, day, end, args.zone)
-    paths = write_reports(
-        config,
-        day,
-        zone=args.zone,
-        formats=formats,
-        out=Path(args.out) if args.out else None,
-        engine=args.engine,
-        end=end,
-    )
+    # The command's one session: the lake check and the report read its tables.
+    with LakeSession.from_config(
+        config.storage, privacy=PrivacyPolicy.from_config(config.privacy)
+    ) as session:
+        check_lake_holds(session, day, end, args.zone)
+        paths = write_reports(
+            config,
+            day,
+            session=session,
+            zone=args.zone,
+            formats=formats,
+            out=Path(args.out) if args.out else None,
+            engine=args.engine,
+            end=end,
+        )
     if [p.suffix for p in paths] == [".md"]:  # Markdown alone is for reading: show it
         import sys
 
@@ -102,14 +112,15 @@ def written_summary(paths: list[Path]) -> str:
     return f"wrote {len(paths)} files to {folder}: {stem} {shown}; --verbose names each"
 
 
-def check_lake_holds(config: Config, first: date, last: date | None, zone: int | None) -> None:
+def check_lake_holds(
+    session: LakeSession, first: date, last: date | None, zone: int | None
+) -> None:
     """A report of days the lake holds nothing of, before its first day or after its last,
     is refused in one line naming the days it holds (not an empty report, exit 0)."""
     from cdnlake.lake.schema import REQUESTS
-    from cdnlake.lake.store import Lake
 
     last = last or first
-    table = Lake.from_config(config.storage).open(REQUESTS)
+    table = session.reader(REQUESTS)
     days = sorted(
         {
             date.fromisoformat(str(part["date"]))

@@ -157,12 +157,17 @@ def archive_line(archive: dict[str, Any], wide: bool) -> str:
 
 def status(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load
+    from cdnlake.lake.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
     from cdnlake.status import full_status
     from cdnlake.warehouse.output import render
 
     config = load(args, default_level="WARNING")
     config.require_zones("status")
-    statuses, fleet = full_status(config, max_lag_seconds=args.max_lag)
+    with LakeSession.from_config(
+        config.storage, privacy=PrivacyPolicy.from_config(config.privacy)
+    ) as session:
+        statuses, fleet = full_status(config, session, max_lag_seconds=args.max_lag)
     if args.format == "json":
         json.dump([s.as_dict() for s in statuses], sys.stdout, indent=1)  # as /healthz
         sys.stdout.write("\n")

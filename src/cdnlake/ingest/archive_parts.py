@@ -1,7 +1,8 @@
 """The provider's archive of a pull zone's logs (permanent log storage), as parts to import.
 
 Pure logic, no I/O: what a listed file is (its day, writer and index by either naming
-scheme), whether it is closed (it can grow no more), and the mark that records it imported.
+scheme), whether it is closed (it can grow no more), and whether what ``archive_parts``
+recorded of it says it is done.
 
 The archive holds gzipped parts of v1 lines under ``pullzone-logs/<folder>/<YYYY>/<MM>/``:
 
@@ -19,23 +20,23 @@ an hour without writes, or at midnight UTC. From the outside that is decided as:
   midnight opens another part of that day, so the day's end proves nothing).
 
 Any other part is *open*: it may still grow, and is left for a later run. Should a part
-judged closed change all the same, its size or checksum differs from what its mark
-recorded, so it is imported again (deduplication keeps each request once).
+judged closed change all the same, its size or checksum (its last change, where the
+listing gives no checksum) differs from what ``archive_parts`` recorded, so it is imported
+again (deduplication keeps each request once).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Any
 
 ROOT = "pullzone-logs"
 IDLE = timedelta(hours=1)  # the provider closes a part after an hour without writes
 SETTLE = timedelta(minutes=5)  # our clock and the storage zone's, and the upload itself
-MARK_PREFIX = "archive"
-# A part's mark (an application transaction committed with its last rows) holds its size;
-# a part that proved damaged holds this bit and the number of its last whole line.
-DAMAGED = 1 << 62
+DONE = ("imported", "damaged")  # the states of ``archive_parts`` that need no other import
 
 OLD_NAME = re.compile(r"^(?P<dd>\d{2})_(?P<part>\d+)\.gzip$")
 NEW_NAME = re.compile(
@@ -59,25 +60,37 @@ class Part:
     def name(self) -> str:
         return self.path.rsplit("/", 1)[-1]
 
-    @property
-    def mark(self) -> str:
-        """The app-id part of its mark (``cdnlake/requests/<zone>/<mark>``): its path and
-        checksum, so that a part replaced by other content is a part of its own."""
-        return f"{MARK_PREFIX}/{self.path}/{self.checksum or '-'}"
+    def done(self, recorded: Recorded | None) -> bool:
+        """Whether ``archive_parts`` (``recorded``, None where it has no row) says this
+        very copy was imported, whole or damaged: the same size and checksum, and where
+        the listing gives no checksum, the same last change (another copy of a damaged
+        part is read again, with a checksum or without)."""
+        return (
+            recorded is not None
+            and recorded.state in DONE
+            and recorded.size == self.size
+            and recorded.checksum == self.checksum
+            and (bool(self.checksum) or recorded.last_changed == self.last_changed)
+        )
 
-    def imported(self, version: int | None) -> bool:
-        """Whether its mark (``version``, None where there is none) records it as it is
-        listed now: whole, or damaged (see :func:`damaged_line`)."""
-        if version is None:
-            return False
-        return version == self.size or bool(version & DAMAGED)
+
+@dataclass(frozen=True)
+class Recorded:
+    """What ``archive_parts`` holds of a part: the copy it last saw (size, checksum, last
+    change), its state, and the lines its import read (a damaged part's last whole line)."""
+
+    size: int | None
+    checksum: str | None
+    last_changed: datetime | None
+    state: str | None
+    lines: int | None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> Recorded:
+        return cls(row["size"], row["checksum"], row["last_changed"], row["state"], row["lines"])
 
 
-def damaged_line(version: int | None) -> int | None:
-    """For a part recorded damaged, its last whole line; else None."""
-    if version is None or not version & DAMAGED:
-        return None
-    return version & ~DAMAGED
+RECORDED = ("size", "checksum", "last_changed", "state", "lines")  # the columns it reads
 
 
 def parse_name(year: int, month: int, name: str) -> tuple[date, str, int] | None:

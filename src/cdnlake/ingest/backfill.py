@@ -2,20 +2,20 @@
 
 Each closed part is downloaded into the run's own folder under ``<root>/work/archive/<zone>/``
 (:mod:`~cdnlake.ingest.archive_scratch`: a backfill beside the daemon's archive job keeps
-out of its downloads), read by the one v1
-parser and committed through the one runner, like a file of ``import-v1``: its rows go
-through the zone's writer, so each request is stored once, whichever of archive, API,
-forwarding or ``import-v1`` brought it first. The part's *mark* (an application
-transaction naming its path and checksum, holding its size) rides in the commit of its
-last rows, so a part is recorded imported exactly when all its rows are in the lake: a
-crash before that commit leaves the part to import again (its rows already stored are
-dropped as repeats), a crash after it leaves nothing to do. A part that proved damaged
-(cut gzip) keeps what its whole lines gave, its mark saying so, and is reported on every
-later run of its days until the archive holds another copy.
+out of its downloads), read by the one v1 parser and committed through the one runner,
+like a file of ``import-v1``: its rows go through the zone's writer, so each request is
+stored once, whichever of archive, API, forwarding or ``import-v1`` brought it first.
 
-``archive_parts`` (one row per part) is the ledger ``status`` reads: written after the
-listing and after the run's parts (every ``LEDGER_SECONDS`` in a long run), and mended
-from the marks at the next listing.
+Which parts are done is recorded beside the rows, in ``archive_parts`` (one row per part,
+by path: the copy listed, its state, what its import counted), after the part's last
+commit: never in the ``requests`` log, whose application transactions stay a fixed few per
+zone however many parts the archive holds. A crash between a part's last commit and its
+row costs a download: the part is read again and its rows, all in the lake already, are
+dropped as repeats. A part that proved damaged (cut gzip) keeps what its whole lines gave,
+its row saying so, and is reported on every later run of its days until the archive holds
+another copy (another checksum, or where the listing gives none, another size or last
+change). The rows are written after the listing and after the run's parts (every
+``LEDGER_SECONDS`` in a long run).
 """
 
 from __future__ import annotations
@@ -29,16 +29,20 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-import polars as pl
-
 from cdnlake.config import Config, ZoneConfig
-from cdnlake.errors import CdnlakeError, ConfigError, DamagedInputError, StopRequested
+from cdnlake.errors import (
+    CdnlakeError,
+    ConfigError,
+    DamagedInputError,
+    StopRequested,
+    StorageError,
+)
 from cdnlake.ingest.archive_parts import (
-    DAMAGED,
+    RECORDED,
     ROOT,
     Part,
+    Recorded,
     closed_parts,
-    damaged_line,
     months,
     parse_name,
 )
@@ -49,7 +53,7 @@ from cdnlake.ingest.runner import Chunk, PassContext, Runner, StopSignal
 from cdnlake.ingest.v1_source import V1FileSource
 from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.progress import day_start
-from cdnlake.lake.schema import REQUESTS, polars_schema
+from cdnlake.lake.schema import ARCHIVE_PARTS
 from cdnlake.lake.session import LakeSession
 
 log = logging.getLogger("cdnlake.backfill")
@@ -57,7 +61,7 @@ LEDGER_SECONDS = 10.0  # how often a long run brings archive_parts up to date
 
 
 class ArchivePartSource(V1FileSource):
-    """One downloaded part: a v1 file whose last commit carries the part's mark."""
+    """One downloaded part: a v1 file that remembers where it proved damaged."""
 
     kind = "archive"
 
@@ -73,26 +77,21 @@ class ArchivePartSource(V1FileSource):
                 last_line=0,
             )
             self._record_damage(ctx, exc)
-            yield self._last(None, damaged_at=0)
+            self.damaged_at = 0
             raise exc
-        held: Chunk | None = None  # one chunk back: the last one carries the mark
         try:
-            for chunk in super().chunks(ctx):
-                if held is not None:
-                    yield held
-                held = chunk
-        except DamagedInputError as exc:  # the whole lines before it were in ``held``
+            yield from super().chunks(ctx)
+        except DamagedInputError as exc:  # its whole lines are committed
+            self.damaged_at = exc.last_line
             self._window(ctx)
-            yield self._last(held, damaged_at=exc.last_line)
             raise
         self._window(ctx)
-        yield self._last(held, damaged_at=None)
 
     def _record_damage(self, ctx: PassContext, exc: DamagedInputError) -> None:
         """The marker in ``rejected_lines`` only, no gap: a part holds some of its day
         (its writer's requests until it closed), not "the rest of the day", which later
-        parts and other writers hold. Its mark and ``archive_parts`` say it is damaged,
-        ``status`` names its day, the audit finds the hours it left short."""
+        parts and other writers hold. ``archive_parts`` says it is damaged, ``status``
+        names its day, the audit finds the hours it left short."""
         self._damage_marker(ctx, exc)
 
     def _window(self, ctx: PassContext) -> None:
@@ -103,14 +102,6 @@ class ArchivePartSource(V1FileSource):
         result = ctx.result
         if self.part.index == first and result.window_from is not None:
             result.window_from = min(result.window_from, day_start(self.part.day))
-
-    def _last(self, chunk: Chunk | None, *, damaged_at: int | None) -> Chunk:
-        if chunk is None:
-            chunk = Chunk(pl.DataFrame(schema=polars_schema(self.spec.columns)))
-        self.damaged_at = damaged_at
-        version = self.part.size if damaged_at is None else DAMAGED | damaged_at
-        chunk.progress = {**chunk.progress, self.part.mark: version}
-        return chunk
 
 
 @dataclass
@@ -248,18 +239,35 @@ class Backfill:
         parts = [p for p in self._parts(first, last) if _inside(p.day, first, last)]
         parts.sort(key=lambda p: (p.day, p.writer, p.index, p.path))
         closed, still_open = closed_parts(parts, now)
-        marks = self.session.log_table(REQUESTS).apps(self.zone.id, [p.mark for p in closed])
+        recorded = self.recorded()
         listing = Listing(closed=closed, open=still_open, days={p.day for p in parts})
         for part in closed:
-            version = marks[part.mark]
-            if not part.imported(version):
+            found = recorded.get(part.path)
+            if found is None or not part.done(found):
                 listing.todo.append(part)
-            elif (line := damaged_line(version)) is not None:
-                listing.damaged.append((part, line))
+            elif found.state == "damaged":
+                listing.damaged.append((part, found.lines or 0))
             else:
                 listing.done.append(part)
         self._record_listing(listing, now)
         return listing
+
+    def recorded(self, path: str | None = None) -> dict[str, Recorded]:
+        """What ``archive_parts`` holds of the zone's parts (of the one at ``path`` only,
+        where given), by path: the session's state of the table, brought up to date."""
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+
+        zone = [(ARCHIVE_PARTS.zone_column, "=", str(self.zone.id))]
+        text = pa.large_string()
+        only = None if path is None else ds.field("path").cast(text) == pa.scalar(path, text)
+        with self.session.merge_table(ARCHIVE_PARTS).current() as table:
+            rows = self.session.lake.dataset(ARCHIVE_PARTS, table, zone)
+            try:
+                found = rows.to_table(columns=["path", *RECORDED], filter=only).to_pylist()
+            except OSError as exc:
+                raise StorageError(f"cannot read archive_parts: {exc}") from None
+        return {row["path"]: Recorded.of(row) for row in found}
 
     def _parts(self, first: date | None, last: date | None) -> list[Part]:
         root = folder_of(self.zone)
@@ -322,15 +330,17 @@ class Backfill:
         rows = [_row(part, state, listed_at=now) for part, state in states]
         try:
             self.bookkeeping.record_archive_parts(self.zone.id, rows, listing=True)
-        except CdnlakeError as exc:  # the ledger only: the marks are what counts
+        except CdnlakeError as exc:  # the listing only: the imports' rows are apart
             log.error("zone %s: archive_parts not updated: %s", self.zone.id, exc)
 
     # -- importing -----------------------------------------------------------------------
     def run(
         self, listing: Listing, *, holder: int | None = None, stop: StopSignal | None = None
     ) -> BackfillResult:
-        """Import each part of ``listing.todo`` in turn (each once: its mark is looked up
-        again just before, for another process may have imported it meanwhile)."""
+        """Import each part of ``listing.todo`` in turn (each once: ``archive_parts`` is
+        looked up again just before, for another process may have imported it meanwhile;
+        one that did so seconds ago and has not recorded it yet costs a download, and
+        the zone's writer drops its rows as repeats)."""
         started = time.monotonic()
         outcome = BackfillResult(self.zone.id, listing)
         runner = Runner(self.config, self.session, stop=self.stop)
@@ -342,8 +352,7 @@ class Backfill:
                     if signal.is_set():
                         outcome.stopped = True
                         break
-                    version = self.session.log_table(REQUESTS).apps(self.zone.id, [part.mark])
-                    if part.imported(version[part.mark]):
+                    if part.done(self.recorded(part.path).get(part.path)):
                         outcome.skipped.append(part)
                         self.progress.skipped(part)
                         continue
@@ -389,13 +398,16 @@ class Backfill:
         finally:
             dest.unlink(missing_ok=True)
             if result is not None and source is not None and result.outcome in ("ok", "failed"):
-                self._record_import(part, result, damaged=source.damaged_at is not None)
+                self._record_import(part, result, damaged_at=source.damaged_at)
 
-    def _record_import(self, part: Part, result: ZoneResult, *, damaged: bool) -> None:
-        state = "damaged" if damaged else ("imported" if result.ok else "closed")
-        row = _row(part, state, listed_at=None)
+    def _record_import(self, part: Part, result: ZoneResult, *, damaged_at: int | None) -> None:
+        """The part done (all its rows committed: whole, or its whole lines where it is
+        damaged), or not (it failed), as the row ``archive_parts`` gets at the next
+        flush."""
+        state = "closed" if damaged_at is None and not result.ok else "imported"
+        row = _row(part, "damaged" if damaged_at is not None else state, listed_at=None)
         row.update(
-            lines=result.lines,
+            lines=result.lines if damaged_at is None else damaged_at,
             rows=result.rows,
             duplicates=result.duplicates,
             rejected=result.rejected,
@@ -405,9 +417,10 @@ class Backfill:
         self._ledger.append(row)
 
     def _flush_ledger(self, *, force: bool) -> None:
-        """The imports' rows into ``archive_parts``: at the end of a run, and every
-        ``LEDGER_SECONDS`` during a long one (one MERGE, not one a part; what a crash
-        loses of it the next listing mends from the marks)."""
+        """The imports' rows into ``archive_parts``, what says a part is done: at the end
+        of a run, and every ``LEDGER_SECONDS`` during a long one (one MERGE, not one a
+        part). What a crash loses of it costs those parts a download again: their rows
+        are in the lake, and the zone's writer drops them as repeats."""
         due = time.monotonic() - self._ledger_at >= LEDGER_SECONDS
         if not self._ledger or not (force or due):
             return

@@ -195,7 +195,8 @@ class PassContext:
     def lake_holds(self, start: datetime, end: datetime) -> bool:
         """Whether the lake holds the zone's rows of ``(start, end)``: the zone's watermark
         reaches ``end`` (a pass read the span), or the zone has rows inside it (another
-        read of the span stored them). Read from the table as it is now."""
+        read of the span stored them). Read from the table as it is now (the session's
+        state of it, brought up to date)."""
         import pyarrow as pa
         import pyarrow.dataset as ds
 
@@ -203,7 +204,7 @@ class PassContext:
         mark = from_ms(self.writer.table.snapshot(self.zone_id).mark(WATERMARK))
         if mark is not None and mark >= end:
             return True
-        table = lake.open(spec)
+        table = self.writer.session.reader(spec)
         if table is None:
             return False
         days = [start.date()]

@@ -7,9 +7,9 @@ Every write is a MERGE on the row's key, so that no row is ever written twice:
   window, a closed v1 day read once more) is kept once: a v2 record by its request id, a
   shield event by its log id, a line of a file by the file and its line number;
 - ``audit_days`` by day: a day audited again (after a re-read) updates its row;
-- ``archive_parts`` by path: a part listed again or imported updates its row (what
-  records a part imported is its mark, committed with its rows: this is the ledger
-  ``status`` reads, written after, and mended from the marks at the next listing);
+- ``archive_parts`` by path: a part listed again or imported updates its row (a part's
+  import records it there after its rows' last commit: what later runs and ``status``
+  read to know it done);
 - ``ingest_gaps`` by span: a gap claims only what no earlier gap of its zone claims, and
   a gap that continues one (an outage that goes on) extends that row instead of adding
   one (see :meth:`Bookkeeping.record_gaps`).
@@ -98,8 +98,9 @@ class Bookkeeping:
         self, zone_id: int, parts: list[dict[str, Any]], *, listing: bool
     ) -> None:
         """Archived parts of the zone, one row each by path. A ``listing`` updates what
-        the listing and the marks tell (size, checksum, last change, state) and keeps
-        what an import counted; an import's rows replace theirs whole."""
+        the listing tells (size, checksum, last change, state) and keeps what an import
+        counted, and never takes back a done state of the same copy (another run may
+        have imported it since this listing); an import's rows replace theirs whole."""
         if not parts:
             return
         frame = _frame(ARCHIVE_PARTS, zone_id, parts)
@@ -109,9 +110,10 @@ class Bookkeeping:
             if listing
             else [c for c in ARCHIVE_PARTS.columns if c not in ("path", "listed_at")]
         )
-        merge = Merge(
-            lambda: frame, "t.path = s.path", [zone_id], update={c: f"s.{c}" for c in columns}
-        )
+        update = {c: f"s.{c}" for c in columns}
+        if listing:
+            update["state"] = _LISTED_STATE
+        merge = Merge(lambda: frame, "t.path = s.path", [zone_id], update=update)
         self.session.merge_table(ARCHIVE_PARTS).committer.run(merge, patient=False)
 
     def record_gaps(self, zone_id: int, gaps: list[dict[str, Any]]) -> float:
@@ -161,7 +163,7 @@ class Bookkeeping:
         """The gap rows of each (zone, shield) of ``keys`` (its pull zone's or its shield
         zone's), in one read."""
         lake = self.session.lake
-        table = lake.open(INGEST_GAPS)
+        table = self.session.reader(INGEST_GAPS)
         if table is None:
             return {}
         zones = sorted({zone for zone, _ in keys})
@@ -184,7 +186,7 @@ class Bookkeeping:
         import pyarrow.dataset as ds
 
         lake = self.session.lake
-        table = lake.open(INGEST_RUNS)
+        table = self.session.reader(INGEST_RUNS)
         if table is None:
             return False
         moment = pa.scalar(instant, pa.timestamp("us", "UTC"))
@@ -218,6 +220,15 @@ class Bookkeeping:
         zones = frame["zone"].unique().to_list()
         merge = Merge(lambda: frame, "t.record_key = s.record_key", zones, key=("record_key",))
         self.session.merge_table(REJECTED_LINES).committer.run(merge, patient=patient)
+
+
+# A listing's state of a part, unless the row says the same copy was done meanwhile.
+_LISTED_STATE = (
+    "CASE WHEN t.state IN ('imported', 'damaged') AND s.state = 'closed'"
+    " AND t.size = s.size AND t.checksum = s.checksum"
+    " AND (s.checksum <> '' OR t.last_changed = s.last_changed)"
+    " THEN t.state ELSE s.state END"
+)
 
 
 def rejects_frame(

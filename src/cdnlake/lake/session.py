@@ -29,6 +29,7 @@ import threading
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from cdnlake.errors import first_line
 from cdnlake.lake.erasure_key import KeySource
 from cdnlake.lake.schema import REQUESTS, TableSpec
 from cdnlake.lake.store import Lake
@@ -36,6 +37,7 @@ from cdnlake.privacy import KEEP, PrivacyPolicy
 
 if TYPE_CHECKING:
     import polars as pl
+    from deltalake import DeltaTable
 
     from cdnlake.config import StorageConfig
     from cdnlake.lake.erasures import ErasureFilter
@@ -68,6 +70,7 @@ class LakeSession:
         self._loading: dict[str, threading.Lock] = {}  # one per table: loads run apart
         self._logs: dict[str, LogTable] = {}
         self._merges: dict[str, MergeTable] = {}
+        self._readers: dict[str, DeltaTable] = {}
 
     @classmethod
     def from_config(
@@ -133,6 +136,27 @@ class LakeSession:
             if spec.name not in self._merges:
                 self._merges[spec.name] = MergeTable(self.lake, spec)
             return self._merges[spec.name]
+
+    def reader(self, spec: TableSpec) -> DeltaTable | None:
+        """The table as this process reads it (``status``, ``/healthz``, the audit, the
+        report's checks): one delta-rs snapshot per table for the session's life, brought
+        up to date at each call (the log's new entries only), never opened anew; reopened
+        only where it cannot be brought up to date (its entries cleaned up). None while
+        the table does not exist (nothing is created: a reader never writes)."""
+        with self._table_lock(spec):
+            table = self._readers.get(spec.name)
+            if table is not None:
+                try:
+                    table.update_incremental()
+                    return table
+                except Exception as exc:  # explicit: any failure to advance means reopen
+                    log.info("lake table %s: reopened (%s)", spec.name, first_line(exc))
+            opened = self.lake.open(spec)
+            if opened is None:
+                self._readers.pop(spec.name, None)
+            else:
+                self._readers[spec.name] = opened
+            return opened
 
     def _table_lock(self, spec: TableSpec) -> threading.Lock:
         with self._lock:

@@ -13,6 +13,7 @@ from typing import Any
 
 from cdnlake.config import Config
 from cdnlake.errors import UsageError
+from cdnlake.lake.session import LakeSession
 from cdnlake.reports.data import ReportData, Table
 from cdnlake.reports.derived import derive
 from cdnlake.reports.partial import as_date, partial_days, watermarks
@@ -79,10 +80,12 @@ def collect(
     day: date,
     zone: int | None = None,
     *,
+    session: LakeSession,
     engine: str = "duckdb",
     end: date | None = None,
 ) -> ReportData:
-    """Every section of the daily report of ``day`` (or of the range ``day``..``end``)."""
+    """Every section of the daily report of ``day`` (or of the range ``day``..``end``);
+    its marks and audits read from ``session``'s tables."""
     data = ReportData(
         day=day,
         zone=zone,
@@ -111,21 +114,21 @@ def collect(
         relations = None if found is None or relations is None else relations | found
     # Every section asks about these days only (the day before: day over day).
     days = (day if end else day - timedelta(days=1), end or day)
-    with open_session(config, engine, relations, days=days) as session:
+    with open_session(config, engine, relations, days=days) as engine_session:
         for name, query, fixed, title in sections:
             wanted = {p.name for p in query.params}
             given = {k: v for k, v in {**common, **fixed}.items() if k in wanted}
-            result = session.run_named(query, query.bind(given))
+            result = engine_session.run_named(query, query.bind(given))
             data.sections[name] = Table(title, result.columns, result.rows)
             if query.name == "hit_ratio_by":
                 data.sections[name].labels["bucket"] = BUCKETS[fixed["dimension"]]
-        runs = session.run_named(coverage, {"zone": zone}).rows
+        runs = engine_session.run_named(coverage, {"zone": zone}).rows
     zones = [zone] if zone is not None else [z.id for z in config.zones]
     data.partial = partial_days(
         runs,
         days,
         data.generated_at,
-        watermarks(config, zones),
+        watermarks(session, zones),
         kept_from=config.retention.first_kept(data.generated_at),
     )
     _whole_counts(data)
@@ -146,11 +149,11 @@ def collect(
 
         items = list(data.sections.items())
         at = next((i + 1 for i, (n, _) in enumerate(items) if n == "overview"), 0)
-        items.insert(at, ("completeness", completeness(config, day, zones)))
+        items.insert(at, ("completeness", completeness(config, session, day, zones)))
         data.sections = dict(items)
         from cdnlake.reports.clients import clients  # how addresses were stored ([privacy])
 
-        data.sections["clients"] = clients(config, zones, data.sections["overview"].first())
+        data.sections["clients"] = clients(session, zones, data.sections["overview"].first())
     agents = data.sections.pop("user_agents", None)
     if agents is not None:
         from cdnlake.reports.agents import group
@@ -236,6 +239,7 @@ def write_reports(
     config: Config,
     day: date,
     *,
+    session: LakeSession,
     zone: int | None = None,
     formats: tuple[str, ...] | None = None,
     out: Path | None = None,
@@ -245,7 +249,7 @@ def write_reports(
     formats = check_formats(config.report.formats if formats is None else formats)
     out = out or config.storage.reports
     prepare_out_dir(out)
-    data = collect(config, day, zone, engine=engine, end=end)
+    data = collect(config, day, zone, session=session, engine=engine, end=end)
     written = []
     for fmt in formats:
         for suffix, content in render(data, fmt).items():

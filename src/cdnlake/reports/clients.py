@@ -12,20 +12,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdnlake.config import Config
 from cdnlake.lake.progress import describe_stored, stored_settings
 from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import Lake
+from cdnlake.lake.session import LakeSession
 from cdnlake.reports.data import Table
 
 COLUMNS = ["zones", "addresses_stored", "distinct_clients", "counted"]
 TITLE = "Clients (addresses as [privacy] stored them)"
 
 
-def clients(config: Config, zones: list[int], overview: dict[str, Any]) -> Table:
+def clients(session: LakeSession, zones: list[int], overview: dict[str, Any]) -> Table:
     """The report's zones grouped by how their addresses were stored, and the day's
     distinct clients of them all (where some zone kept addresses or their hashes)."""
-    table = Lake.from_config(config.storage).open(REQUESTS)
+    table = session.reader(REQUESTS)
     groups: dict[str, list[int]] = {}
     kinds: set[str] = set()
     for zone in zones if table is not None else []:

@@ -8,7 +8,7 @@ from typing import Any
 
 from cdnlake.audit.days import day_audits
 from cdnlake.config import Config
-from cdnlake.lake.store import Lake
+from cdnlake.lake.session import LakeSession
 from cdnlake.reports.data import Table
 
 NOT_AUDITED = "not audited yet"
@@ -27,7 +27,13 @@ COLUMNS = [
 TITLE = "Completeness (the lake against the provider's statistics)"
 
 
-def completeness(config: Config, day: date, zones: list[int], now: datetime | None = None) -> Table:
+def completeness(
+    config: Config,
+    session: LakeSession,
+    day: date,
+    zones: list[int],
+    now: datetime | None = None,
+) -> Table:
     """One row per zone: the day's audit (ratio, verdict, ...), ``not audited yet``, or
     ``expired`` for a day ``[retention]`` removed."""
     kept_from = config.retention.first_kept(now or datetime.now(UTC))
@@ -36,7 +42,7 @@ def completeness(config: Config, day: date, zones: list[int], now: datetime | No
             (zone, EXPIRED, *([None] * (len(COLUMNS) - 2))) for zone in zones
         ]
         return Table(TITLE, list(COLUMNS), gone)
-    audits = day_audits(Lake.from_config(config.storage), zones, day)
+    audits = day_audits(session, zones, day)
     rows: list[tuple[Any, ...]] = []
     for zone in zones:
         a = audits.get(zone)

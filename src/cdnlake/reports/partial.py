@@ -9,9 +9,10 @@ wherever such a day's figures appear.
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cdnlake.config import Config
+if TYPE_CHECKING:
+    from cdnlake.lake.session import LakeSession
 
 
 def partial_days(
@@ -50,13 +51,12 @@ def partial_days(
     return partial
 
 
-def watermarks(config: Config, zones: list[int]) -> list[datetime]:
-    """How far the zones' requests reach (their watermarks in the lake)."""
+def watermarks(session: LakeSession, zones: list[int]) -> list[datetime]:
+    """How far the zones' requests reach (their watermarks in the session's table)."""
     from cdnlake.lake.progress import from_ms
     from cdnlake.lake.schema import REQUESTS
-    from cdnlake.lake.store import Lake
 
-    table = Lake.from_config(config.storage).open(REQUESTS)
+    table = session.reader(REQUESTS)
     if table is None:
         return []
     marks = (from_ms(table.transaction_version(REQUESTS.app_id(z))) for z in zones)

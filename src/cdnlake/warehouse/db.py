@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from datetime import date, timedelta
 from typing import Any
@@ -148,9 +148,18 @@ def data_files(
 class Warehouse:
     """The relations of the lake, queried with DuckDB."""
 
-    def __init__(self, storage: StorageConfig, lake: Lake | None = None) -> None:
+    def __init__(
+        self,
+        storage: StorageConfig,
+        lake: Lake | None = None,
+        *,
+        tables: Callable[[TableSpec], DeltaTable | None] | None = None,
+    ) -> None:
+        """``tables``: how a table is had (a process's session: its kept state,
+        :meth:`~cdnlake.lake.session.LakeSession.reader`); opened anew by default."""
         self.storage = storage
         self.lake = lake or Lake.from_config(storage)
+        self.table = tables or self.lake.open
 
     @contextmanager
     def connect(
@@ -232,16 +241,14 @@ class Warehouse:
         for spec in TABLES:
             if spec.name not in wanted:
                 continue
-            table = opened[spec.name] = self.lake.open(spec)
+            table = opened[spec.name] = self.table(spec)
             if spec is REQUESTS and table is not None and days is not None:
                 self.read_only(con, spec, table, Lake.add_actions(spec, table, _on(days)))
                 continue
             self._register(con, spec, table, f"_{spec.name}")
             con.execute(relation_sql(spec, f"_{spec.name}"))
         if hourly:
-            requests = (
-                opened[REQUESTS.name] if REQUESTS.name in opened else self.lake.open(REQUESTS)
-            )
+            requests = opened[REQUESTS.name] if REQUESTS.name in opened else self.table(REQUESTS)
             self._requests_hourly(con, requests, days)
             if days is not None:
                 _materialize_hourly(con, *days)
@@ -250,7 +257,7 @@ class Warehouse:
 
     def holds_a_table(self) -> bool:
         """Whether any table of the lake was ever written."""
-        return any(self.lake.open(spec) is not None for spec in TABLES)
+        return any(self.table(spec) is not None for spec in TABLES)
 
     def read_only(
         self,
@@ -313,7 +320,7 @@ class Warehouse:
         on = None if days is None else _days(days)
         parts = partitions(requests, days=on) if requests is not None else Partitions()
         current = parts.fingerprints()
-        rollup = self.lake.open(ROLLUP) if current else None
+        rollup = self.table(ROLLUP) if current else None
         self._register(con, ROLLUP, rollup, "_rollup")
         first, last = days or (None, None)
         done = {
