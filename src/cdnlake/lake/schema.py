@@ -155,6 +155,9 @@ ERASURE_SCHEMA: Columns = {  # one row per erasure and zone (zone 0: every zone)
     "shield_removed": LONG,
     "files_rewritten": LONG,
     "vacuumed_at": TS,  # when the old files left storage (NULL: at the next vacuum)
+    # The requests removed per zone and UTC hour, as JSON: {"7": {"2026-11-20T10": 12}}
+    # (the audit explains an hour short by them); NULL: none, or an erasure of before.
+    "hours_removed": STRING,
 }
 
 
