@@ -107,6 +107,7 @@ AUDIT_DAY_SCHEMA: Columns = {  # one row per pull zone and UTC day audited (its 
     "lake_requests": LONG,
     "hours_short": INTEGER,  # hours short or missing beyond the tolerance
     "detail": STRING,  # the short hours, e.g. "05:00 missing, 09:00 short"
+    "erased_requests": LONG,  # removed by cdnlake forget: explained, never short
 }
 
 ARCHIVE_PART_SCHEMA: Columns = {  # one row per archived part of a pull zone (the last word on it)
