@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 import polars as pl
 import pytest
 
+from cdnlake.cli.main import main
+from cdnlake.config import build_config
 from cdnlake.errors import ConfigError
 from cdnlake.lake.apply_privacy import apply_privacy
 from cdnlake.lake.bookkeeping import Bookkeeping, rejects_frame
@@ -174,3 +176,44 @@ def test_the_requests_removed_are_recorded_per_zone_and_hour(tmp_path):
         assert report.hours == {7: {hour: 12}, 8: {hour: 12}}
         row = table_rows(session, ERASURES).row(0, named=True)
         assert json.loads(row["hours_removed"]) == {"7": {hour: 12}, "8": {hour: 12}}
+
+
+def _cli_config(tmp_path, privacy: str = ""):
+    path = tmp_path / "config.toml"
+    path.write_text(f'[storage]\nroot = "data"\n[privacy]\n{privacy}\n[[zones]]\nid = 7\n')
+    return path, build_config(
+        {"storage": {"root": str(tmp_path / "data")}}, base_dir=tmp_path, env={}
+    )
+
+
+def test_forget_under_truncate_names_the_network_on_the_command_line(tmp_path, capsys):
+    path, _ = _cli_config(tmp_path, 'ip = "truncate"')
+    with session_for(config_at(tmp_path, ip="truncate")) as session:
+        seed(session, zones=(7,))
+    assert main(["--config", str(path), "forget", "--ip", "203.0.113.200"]) == 0
+    out = capsys.readouterr().out
+    assert "12 request(s) of that address's network removed (zone 7: 12)" in out
+    assert "matched as stored: its network 203.0.113.0/24" in out
+    assert "the rows held the network 203.0.113.0/24" in out
+    assert "every client in it" in out and "203.0.113.200" not in out
+
+
+def test_forget_under_drop_says_addresses_are_not_stored(tmp_path, capsys):
+    path, _ = _cli_config(tmp_path, 'ip = "drop"')
+    with session_for(config_at(tmp_path, ip="drop")) as session:
+        seed(session, zones=(7,))
+    assert main(["--config", str(path), "forget", "--ip", ADDRESS]) == 0
+    out = capsys.readouterr().out
+    assert "0 request(s) of that address removed" in out
+    assert 'ip = "drop": client addresses are not stored' in out
+
+
+def test_forget_of_a_request_id_mentions_no_address_hash(tmp_path, capsys):
+    path, config = _cli_config(tmp_path)
+    with session_for(config) as session:
+        seed(session, zones=(7,))
+    gone = f"7-{int(START.timestamp()) + 5}"
+    assert main(["--config", str(path), "forget", "--request-id", gone]) == 0
+    out = capsys.readouterr().out
+    assert "1 request removed (zone 7: 1)" in out
+    assert "(the request id)" in out and "keyed hash" not in out
