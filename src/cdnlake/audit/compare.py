@@ -11,6 +11,10 @@ retention. ``before``: an hour that began before cdnlake first read the zone (th
 window of its passes), wholly or in part: not audited, never short, and a day holding one
 is not kept (it never feeds the completeness alert). ``expired``: an hour of a day that
 ``[retention] requests_days`` removed from the lake: not audited, never short or missing.
+Requests ``cdnlake forget`` removed from an hour (the relation ``erasures`` counts them per
+zone and hour) are explained, never short: the lake's count and the erased requests
+together are held against the provider's; in such an hour only the requests are compared
+(the erased requests' errors and bytes are not recorded).
 """
 
 from __future__ import annotations
@@ -46,18 +50,22 @@ class HourAudit:
     lake: Counts
     verdict: Verdict
     advice: str = ""
+    erased: int = 0  # requests cdnlake forget removed from the hour
 
     @property
     def difference(self) -> int:
-        """Requests the provider counted that the lake lacks (negative: the lake has more)."""
-        return self.provider.requests - self.lake.requests
+        """Requests the provider counted that the lake lacks and no erasure explains
+        (negative: the lake has more)."""
+        return self.provider.requests - self.lake.requests - self.erased
 
     @property
     def ratio(self) -> float | None:
-        """The lake's requests over the provider's; None when the provider counted none."""
+        """The lake's requests, and those erased, over the provider's; None when the
+        provider counted none."""
+        held = self.lake.requests + self.erased
         if self.provider.requests == 0:
-            return None if self.lake.requests else 1.0
-        return self.lake.requests / self.provider.requests
+            return None if held else 1.0
+        return held / self.provider.requests
 
     @property
     def failed(self) -> bool:
@@ -69,6 +77,7 @@ COLUMNS = [
     "hour",
     "provider_requests",
     "lake_requests",
+    "erased_requests",
     "difference",
     "ratio",
     "verdict",
@@ -90,6 +99,7 @@ def row(h: HourAudit) -> tuple[Any, ...]:
         h.hour.strftime("%Y-%m-%dT%H:%MZ"),
         h.provider.requests,
         h.lake.requests,
+        h.erased,
         h.difference,
         ratio,
         h.verdict,
@@ -103,8 +113,13 @@ def row(h: HourAudit) -> tuple[Any, ...]:
     )
 
 
-def short_in(provider: Counts, lake: Counts, tolerance: float) -> list[str]:
-    """The measures in which the lake holds less than ``1 - tolerance`` of the provider."""
+def short_in(provider: Counts, lake: Counts, tolerance: float, erased: int = 0) -> list[str]:
+    """The measures in which the lake holds less than ``1 - tolerance`` of the provider
+    (``erased``: requests an erasure removed, counted as held; then only the requests are
+    compared)."""
+    if erased:
+        held = lake.requests + erased
+        return ["requests"] if held < provider.requests * (1 - tolerance) - 1e-9 else []
     return [m for m in MEASURES if lake.get(m) < provider.get(m) * (1 - tolerance) - 1e-9]
 
 
@@ -119,21 +134,22 @@ def verdict(
     watermark: datetime | None,
     started: datetime | None = None,
     kept_from: date | None = None,
+    erased: int = 0,
 ) -> Verdict:
     """``watermark``: the zone's (None: not set), before which ingestion has read all the
     provider served; an hour it has not passed yet is pending, not short. ``started``:
     where cdnlake first read the zone; an hour that began before it is ``before``.
     ``kept_from``: the first day retention keeps; an hour of a day before it is
-    ``expired``."""
+    ``expired``. ``erased``: requests erased from the hour (explained, not short)."""
     if kept_from is not None and hour.date() < kept_from:
         return "expired"
     if started is not None and hour < started:
         return "before"
     if hour + HOUR > now - lag or watermark is None or hour + HOUR > watermark:
         return "pending"
-    if provider.requests > 0 and lake.requests == 0:
+    if provider.requests > 0 and lake.requests + erased == 0:
         return "missing"
-    return "short" if short_in(provider, lake, tolerance) else "ok"
+    return "short" if short_in(provider, lake, tolerance, erased) else "ok"
 
 
 def reread_command(zone_id: int, hour: datetime) -> str:
@@ -171,6 +187,7 @@ def audit_hour(
     watermark: datetime | None,
     started: datetime | None = None,
     kept_from: date | None = None,
+    erased: int = 0,
 ) -> HourAudit:
     found = verdict(
         hour,
@@ -182,6 +199,7 @@ def audit_hour(
         watermark=watermark,
         started=started,
         kept_from=kept_from,
+        erased=erased,
     )
     note = ""
     if found == "expired":
@@ -202,11 +220,14 @@ def audit_hour(
             "`cdnlake ingest` (or the daemon's next pass) reads it"
         )
     elif found in ("short", "missing"):
-        measures = ", ".join(short_in(provider, lake, tolerance)) or "requests"
+        measures = ", ".join(short_in(provider, lake, tolerance, erased)) or "requests"
         note = f"short in {measures}; {advice(zone_id, hour, now)}"
         if found == "short":
             note += (
                 '; records the lake rejected are short too: see `cdnlake sql "SELECT * FROM '
                 f'rejected_lines WHERE pull_zone_id = {zone_id}"`'
             )
-    return HourAudit(zone_id, hour, provider, lake, found, note)
+    if erased and found != "expired":
+        said = f"{erased} request(s) erased by `cdnlake forget` (relation erasures)"
+        note = f"{said}; {note}" if note else said
+    return HourAudit(zone_id, hour, provider, lake, found, note, erased)

@@ -36,17 +36,20 @@ class DayAudit:
     hours_short: int
     detail: str = ""
     audited_at: datetime | None = None
+    erased_requests: int = 0  # removed by cdnlake forget: explained, never short
 
     @property
     def ratio(self) -> float:
-        """The lake's requests over the provider's (1.0 for a day the provider counted
-        none of)."""
+        """The lake's requests, and those erased, over the provider's (1.0 for a day the
+        provider counted none of)."""
         if self.provider_requests == 0:
             return 1.0
-        return self.lake_requests / self.provider_requests
+        return (self.lake_requests + self.erased_requests) / self.provider_requests
 
     def line(self) -> str:
         text = f"zone {self.zone_id} {self.day}: {self.verdict}, ratio {self.ratio:.6f}"
+        if self.erased_requests:
+            text += f", {self.erased_requests} request(s) erased by cdnlake forget"
         return text + (f" ({self.detail})" if self.detail else "")
 
     def as_dict(self) -> dict[str, Any]:
@@ -56,6 +59,7 @@ class DayAudit:
             "ratio": round(self.ratio, 6),
             "provider_requests": self.provider_requests,
             "lake_requests": self.lake_requests,
+            "erased_requests": self.erased_requests,
             "hours_short": self.hours_short,
             "detail": self.detail,
             "audited_at": self.audited_at.isoformat() if self.audited_at else None,
@@ -82,6 +86,7 @@ def summarize(hours: Sequence[HourAudit]) -> list[DayAudit]:
                 lake_requests=sum(h.lake.requests for h in judged),
                 hours_short=len(failed),
                 detail=", ".join(f"{h.hour:%H:%M} {h.verdict}" for h in failed),
+                erased_requests=sum(h.erased for h in judged),
             )
         )
     return out
@@ -148,6 +153,7 @@ def record(session: LakeSession, days: Sequence[DayAudit], audited_at: datetime)
                 "lake_requests": d.lake_requests,
                 "hours_short": d.hours_short,
                 "detail": d.detail,
+                "erased_requests": d.erased_requests,
             }
             for d in days
             if d.zone_id == zone
@@ -186,6 +192,7 @@ def from_row(r: dict[str, Any]) -> DayAudit:
         hours_short=int(r["hours_short"] or 0),
         detail=r["detail"] or "",
         audited_at=r["audited_at"],
+        erased_requests=int(r.get("erased_requests") or 0),
     )
 
 

@@ -15,6 +15,7 @@ from cdnlake.audit.compare import HOUR, Counts, HourAudit, audit_hour
 from cdnlake.audit.days import DayAudit, record, summarize
 from cdnlake.client.statistics import StatisticsApi, ZoneStatistics
 from cdnlake.config import Config
+from cdnlake.errors import StorageError, first_line
 from cdnlake.lake.progress import day_start, from_ms
 from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
 from cdnlake.lake.session import LakeSession
@@ -52,6 +53,39 @@ def lake_counts(
     for zone, day, hour, requests, e4, e5, sent in result.rows:
         moment = day_start(day) + timedelta(hours=int(hour))
         out[(int(zone), moment)] = Counts(int(requests), int(e4), int(e5), int(sent))
+    return out
+
+
+def erased_counts(
+    session: LakeSession, zones: Sequence[int], first: date, last: date
+) -> dict[tuple[int, datetime], int]:
+    """The requests erasures removed per (zone, hour), from ``erasures.hours_removed``
+    (an erasure of every zone counts every zone's in its row of zone 0, one of some
+    zones each zone's in its own row)."""
+    import json
+
+    from cdnlake.lake.erasures import EVERY_ZONE
+    from cdnlake.lake.schema import ERASURES
+
+    lake = session.lake
+    table = session.reader(ERASURES)
+    if table is None or not zones:
+        return {}
+    try:
+        found = lake.dataset(ERASURES, table).to_table(columns=["zone", "hours_removed"])
+    except OSError as exc:
+        raise StorageError(f"cannot read erasures: {first_line(exc)}") from None
+    wanted = set(zones)
+    out: dict[tuple[int, datetime], int] = {}
+    for row_zone, text in zip(*(found[c].to_pylist() for c in found.column_names), strict=True):
+        for zone_text, hours in (json.loads(text) if text else {}).items():
+            zone = int(zone_text)
+            if zone not in wanted or (int(row_zone) not in (EVERY_ZONE, zone)):
+                continue
+            for hour_text, count in hours.items():
+                hour = datetime.strptime(hour_text, "%Y-%m-%dT%H").replace(tzinfo=UTC)
+                if first <= hour.date() <= last:
+                    out[(zone, hour)] = out.get((zone, hour), 0) + int(count)
     return out
 
 
@@ -154,10 +188,12 @@ def judge(
     marks: dict[int, datetime] | None = None,
     starts: dict[int, datetime] | None = None,
     archived: dict[int, set[date]] | None = None,
+    erased: dict[tuple[int, datetime], int] | None = None,
 ) -> list[HourAudit]:
     """One row per zone and hour of the days ``first``..``last`` that has begun by ``now``.
     ``archived``: each zone's days read whole from its archive (:func:`archived_days`),
-    judged as if the zone's watermark had passed them."""
+    judged as if the zone's watermark had passed them. ``erased``: the requests erasures
+    removed per zone and hour (:func:`erased_counts`): explained, never short."""
     lag = timedelta(seconds=config.ingest.lag_seconds)
     with_archive = {z.id for z in config.zones if z.archive is not None}
     kept_from = config.retention.first_kept(now)
@@ -176,6 +212,7 @@ def judge(
                 watermark=_read_past(hour, (marks or {}).get(zone), (archived or {}).get(zone)),
                 started=(starts or {}).get(zone),
                 kept_from=kept_from,
+                erased=(erased or {}).get((zone, hour), 0),
             )
             if judged.failed and zone in with_archive and hour + RETENTION <= now:
                 day = f"{hour:%Y-%m-%d}"
@@ -206,6 +243,7 @@ def audit(
     starts = zone_starts(session, zones)
     archived = archived_days(session, zones, first, last, now)
     lake = lake_counts(config, zones, first, last)
+    erased = erased_counts(session, zones, first, last)
     return judge(
         config,
         zones,
@@ -217,6 +255,7 @@ def audit(
         marks=marks,
         starts=starts,
         archived=archived,
+        erased=erased,
     )
 
 

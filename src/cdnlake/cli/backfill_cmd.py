@@ -218,13 +218,16 @@ def summary(zone_id: int, result: BackfillResult) -> str:
     failed = result.failed
     dups = sum(p.result.duplicates for p in result.parts)
     rejected = sum(p.result.rejected for p in result.parts)
+    erased = sum(p.result.erased for p in result.parts)
     imported = sum(p.result.ok for p in result.parts)
     text = (
         f"backfill zone {zone_id}: {imported} part(s) imported now, "
         f"{len(listing.done) + len(result.skipped)} before, "
         f"{len(listing.open)} open (left for later); {result.lines:,} lines, "
         f"{result.rows:,} new rows, {dups:,} duplicates dropped, {rejected:,} rejected "
-        f"(see rejected_lines) in {result.seconds:.1f}s"
+        f"(see rejected_lines)"
+        + (f", {erased:,} held back (erased)" if erased else "")
+        + f" in {result.seconds:.1f}s"
     )
     if failed:
         text += f"; {len(failed)} part(s) FAILED"

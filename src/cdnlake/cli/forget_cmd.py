@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING
 
 from cdnlake.cli.common import interruptible, load, require_writable_root, say
 from cdnlake.config import Config
 from cdnlake.errors import ConfigError, StopRequested, UsageError
+
+if TYPE_CHECKING:
+    from cdnlake.lake.forget import ForgetReport, Target
+    from cdnlake.privacy import PrivacyPolicy
 
 
 def forget(args: argparse.Namespace) -> int:
@@ -65,16 +70,8 @@ def forget(args: argparse.Namespace) -> int:
             say(_stopped(stop.signal))
             return 1
     leftovers = remove_stale_downloads(config.storage.work)
-    what = "address" if target.ip is not None else "request id"
-    per_zone = ", ".join(f"zone {z}: {n}" for z, n in sorted(report.requests.items()))
-    days = ", ".join(d.isoformat() for d in sorted(report.days)) or "none"
-    print(
-        f"erasure {report.erasure_id}: {sum(report.requests.values())} request(s) of that "
-        f"{what} removed" + (f" ({per_zone})" if per_zone else "") + f"; days: {days}; "
-        f"{report.shield} shield event(s), {report.rejected} rejected line(s); "
-        f"{report.files} file(s) rewritten"
-    )
-    print("recorded in the relation erasures (the address as a keyed hash, never itself)")
+    for line in _outcome(target, report, policy):
+        print(line)
     if report.quarantined:
         print(
             f"NOT SEARCHED: {report.quarantined} damaged file(s) set aside in _quarantine/ "
@@ -99,6 +96,43 @@ def forget(args: argparse.Namespace) -> int:
             "them at once"
         )
     return 0
+
+
+def _outcome(target: Target, report: ForgetReport, policy: PrivacyPolicy) -> list[str]:
+    """What the erasure removed and matched, and how it is recorded: never the address,
+    but the network its rows held where they held one (the erasure covers all of it)."""
+    per_zone = ", ".join(f"zone {z}: {n}" for z, n in sorted(report.requests.items()))
+    days = ", ".join(d.isoformat() for d in sorted(report.days)) or "none"
+    removed = sum(report.requests.values())
+    if target.ip is None:
+        what = "request"
+    elif report.networks:
+        what = "request(s) of that address's network"
+    else:
+        what = "request(s) of that address"
+    lines = [
+        f"erasure {report.erasure_id}: {removed} {what} removed"
+        + (f" ({per_zone})" if per_zone else "")
+        + f"; days: {days}; {report.shield} shield event(s), {report.rejected} rejected "
+        f"line(s); {report.files} file(s) rewritten"
+    ]
+    if target.ip is None:
+        lines.append("recorded in the relation erasures (the request id)")
+        return lines
+    if report.matched:
+        lines.append("matched as stored: " + ", ".join(sorted(report.matched)))
+    for network in sorted(report.networks):
+        lines.append(
+            f"the rows held the network {network}, not single addresses: this erasure "
+            "removed, and holds back, the requests of every client in it"
+        )
+    if policy.ip == "drop":
+        lines.append(
+            '[privacy] ip = "drop": client addresses are not stored, so no request stored '
+            "under it holds one; only rows stored before that setting could match"
+        )
+    lines.append("recorded in the relation erasures (the address as a keyed hash, never itself)")
+    return lines
 
 
 def _stopped(signal: str | None) -> str:

@@ -337,6 +337,7 @@ def _import_v1(args: argparse.Namespace, config: Config, paths: list[Path]) -> i
         f"imported {total.files} file(s) into zone {args.zone}: {total.lines} lines, "
         f"{total.rows} new rows, {total.duplicates} duplicates dropped, "
         f"{total.rejected} rejected{detail} (see rejected_lines), {total.blank} blank"
+        + (f", {total.erased} held back (erased)" if total.erased else "")
         + (f"; {len(failed)} file(s) FAILED" if failed else "")
     )
     print_notes(failed)

@@ -30,6 +30,7 @@ class ImportResult:
     lines: int = 0
     rows: int = 0
     duplicates: int = 0
+    erased: int = 0
     rejected: int = 0
     blank: int = 0
     reasons: Counter[str] = field(default_factory=Counter)
@@ -41,6 +42,7 @@ class ImportResult:
         self.blank += result.blank
         self.rows += result.rows
         self.duplicates += result.duplicates
+        self.erased += result.erased
         self.rejected += result.rejected
         self.reasons.update(result.reasons)
         self.results.append(result)

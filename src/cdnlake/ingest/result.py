@@ -64,6 +64,7 @@ class ZoneResult:
     pages: int = 0
     rows: int = 0
     duplicates: int = 0
+    erased: int = 0  # rows an erasure covers, held back (cdnlake forget)
     rejected: int = 0
     parsed: int = 0  # rows that parsed, new or duplicate
     lines: int = 0  # lines read (files), blank ones included
@@ -100,6 +101,7 @@ class ZoneResult:
     def absorb(self, written: Written) -> None:
         self.rows += written.new
         self.duplicates += written.duplicates
+        self.erased += written.erased
         self.late += written.late
 
     def add_rejects(self, frame: pl.DataFrame) -> None:
@@ -107,9 +109,11 @@ class ZoneResult:
         self.reasons.update(frame["kind"].to_list())
 
     def rejected_text(self) -> str:
-        """``3 rejected (2 bad timestamp, 1 wrong field count)``."""
+        """``3 rejected (2 bad timestamp, 1 wrong field count)``, and the rows an erasure
+        held back where there were any (``, 2 held back (erased)``)."""
         detail = f" ({breakdown(self.reasons)})" if self.reasons else ""
-        return f"{self.rejected} rejected{detail}"
+        held = f", {self.erased} held back (erased)" if self.erased else ""
+        return f"{self.rejected} rejected{detail}{held}"
 
     def check_input(self, noun: str) -> None:
         """Fail a pass that was given input but could take nothing from it."""

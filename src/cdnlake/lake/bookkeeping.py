@@ -207,14 +207,15 @@ class Bookkeeping:
         (see the module docstring). A pass records the rejects of the pages it has read
         just before the commit that moves its progress past them (so none is lost to a
         SIGKILL in between), in the MERGE of the passes' rejects waiting at once. The
-        raw text and the reason are stored as the session's privacy policy allows."""
-        frame = pl.concat(frames)
+        lines an erasure covers are left out first, by their text as received (an
+        address erased before a change of ``[privacy]`` is found whole there); then
+        the raw text and the reason are stored as the session's privacy policy allows."""
+        frame = self.session.erasures.kept_rejects(self.session, pl.concat(frames))
         privacy = self.session.privacy
         if not privacy.changes_nothing and frame.height:
             frame = frame.with_columns(
                 privacy.texts(frame["raw_line"]), privacy.texts(frame["reason"])
             )
-        frame = self.session.erasures.kept_rejects(self.session, frame)  # forgotten: out
         if frame.height == 0:
             return
         zones = frame["zone"].unique().to_list()

@@ -4,8 +4,12 @@ An erasure must say what it erased without keeping it. A plain hash of an IPv4 a
 is no protection (the 2^32 addresses are hashed in minutes), so the address is kept as an
 HMAC-SHA256 under a key that is not in the lake: the key of ``[privacy] hash_key_env``
 when the operator set one (the same key every machine of a fleet holds), else a random
-key that ``cdnlake forget`` creates once in ``<root>/work/erasure.key`` (mode 0600). A
-reader of the lake alone can then neither read nor brute-force the addresses erased.
+key that ``cdnlake forget`` creates once in ``<root>/work/erasure.key`` (mode 0600, 32
+random bytes as hex, written whole or not at all: a temporary file fsynced, then linked
+into place, so a crash never leaves a torn key). A reader of the lake alone can then
+neither read nor brute-force the addresses erased. A key file that is unreadable or holds
+fewer than 32 bytes is an error, never taken as a key: a short key would make every
+recorded hash computable without a secret.
 
 Each erasure also keeps the key's *id* (an HMAC of a constant under the key), so a
 process holding another key knows that it cannot match that erasure, and says so.
@@ -21,10 +25,13 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from cdnlake.errors import ConfigError
+
 log = logging.getLogger(__name__)
 
 KEY_FILE = "erasure.key"
 _KEY_ID_TEXT = b"cdnlake erasure key id"
+MIN_KEY_BYTES = 32
 
 
 @dataclass(frozen=True)
@@ -65,13 +72,11 @@ class KeySource:
         path = self.file
         if path is None:
             return None
-        try:
-            text = path.read_text().strip()
-        except FileNotFoundError:
+        if not path.exists():
             if not create:
                 return None
-            text = self._create(path)
-        self._key = ErasureKey(bytes.fromhex(text))
+            self._create(path)
+        self._key = read_key(path)
         return self._key
 
     def every(self) -> list[ErasureKey]:
@@ -85,24 +90,66 @@ class KeySource:
             self._every = [key]
             path = self.file
             if self._from_env and path is not None and path.exists():
-                stored = ErasureKey(bytes.fromhex(path.read_text().strip()))
+                stored = read_key(path)
                 if stored.key_id != key.key_id:
                     self._every.append(stored)
         return self._every
 
     @staticmethod
-    def _create(path: Path) -> str:
+    def _create(path: Path) -> None:
+        """A new key in ``path``, whole or not at all; where another process made one
+        first, its key is the key."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = secrets.token_hex(32)
+        temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process made it first: its key is the key
-            return path.read_text().strip()
-        with os.fdopen(fd, "w") as out:
-            out.write(text + "\n")
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_hex(MIN_KEY_BYTES) + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+            try:
+                os.link(temp, path)  # never over a key another process linked first
+            except FileExistsError:
+                return
+        finally:
+            temp.unlink(missing_ok=True)
+        _sync_folder(path.parent)
         log.warning(
             "erasure key created in %s: keep it (and back it up with the storage root); "
             "without it, erased addresses cannot be kept from coming back",
             path,
         )
-        return text
+
+
+def read_key(path: Path) -> ErasureKey:
+    """The key of a key file; ConfigError where it cannot be read or is too short."""
+    try:
+        text = path.read_text().strip()
+        secret = bytes.fromhex(text)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not hexadecimal"
+        raise ConfigError(
+            f"{path}: the erasure key cannot be read ({why}); restore it from the backup "
+            "of the storage root, or set privacy.hash_key_env to the key forget used"
+        ) from None
+    if len(secret) < MIN_KEY_BYTES:
+        raise ConfigError(
+            f"{path}: the erasure key holds {len(secret)} byte(s), fewer than "
+            f"{MIN_KEY_BYTES}: a short key protects no erased address; restore it from "
+            "the backup of the storage root, or set privacy.hash_key_env"
+        )
+    return ErasureKey(secret)
+
+
+def _sync_folder(folder: Path) -> None:
+    """The folder's entry of a new file on disk (where the system allows it)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

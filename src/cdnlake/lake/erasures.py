@@ -10,22 +10,30 @@ client are new data), and its filter: the request id, or the address as stored, 
 its keyed hash (:mod:`cdnlake.lake.erasure_key`: the address is never kept).
 
 The filter is the session's (one per process, :class:`~cdnlake.lake.session.LakeSession`):
-it reads ``erasures`` only when a zone's *erasure mark* (``progress.ERASED``, the instant
-of the zone's last erasure, committed by ``forget`` to every zone it concerns after its
-row is recorded) names an erasure it has not read. So a pass never reads the table in a
-lake where nothing was erased, and a pass in flight while an erasure lands prepares its
-commit again (the mark's commit touches its zone) and drops the rows then.
+it reads ``erasures`` only when an *erasure mark* names an erasure it has not read: the
+zone's (``progress.ERASED``, the instant of the zone's last erasure, committed by
+``forget`` to every zone it concerns after its row is recorded), or the lake's (the same
+mark of zone 0 in ``requests``, committed by every erasure made without ``--zone``). So
+a pass never reads the table in a lake where nothing was erased, a pass in flight while
+an erasure lands prepares its commit again (the mark's commit touches its zone) and drops
+the rows then, and a zone configured after an erasure of every zone holds its first rows
+against it all the same.
+
+It fails closed: a process that cannot match an erasure concerning a zone (an address
+erasure made under a key it does not hold) refuses to store that zone's rows, in one
+line naming the key to set, rather than store what may be erased.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
-from cdnlake.errors import StorageError
+from cdnlake.errors import ConfigError, StorageError
 from cdnlake.lake.erasure_key import KeySource
 from cdnlake.lake.progress import ERASED
 from cdnlake.lake.schema import ERASURES, REQUESTS, SHIELD_EVENTS, TableSpec, polars_schema
@@ -128,25 +136,44 @@ class ErasureFilter:
     """A session's erasures, read when a zone's erasure mark says there are new ones, and
     the rows of a commit they cover, dropped (see the module docstring)."""
 
-    def __init__(self, lake: Lake, keys: KeySource) -> None:
+    def __init__(
+        self,
+        lake: Lake,
+        keys: KeySource,
+        lake_mark: Callable[[], int | None] = lambda: None,
+        stored: Callable[[str], str | None] = lambda address: address,
+    ) -> None:
+        """``lake_mark``: the lake's erasure mark as the table has it now (zone 0's in
+        ``requests``). ``stored``: an address as the privacy policy stores it (a raw
+        line's address is held against the erasures both as received and so)."""
         self.lake = lake
         self.keys = keys
+        self.lake_mark = lake_mark
+        self.stored = stored
         self._lock = threading.Lock()
         self._erasures: list[Erasure] = []
         # The erasure marks (each the instant of its erasure, epoch ms) whose erasures
         # are read, and those a read did not find (an erasure since expired): neither is
         # read for again. A mark is matched by value, not compared: clocks of machines differ.
         self._known: set[int] = set()
-        self._unmatched: set[str] = set()  # erasures of another key, said once each
 
-    def erasures(self, mark: int | None) -> list[Erasure]:
-        """The erasures known once the erasure mark ``mark`` (epoch ms, or None) is: read
-        again when it names an erasure not read yet."""
+    def erasures(self, *marks: int | None) -> list[Erasure]:
+        """The erasures known once the erasure marks ``marks`` (epoch ms, or None) are:
+        read again when one names an erasure not read yet."""
+        named = {mark for mark in marks if mark}
         with self._lock:
-            if mark and mark not in self._known:
+            if named - self._known:
                 self._erasures = read_erasures(self.lake)
-                self._known = {_ms(e.erased_at) for e in self._erasures} | self._known | {mark}
+                self._known |= {_ms(e.erased_at) for e in self._erasures} | named
             return list(self._erasures)
+
+    def concerning(self, zone: int, mark: int | None) -> list[Erasure]:
+        """The erasures that concern ``zone``, whose own erasure mark is ``mark``: those
+        of the zone and those of every zone (by the lake's mark)."""
+        lake_mark = self.lake_mark()
+        if not mark and not lake_mark:
+            return []
+        return [e for e in self.erasures(mark, lake_mark) if e.concerns(zone)]
 
     def kept(
         self,
@@ -159,12 +186,12 @@ class ErasureFilter:
         """``frame`` (rows as the table stores them) less the rows an erasure covers
         (``received``: the rows' ``request_id`` and ``remote_ip`` as received, where they
         are stored otherwise; an erasure made under an earlier setting matches those)."""
-        if spec not in (REQUESTS, SHIELD_EVENTS) or not mark or frame.height == 0:
+        if spec not in (REQUESTS, SHIELD_EVENTS) or frame.height == 0:
             return frame
-        wanted = [e for e in self.erasures(mark) if e.concerns(zone)]
+        wanted = self.concerning(zone, mark)
         if not wanted:
             return frame
-        covered = self.covered(frame, wanted, spec, received)
+        covered = self.covered(frame, wanted, spec, received, zone=zone)
         dropped = int(covered.sum())
         if dropped:
             log.info("zone %s: %d row(s) an erasure covers were not stored", zone, dropped)
@@ -172,28 +199,32 @@ class ErasureFilter:
         return frame
 
     def kept_rejects(self, session: LakeSession, frame: pl.DataFrame) -> pl.DataFrame:
-        """``rejected_lines`` rows (of pull zones) less those whose request id was erased,
-        or whose raw text holds an erased address (by the keyed hash of each
-        address-looking token): an erased request read again, whatever its time (a
+        """``rejected_lines`` rows (of pull and shield zones, their raw text as received:
+        held before it is scrubbed) less those whose request id was erased, or whose raw
+        text holds an erased address (by the keyed hash of each address-looking token,
+        as received and as stored): an erased request read again, whatever its time (a
         rejected line has none to go by), is not kept again."""
         import polars as pl
 
-        pull = frame.filter(pl.col("source") != "shield")["zone"].unique().to_list()
-        if not pull:  # (a shield zone's rejects: no requests table to ask)
+        if frame.height == 0:
             return frame
-        zones = [int(zone) for zone in pull]
-        wanted: dict[int, list[Erasure]] = {}
-        for zone, mark in session.log_table(REQUESTS).marks(zones, ERASED).items():
-            if mark:
-                wanted[zone] = [e for e in self.erasures(mark) if e.concerns(zone)]
+        wanted: dict[tuple[int, bool], list[Erasure]] = {}
+        shield = frame["source"] == "shield"
+        for spec, is_shield in ((REQUESTS, False), (SHIELD_EVENTS, True)):
+            zones = [int(z) for z in frame.filter(shield == is_shield)["zone"].unique()]
+            if not zones:
+                continue
+            for zone, mark in session.log_table(spec).marks(zones, ERASED).items():
+                wanted[(zone, is_shield)] = self.concerning(zone, mark)
         if not any(wanted.values()):
             return frame
         found = frame["raw_line"].str.extract_all(ADDRESS_TOKEN)
         every = [e for erasures in wanted.values() for e in erasures if e.kind == IP]
-        hashes = self._address_hashes(found.explode().drop_nulls().unique().to_list(), every)
+        tokens = found.explode().drop_nulls().unique().to_list()
+        hashes = self._address_hashes(tokens, every, zone=None, as_stored=True)
         covered = pl.Series([False] * frame.height, dtype=pl.Boolean)
-        for zone, erasures in wanted.items():
-            mine = (frame["zone"] == zone) & (frame["source"] != "shield")  # pull zones
+        for (zone, is_shield), erasures in wanted.items():
+            mine = (frame["zone"] == zone) & (shield == is_shield)
             for erasure in erasures:
                 if erasure.kind == REQUEST_ID:
                     hit = (frame["request_id"] == erasure.filter) | frame["raw_line"].str.contains(
@@ -216,9 +247,12 @@ class ErasureFilter:
         erasures: list[Erasure],
         spec: TableSpec = REQUESTS,
         received: pl.DataFrame | None = None,
+        *,
+        zone: int | None = None,
     ) -> pl.Series:
         """Which rows of ``frame`` (``requests`` rows, or ``shield_events`` rows, whose
-        free text an address erasure is held against) the ``erasures`` cover."""
+        free text an address erasure is held against) the ``erasures`` cover. ``zone``:
+        the zone whose rows these are, named where an erasure cannot be matched."""
         import polars as pl
 
         if spec is SHIELD_EVENTS:
@@ -233,7 +267,10 @@ class ErasureFilter:
         if received is not None and spec is REQUESTS:
             distinct = pl.concat([distinct, received["remote_ip"]])
         hashes = self._address_hashes(
-            distinct.drop_nulls().unique().to_list(), [e for e in erasures if e.kind == IP]
+            distinct.drop_nulls().unique().to_list(),
+            [e for e in erasures if e.kind == IP],
+            zone=zone,
+            as_stored=spec is SHIELD_EVENTS,
         )
         covered = pl.Series([False] * frame.height, dtype=pl.Boolean)
         for erasure in erasures:
@@ -258,25 +295,39 @@ class ErasureFilter:
             covered = covered | hit.fill_null(False)
         return covered
 
-    def _address_hashes(self, addresses: list[str], erasures: list[Erasure]) -> dict[str, set[str]]:
-        """Each of ``addresses`` with its keyed hashes under each key this process holds
-        that an address erasure concerning them was made under."""
+    def _address_hashes(
+        self,
+        addresses: list[str],
+        erasures: list[Erasure],
+        *,
+        zone: int | None,
+        as_stored: bool = False,
+    ) -> dict[str, set[str]]:
+        """Each of ``addresses`` with its keyed hashes under each key an address erasure
+        concerning them was made under (``as_stored``: of the address as the privacy
+        policy stores it too: raw text is held before it is scrubbed). ConfigError, the
+        rows not to be stored, where this process holds no such key: it cannot tell
+        whether they were erased."""
         if not erasures:
             return {}
         keys = {key.key_id: key for key in self.keys.every()}
-        usable = [e for e in erasures if e.key_id in keys]
-        for erasure in erasures:
-            if erasure not in usable and erasure.erasure_id not in self._unmatched:
-                self._unmatched.add(erasure.erasure_id)
-                log.error(
-                    "erasure %s was made under another key (key id %s): this process "
-                    "cannot match its address; set [privacy] hash_key_env to the key "
-                    "forget used (or run it where %s is)",
-                    erasure.erasure_id,
-                    erasure.key_id,
-                    self.keys.file,
-                )
-        used = [keys[key_id] for key_id in sorted({e.key_id for e in usable if e.key_id})]
-        if not used:
-            return {}
-        return {address: {key.digest(canonical(address)) for key in used} for address in addresses}
+        foreign = [e for e in erasures if e.key_id not in keys]
+        if foreign:
+            first = foreign[0]
+            whose = f"zone {zone}'s rows" if zone is not None else "these rejected lines"
+            raise ConfigError(
+                f"privacy.hash_key_env: erasure {first.erasure_id} was made under a key "
+                f"this process does not hold (key id {first.key_id}), so {whose} are not "
+                "stored: set privacy.hash_key_env to the key forget used (or run where "
+                f"{self.keys.file} is)"
+            )
+        used = [keys[key_id] for key_id in sorted({e.key_id for e in erasures if e.key_id})]
+        hashes: dict[str, set[str]] = {}
+        for address in addresses:
+            forms = {canonical(address)}
+            if as_stored:
+                stored = self.stored(forms.copy().pop())
+                if stored:
+                    forms.add(canonical(stored))
+            hashes[address] = {key.digest(form) for key in used for form in forms}
+        return hashes

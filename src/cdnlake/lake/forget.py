@@ -2,7 +2,10 @@
 
 In this order, so that whatever is killed midway, the erasure is never lost:
 
-1. the erasure is recorded in ``erasures`` (the address as a keyed hash, never itself);
+1. the erasure is recorded in ``erasures`` (the address as a keyed hash, never itself),
+   and, made without ``--zone``, the lake's erasure mark is committed (zone 0's in
+   ``requests``): from then on every zone, those configured later too, holds its rows
+   against it;
 2. each zone concerned is rewritten (:mod:`cdnlake.lake.rewrite`): the files holding
    matching rows are replaced by files without them, in one fenced commit of the zone
    that also carries the zone's erasure mark, so every writer of the zone, in this process
@@ -10,10 +13,15 @@ In this order, so that whatever is killed midway, the erasure is never lost:
    ``shield_events`` whose text holds the address likewise;
 3. the rows of ``rejected_lines`` whose raw text holds the address or the request id go
    (a delete on the session's table);
-4. the erasure's row gets its counts;
+4. the erasure's row gets its counts, the requests removed per zone and hour among them
+   (``hours_removed``), so that the audit explains an hour short by them;
 5. with ``vacuum_now``, the removed files leave storage at once (a vacuum with no
    retention of those tables; its caller holds every other writer off meanwhile); else
    at the first vacuum past ``[retention] vacuum_hours``.
+
+An address is looked for in every form the zone's data may hold it in (:func:`forms`):
+as received, its network (``truncate``), the keyed hash of either (``hash``, also after
+``maintain --apply-privacy`` hashed what was truncated); the report says which matched.
 
 Running it again is harmless: it finds nothing more to remove, and records another row.
 """
@@ -21,9 +29,10 @@ Running it again is harmless: it finds nothing more to remove, and records anoth
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 
@@ -32,11 +41,12 @@ import polars as pl
 from cdnlake.errors import StopRequested, StorageError, UsageError, first_line
 from cdnlake.lake.erasures import EVERY_ZONE, IP, REQUEST_ID, Erasure, canonical, record
 from cdnlake.lake.maintain import vacuum_removed
-from cdnlake.lake.progress import ERASED, to_ms
+from cdnlake.lake.progress import ERASED, PRIVACY, PRIVACY_BEFORE, to_ms
 from cdnlake.lake.rewrite import Rewriter, rewrite
 from cdnlake.lake.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, TableSpec
 from cdnlake.lake.session import LakeSession
 from cdnlake.lake.store import add_actions_table
+from cdnlake.privacy import PrivacyPolicy, Setting
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +88,16 @@ class Target:
         )
 
 
+@dataclass(frozen=True)
+class Form:
+    """One form an address may be stored in: what the report calls it, its text as
+    stored, and the network it stands for (a truncated form, or the hash of one)."""
+
+    label: str
+    text: str
+    network: str | None = None  # e.g. "11.57.65.0/24"
+
+
 @dataclass
 class ForgetReport:
     erasure_id: str
@@ -91,6 +111,9 @@ class ForgetReport:
     # Damaged files set aside in _quarantine/ for the zones concerned: not searched (they
     # do not decode); `maintain --restore` puts back those that do, without erased rows.
     quarantined: int = 0
+    matched: set[str] = field(default_factory=set)  # the labels of the forms that matched
+    networks: set[str] = field(default_factory=set)  # networks rows held (everyone in them)
+    hours: dict[int, dict[str, int]] = field(default_factory=dict)  # zone: hour: removed
 
     @property
     def rows(self) -> int:
@@ -120,21 +143,24 @@ def forget(
     zones = list(target.zones) or None
     scope = sorted(set(_zones_of(session, REQUESTS, zones)) | _concerned(target, zones_known))
     record(session, _rows(erasure, target, report))  # first: never lost
+    mark = {ERASED: to_ms(now)}
+    if not target.zones:  # every zone's, those configured later too
+        rewrite(lambda: Rewriter(session, REQUESTS, EVERY_ZONE, chooses=lambda _: False), mark)
 
     days = _days(target)
-    mark = {ERASED: to_ms(now)}
-    matching = [erasure, *_as_received(session, erasure, target)]
+    variants = _variants(session, erasure, target, scope)
     for zone in scope:
         if stop():
             raise StopRequested()
+        gone: dict[str, datetime] = {}  # request id: when (of every attempt: the same rows)
 
-        def make(zone: int = zone) -> Rewriter:
+        def make(zone: int = zone, gone: dict[str, datetime] = gone) -> Rewriter:
             return Rewriter(
                 session,
                 REQUESTS,
                 zone,
                 chooses=target.covers,
-                match=lambda rows: session.erasures.covered(rows, matching),
+                match=lambda rows: _match(session, rows, variants, report, gone, zone),
                 days=days,
             )
 
@@ -143,8 +169,9 @@ def forget(
             report.requests[zone] = written.removed
             report.files += written.files_removed
             report.days |= written.days_removed
+            report.hours[zone] = _per_hour(gone.values())
 
-    texts = _texts(target, stored)
+    texts = _texts(target, stored, [form.text for form, _ in variants if form is not None])
     if target.ip is not None:
         pattern = _pattern(texts)
         shield_scope = set(_zones_of(session, SHIELD_EVENTS, zones))
@@ -183,6 +210,90 @@ def forget(
         report.rejected,
     )
     return report
+
+
+def _match(
+    session: LakeSession,
+    rows: pl.DataFrame,
+    variants: list[tuple[Form | None, Erasure]],
+    report: ForgetReport,
+    gone: dict[str, datetime],
+    zone: int,
+) -> pl.Series:
+    """The rows of a file that go: those any form of the erasure matches (each form that
+    matched is noted in ``report``, each row gone in ``gone``)."""
+    hit = pl.Series([False] * rows.height, dtype=pl.Boolean)
+    for form, erasure in variants:
+        found = session.erasures.covered(rows, [erasure], zone=zone)
+        if form is not None and found.any():
+            report.matched.add(form.label)
+            if form.network is not None:
+                report.networks.add(form.network)
+        hit = hit | found
+    taken = rows.filter(hit)
+    gone.update(zip(taken["request_id"].to_list(), taken["ts"].to_list(), strict=True))
+    return hit
+
+
+def _per_hour(moments: Iterable[datetime]) -> dict[str, int]:
+    """How many of ``moments`` fall in each UTC hour (``2026-11-20T10``)."""
+    counts: dict[str, int] = {}
+    for moment in moments:
+        hour = f"{moment:%Y-%m-%dT%H}"
+        counts[hour] = counts.get(hour, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def forms(address: str, policy: PrivacyPolicy, settings: Sequence[Setting] = ()) -> list[Form]:
+    """Every form ``address`` may be stored in, under any setting the data went through:
+    as received, its network under each prefix ``truncate`` had (the configured one and
+    those the zones' privacy marks name), and the keyed hash of each under the key of
+    ``[privacy] hash_key_env`` (where this process holds it)."""
+    parsed = ipaddress.ip_address(canonical(address))
+    prefixes = {policy.ipv4_prefix if parsed.version == 4 else policy.ipv6_prefix}
+    for setting in settings:
+        if setting.ip in ("truncate", "hash") and setting.ipv4_prefix:
+            prefixes.add(setting.ipv4_prefix if parsed.version == 4 else setting.ipv6_prefix)
+    found = [Form("the address itself", parsed.compressed)]
+    for prefix in sorted(prefixes):
+        if prefix >= parsed.max_prefixlen:
+            continue
+        network = ipaddress.ip_network(f"{parsed}/{prefix}", strict=False)
+        found.append(
+            Form(f"its network {network}", network.network_address.compressed, str(network))
+        )
+    key = policy.key if policy.ip == "hash" else policy.erasure_key
+    if key:
+        hashing = PrivacyPolicy("hash", key=key)
+        for form in list(found):
+            hashed = hashing.stored_as(form.text)
+            if hashed is not None:
+                label = f"the keyed hash of {form.label.removeprefix('its ')}"
+                found.append(Form(label, hashed, form.network))
+    return found
+
+
+def _variants(
+    session: LakeSession, erasure: Erasure, target: Target, scope: list[int]
+) -> list[tuple[Form | None, Erasure]]:
+    """The erasure as recorded, and (an address) as each form it may be stored in."""
+    if target.ip is None:
+        return [(None, erasure)]
+    key = session.erasure_keys.get()
+    assert key is not None  # made by _erasure
+    codes = session.log_table(REQUESTS).marks(scope, PRIVACY) if scope else {}
+    before = session.log_table(REQUESTS).marks(scope, PRIVACY_BEFORE) if scope else {}
+    settings = [Setting.decode(c) for c in [*codes.values(), *before.values()] if c]
+    variants: list[tuple[Form | None, Erasure]] = []
+    seen = set()
+    for form in forms(target.ip, session.privacy, settings):
+        text = key.digest(canonical(form.text))
+        if text not in seen:
+            seen.add(text)
+            variants.append((form, replace(erasure, filter=text)))
+    if erasure.filter not in seen:
+        variants.append((None, erasure))
+    return variants
 
 
 def _quarantined(session: LakeSession, zones: list[int] | None) -> int:
@@ -237,18 +348,6 @@ def _concerned(target: Target, known: tuple[int, ...]) -> set[int]:
     return set(known) & set(target.zones) if target.zones else set(known)
 
 
-def _as_received(session: LakeSession, erasure: Erasure, target: Target) -> list[Erasure]:
-    """The erasure matching the address as received, where ``[privacy] ip`` stores it
-    otherwise: rows stored before the setting changed (not yet rewritten by ``maintain
-    --apply-privacy``) hold it so. Only for this rewrite: later rows are stored as the
-    setting stores them, which the recorded erasure matches."""
-    key = session.erasure_keys.get() if target.ip is not None else None
-    if key is None or target.ip is None:
-        return []
-    received = key.digest(canonical(target.ip))
-    return [] if received == erasure.filter else [replace(erasure, filter=received)]
-
-
 def _rows(erasure: Erasure, target: Target, report: ForgetReport) -> list[dict[str, object]]:
     """The erasure's rows: one per zone named (``--zone``), else one for every zone."""
     zones = list(target.zones) or [EVERY_ZONE]
@@ -271,9 +370,18 @@ def _rows(erasure: Erasure, target: Target, report: ForgetReport) -> list[dict[s
                 "shield_removed": report.shield if zone == zones[0] else 0,
                 "files_rewritten": report.files if zone == zones[0] else 0,
                 "vacuumed_at": report.erased_at if report.vacuumed else None,
+                "hours_removed": _hours_json(report, zone),
             }
         )
     return rows
+
+
+def _hours_json(report: ForgetReport, zone: int) -> str | None:
+    """The requests removed per zone and hour, as JSON (``{"7": {"2026-11-20T10": 12}}``):
+    every zone's in the row of every zone, a zone's own in its row."""
+    hours = report.hours if zone == EVERY_ZONE else {zone: report.hours.get(zone, {})}
+    kept = {str(z): h for z, h in sorted(hours.items()) if h}
+    return json.dumps(kept, separators=(",", ":")) if kept else None
 
 
 def _days(target: Target) -> list[str] | None:
@@ -298,9 +406,11 @@ def _zones_of(session: LakeSession, spec: TableSpec, zones: list[int] | None) ->
     return sorted(held if zones is None else held & set(zones))
 
 
-def _texts(target: Target, stored: Callable[[str], str | None]) -> list[str]:
+def _texts(
+    target: Target, stored: Callable[[str], str | None], forms: Sequence[str] = ()
+) -> list[str]:
     """The spellings of what to find in raw text: the request id, or the address as given,
-    in its canonical and (IPv6) long form, and as stored."""
+    in its canonical and (IPv6) long form, as stored, and in each of its ``forms``."""
     if target.request_id is not None:
         return [target.request_id.strip()]
     assert target.ip is not None
@@ -312,7 +422,7 @@ def _texts(target: Target, stored: Callable[[str], str | None]) -> list[str]:
     as_stored = stored(address.compressed)
     if as_stored:
         texts.add(as_stored)
-    return sorted(texts)
+    return sorted(texts | set(forms))
 
 
 def _pattern(texts: list[str]) -> str:

@@ -107,6 +107,7 @@ AUDIT_DAY_SCHEMA: Columns = {  # one row per pull zone and UTC day audited (its 
     "lake_requests": LONG,
     "hours_short": INTEGER,  # hours short or missing beyond the tolerance
     "detail": STRING,  # the short hours, e.g. "05:00 missing, 09:00 short"
+    "erased_requests": LONG,  # removed by cdnlake forget: explained, never short
 }
 
 ARCHIVE_PART_SCHEMA: Columns = {  # one row per archived part of a pull zone (the last word on it)
@@ -155,6 +156,9 @@ ERASURE_SCHEMA: Columns = {  # one row per erasure and zone (zone 0: every zone)
     "shield_removed": LONG,
     "files_rewritten": LONG,
     "vacuumed_at": TS,  # when the old files left storage (NULL: at the next vacuum)
+    # The requests removed per zone and UTC hour, as JSON: {"7": {"2026-11-20T10": 12}}
+    # (the audit explains an hour short by them); NULL: none, or an erasure of before.
+    "hours_removed": STRING,
 }
 
 

@@ -110,8 +110,18 @@ class LakeSession:
 
         with self._lock:
             if self._erasures is None:
-                self._erasures = ErasureFilter(self.lake, self.erasure_keys)
+                self._erasures = ErasureFilter(
+                    self.lake, self.erasure_keys, self._lake_erasure_mark, self.privacy.stored_as
+                )
             return self._erasures
+
+    def _lake_erasure_mark(self) -> int | None:
+        """The erasure mark of every zone (zone 0's in ``requests``), as the table has it
+        now: an erasure made without ``--zone`` holds for zones that came after it."""
+        from cdnlake.lake.erasures import EVERY_ZONE
+        from cdnlake.lake.progress import ERASED
+
+        return self.log_table(REQUESTS).marks([EVERY_ZONE], ERASED)[EVERY_ZONE]
 
     def log_table(self, spec: TableSpec) -> LogTable:
         """The exactly-once table ``spec`` (``requests``, ``shield_events``), loaded at the

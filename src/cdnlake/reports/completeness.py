@@ -1,5 +1,6 @@
 """The daily report's completeness: each zone's audit of the day (``audit_days``), or
-"not audited yet", beside the day's figures."""
+"not audited yet", beside the day's figures. Requests ``cdnlake forget`` removed are
+counted apart (``erased_requests``): explained, never short."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ COLUMNS = [
     "completeness_pct",
     "provider_requests",
     "lake_requests",
+    "erased_requests",
     "hours_short",
     "short_hours",
     "audited_at",
@@ -57,6 +59,7 @@ def completeness(
                 round(100.0 * a.ratio, 4),
                 a.provider_requests,
                 a.lake_requests,
+                a.erased_requests,
                 a.hours_short,
                 a.detail or None,
                 a.audited_at,
@@ -73,7 +76,7 @@ def headline(table: Table) -> tuple[str, str]:
     if not audited:
         return NOT_AUDITED, "run `cdnlake audit` (the daemon audits after midnight)"
     provider = sum(int(r["provider_requests"] or 0) for r in audited)
-    lake = sum(int(r["lake_requests"] or 0) for r in audited)
+    lake = sum(int(r["lake_requests"] or 0) + int(r["erased_requests"] or 0) for r in audited)
     value = f"{100.0 * lake / provider:.2f} %" if provider else "100.00 %"
     short = [str(r["pull_zone_id"]) for r in audited if r["verdict"] != "ok"]
     note = f"short: zone {', '.join(short)}" if short else "ok"
