@@ -81,8 +81,14 @@ $(KERNEL_STAMP):
 
 kernel: $(KERNEL_STAMP)
 
+# The suite in TEST_WORKERS pytest-xdist workers, each with its own servers on free ports.
+# Most tests wait on sockets and subprocesses, so 4 workers beat 2 on 2 cores. Whole files
+# go to one worker (their module fixtures are built once); tests/conftest.py starts the
+# slowest files first. `make unit TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= 4
+
 unit: $(STAMP) browser postgres kernel prometheus
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 test: lint typecheck rules unit
 

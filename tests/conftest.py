@@ -35,6 +35,44 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 
+# `make test` runs the suite in several pytest-xdist workers (Makefile: unit). Each worker is
+# a process of its own with its own session: its own moto, Sail, PostgreSQL and emulators,
+# each on a free port, and its own tmp_path tree.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # A worker's ``__main__`` has neither a file nor a spec, which pyspark's Spark Connect
+    # client takes for a doctest run: it then looks for a Spark install and exits. The
+    # worker's main program is xdist's remote module; name it.
+    _main = sys.modules["__main__"]
+    if getattr(_main, "__spec__", None) is None and not hasattr(_main, "__file__"):
+        import xdist.remote
+
+        _main.__file__ = xdist.remote.__file__
+
+# The slowest modules, slowest first (docs/development.md lists their tests). The workers
+# take whole files (--dist loadfile: a module's fixtures are built once), in collection
+# order; starting these first keeps one of them from being the last thing still running.
+SLOW_FIRST = [
+    "tests/ingest/test_crash_safety.py",
+    "tests/reliability/test_s3_faults.py",
+    "tests/bench/test_bench_smoke.py",
+    "tests/cli/test_backfill_cli.py",
+    "tests/audit/test_reread.py",
+    "tests/ingest/test_read_twice.py",
+    "tests/test_scheduler.py",
+    "tests/ingest/test_loud_inputs.py",
+    "tests/ingest/test_exactly_once.py",
+    "tests/coordination/test_daemons.py",
+    "tests/cli/test_help_and_demo.py",
+    "tests/reliability/test_load.py",
+    "tests/warehouse/test_spark_engine.py",
+]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slowest modules first, each module's tests in their own order."""
+    rank = {path: i for i, path in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
 
 def free_port() -> int:
     with socket.socket() as sock:

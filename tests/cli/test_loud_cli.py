@@ -264,12 +264,15 @@ def test_the_wheel_carries_its_sql(tmp_path):
     python = venv / "bin" / "python"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    # Without PYTHONPATH: a source tree put first on the path would hide the wheel.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     where = subprocess.run(
         [str(python), "-c", "import cdnlake; print(cdnlake.__file__)"],
         cwd=elsewhere,
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     ).stdout
     assert where.startswith(str(site)), where
     listing = subprocess.run(
@@ -277,6 +280,7 @@ def test_the_wheel_carries_its_sql(tmp_path):
         cwd=elsewhere,
         capture_output=True,
         text=True,
+        env=env,
     )
     assert listing.returncode == 0 and "hit_ratio_by" in listing.stdout, listing.stderr
     cfg = fixture_config(tmp_path)
