@@ -492,6 +492,11 @@ class Config(Table, frozen=True):
             if zone.id == zone_id:
                 return zone
         known = ", ".join(str(z.id) for z in self.zones) or "none"
+        if any(z.id == zone_id for z in self.shield_zones):
+            raise ConfigError(
+                f"zones: {zone_id} is a shield zone ([[shield_zones]]), and this works on "
+                f"pull zones only (pull zones configured: {known})"
+            )
         raise ConfigError(f"zones: pull zone {zone_id} is not configured (configured: {known})")
 
     def require_zones(self, command: str) -> None:
