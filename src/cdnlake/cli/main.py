@@ -167,12 +167,17 @@ def build_parser() -> argparse.ArgumentParser:
         "Exits 1 when a zone is failing or behind by more than status.max_lag_seconds.",
         "cdnlake.cli.status_cmd:status",
     )
-    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument(
+        "--format",
+        choices=["table", "json"],
+        default="table",
+        help="table: for people (default); json: every field of every zone, as /healthz",
+    )
     p.add_argument(
         "--wide",
         action="store_true",
         help="every column (watermark, freshest row, rejected, rows today, gaps, owner, "
-        "forwarding); the default table fits 80 columns",
+        "forwarding), as many as the terminal fits; the default table fits 80 columns",
     )
     p.add_argument(
         "--max-lag",
@@ -206,7 +211,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--param", action="append", default=[], metavar="KEY=VALUE", help="named query parameter"
     )
     p.add_argument("--list", action="store_true", help="list the named queries and parameters")
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument(
+        "--format",
+        choices=["table", "csv", "json"],
+        default="table",
+        help="table: for people, fit to the terminal (default); csv, json: every row and "
+        "column, for programs",
+    )
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="a table shows every column, however wide the terminal (default: the columns "
+        "that do not fit are left out, and named)",
+    )
     p.add_argument(
         "--limit",
         type=whole_number("rows"),
