@@ -134,7 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
         "standard input. Lines that cannot be parsed go to the rejected_lines relation.",
         "cdnlake.cli.ingest_cmd:import_v1",
     )
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="a v1 day file of the zone, plain or gzip (- : standard input, once); a file "
+        "of another zone is refused before anything is stored",
+    )
     p.add_argument(
         "--zone", type=zone_id, required=True, action=Once, metavar="ID", help="pull zone id"
     )
@@ -194,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Run SQL on the lake's relations, or a named query from sql/ with\n"
         "--query NAME --param key=value. The relations:\n"
         + textwrap.fill(", ".join(RELATIONS), 78, initial_indent="  ", subsequent_indent="  ")
-        + "\nWith no SQL: an interactive shell on a terminal (.help lists its commands),\n"
+        + ".\nWith no SQL: an interactive shell on a terminal (.help lists its commands),\n"
         "else the SQL on standard input.",
         "cdnlake.cli.sql_cmd:sql",
     )
@@ -314,7 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--apply-privacy",
         action="store_true",
         help="first rewrite the rows (and rejected lines) stored under a weaker [privacy] "
-        "setting than the configured one, then maintain as usual; exit 1 if a zone cannot be",
+        "setting than the configured one, then maintain as usual; exit 1 if a zone's rows "
+        "cannot be rewritten (each such zone is named: run it again)",
     )
     p.add_argument(
         "--vacuum-now",
