@@ -146,23 +146,21 @@ def fit_columns(columns: list[str], cells: list[list[str]], width: int) -> list[
 def _widths(
     columns: list[str], cells: list[list[str]], kept: list[int], width: int
 ) -> dict[int, int]:
-    """Each kept column's width in ``width``: its least, and the room left shared by
-    what each still lacks of its widest cell (a column that fits whole is not folded)."""
+    """Each kept column's width in ``width``: the widest columns give way first, each
+    down to its least at most, so that the narrow ones (ids, names, dates) stay whole."""
     least = {i: _least(columns[i], [row[i] for row in cells]) for i in kept}
-    natural = {
+    given = {
         i: max([_cell_width(columns[i])] + [_cell_width(row[i]) for row in cells]) for i in kept
     }
-    room = width - 1 - sum(least[i] + 3 for i in kept)
-    if room < 0:  # one column wider than the terminal: it folds to what there is
+    room = width - 1 - 3 * len(kept)
+    if sum(least.values()) > room:  # one column wider than the terminal: it folds to fit
         return {i: max(1, width - 4) for i in kept[:1]}
-    lacking = {i: natural[i] - least[i] for i in kept}
-    total = sum(lacking.values())
-    if total <= room:
-        return natural
-    given = {i: least[i] + lacking[i] * room // total for i in kept}
-    spare = room - sum(given[i] - least[i] for i in kept)
-    for i in sorted(kept, key=lambda i: natural[i] - given[i], reverse=True)[:spare]:
-        given[i] += 1
+    while sum(given.values()) > room:
+        widest = max((i for i in kept if given[i] > least[i]), key=lambda i: given[i])
+        others = [given[i] for i in kept if i != widest and given[i] > least[i]]
+        floor = max([least[widest], *(w for w in others if w < given[widest])], default=0)
+        excess = sum(given.values()) - room
+        given[widest] = max(floor, given[widest] - excess)  # floor >= its least
     return given
 
 
