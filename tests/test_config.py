@@ -334,3 +334,37 @@ def test_a_zones_archive_is_typed_and_its_password_comes_from_the_environment(tm
     config = load_config(write(tmp_path, ARCHIVE), env=ENV)
     with pytest.raises(ConfigError, match="ARCHIVE_PW is not set"):
         config.zones[0].archive.require_password("zones[0].archive.password_env")  # type: ignore[union-attr]
+
+
+def test_a_secret_exported_for_another_config_is_never_an_error(tmp_path):
+    """docs once said `export CDNLAKE_ARCHIVE_PASSWORD=...`: a config that names no such
+    variable must still load; a near miss of an override's name stays an error."""
+    p = write(tmp_path, "[[zones]]\nid = 1\n")
+    for name in ("CDNLAKE_ARCHIVE_PASSWORD", "CDNLAKE_HASH_KEY", "CDNLAKE_PG_DSN"):
+        load_config(p, env={**ENV, name: "secret"})
+    for name, near in [
+        ("CDNLAKE_INGST_LAG_SECONDS", "CDNLAKE_INGEST_LAG_SECONDS"),
+        ("CDNLAKE_STORAGE_ROOOT", "CDNLAKE_STORAGE_ROOT"),
+        ("CDNLAKE_ACESS_KEY", "CDNLAKE_ACCESS_KEY"),
+    ]:
+        with pytest.raises(ConfigError, match=f"{name}: unknown .* did you mean {near}"):
+            load_config(p, env={**ENV, name: "1"})
+    with pytest.raises(ConfigError, match="CDNLAKE_STORAGE_WHATEVER: unknown environment"):
+        load_config(p, env={**ENV, "CDNLAKE_STORAGE_WHATEVER": "1"})
+    load_config(p, env={**ENV, "CDNLAKE_HOME_OF_MY_SHELL": "1"})  # not an override's name
+
+
+def test_a_value_from_the_environment_is_not_blamed_on_the_file(tmp_path):
+    p = write(tmp_path, "[[zones]]\nid = 1\n")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    with pytest.raises(ConfigError) as info:
+        load_config(p, env={**ENV, "CDNLAKE_STORAGE_ROOT": str(a_file)})
+    message = str(info.value)
+    assert message.startswith("storage.root: ") and "c.toml" not in message
+    assert message.endswith("(from the environment variable CDNLAKE_STORAGE_ROOT)")
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, f'[storage]\nroot = "{a_file}"\n'), env=ENV)
+    assert str(info.value).startswith(f"{p}: storage.root: ") and "environment" not in str(
+        info.value
+    )

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,6 +14,7 @@ from pathlib import Path
 import polars as pl
 from apscheduler.triggers.interval import IntervalTrigger
 
+from cdnlake.coordination.sole import job_marker
 from cdnlake.lake.progress import from_ms
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.retention import oldest_served
@@ -325,3 +328,90 @@ def test_archive_jobs_keep_to_their_own_workers(tmp_path):
     finally:
         release.set()
         assert daemon.stop()
+
+
+SLOW_REPORT = """
+import sys, time
+import cdnlake.reports.build as build
+
+def slow(config, day, **kw):  # a report's queries over a thousand zones: not stoppable
+    print("slow report begins", file=sys.stderr, flush=True)
+    time.sleep(120)
+    raise AssertionError("the daemon waited for the report")
+
+build.write_reports = slow
+from cdnlake.cli.main import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_during_a_long_report_exits_within_ten_seconds_and_the_report_is_made_later(
+    tmp_path,
+):
+    """SIGTERM while the catch-up report runs: the process exits within 10 s (it waited
+    for the report), and the report, not marked done, is made at the next start."""
+    emu = start_emulator("1234", rpm=2, now=None, frozen=False)
+    try:
+        path = daily_jobs_at_midnight(write_config(tmp_path, emu, zones=[(1234, "v2")]))
+        log = tmp_path / "daemon.log"
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SLOW_REPORT, "--config", str(path), "daemon"],
+            env={**os.environ, "CDNLAKE_ACCESS_KEY": KEY},
+            stdout=subprocess.DEVNULL,
+            stderr=open(log, "w"),
+            text=True,
+        )
+        proc.log = log  # type: ignore[attr-defined]
+        wait_for_line(proc, "slow report begins", timeout=120)
+        code, took, text = stop(proc)
+        assert code == 0 and took < 10, text
+        assert "(forced)" in text and "Traceback" not in text, text
+        assert "written" not in text
+
+        proc = spawn_daemon(path)  # the report was not marked done: made now
+        wait_for_line(proc, "written", timeout=120)
+        code, _, text = stop(proc)
+        assert code == 0 and "already done" not in text.split("daily report")[1], text
+    finally:
+        emu.stop()
+
+
+def test_an_audit_stopped_by_the_daemons_stop_is_left_open_not_lost(tmp_path, caplog):
+    """An audit in flight when the daemon stops is said to be stopped (not a failure, not
+    'audited, but not kept'), and is not marked done: the next start audits again."""
+    emu = start_emulator("1234", now=None, frozen=False)
+    try:
+        config = load_test_config(write_config(tmp_path, emu, zones=[(1234, "v2")]))
+        with make_client(config) as api:
+            daemon = Daemon(config, api, catch_up=False)
+            try:
+                daemon.stop_event.set()
+                day = (datetime.now(UTC) - timedelta(days=1)).date()
+                with caplog.at_level("INFO", logger="cdnlake.daemon"):
+                    daemon.write_report(day)
+            finally:
+                daemon.session.close()  # never started: nothing else to stop
+        assert f"completeness audit of {day} stopped" in caplog.text, caplog.text
+        assert f"daily report for {day} stopped" in caplog.text, caplog.text
+        assert "failed" not in caplog.text and "not kept" not in caplog.text
+        assert daemon.audit_runs == [] and daemon.report_runs == []
+        for job in (f"audit/{day}", f"report/{day}"):
+            assert not job_marker(config.storage.work, job).exists(), job
+    finally:
+        emu.stop()
+
+
+def test_the_daily_audit_logs_one_line_and_one_per_zone_not_ok(caplog):
+    from datetime import date
+
+    from cdnlake.audit.days import DayAudit
+    from cdnlake.scheduler import log_audit
+
+    day = date(2026, 11, 20)
+    days = [DayAudit(zone, day, "ok", 10, 10, 0) for zone in range(1000)]
+    days.append(DayAudit(5000, day, "short", 10, 8, 2, "2 hours short"))
+    with caplog.at_level("INFO", logger="cdnlake.daemon"):
+        log_audit(day, days)
+    assert len(caplog.records) == 2, caplog.text
+    assert "1001 zone(s) audited, 1000 ok, 1 not ok" in caplog.records[0].getMessage()
+    assert "zone 5000 2026-11-20: short" in caplog.records[1].getMessage()

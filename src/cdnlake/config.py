@@ -10,6 +10,7 @@ that ``api.access_key_env`` names.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 import re
@@ -491,6 +492,11 @@ class Config(Table, frozen=True):
             if zone.id == zone_id:
                 return zone
         known = ", ".join(str(z.id) for z in self.zones) or "none"
+        if any(z.id == zone_id for z in self.shield_zones):
+            raise ConfigError(
+                f"zones: {zone_id} is a shield zone ([[shield_zones]]), and this works on "
+                f"pull zones only (pull zones configured: {known})"
+            )
         raise ConfigError(f"zones: pull zone {zone_id} is not configured (configured: {known})")
 
     def require_zones(self, command: str) -> None:
@@ -629,9 +635,11 @@ def build_config(
     if lake_uri and "://" not in lake_uri and not Path(lake_uri).is_absolute():
         lake_uri = str((base_dir / lake_uri).resolve())  # relative to the config file
     storage = msgspec.structs.replace(storage, root=root.resolve(), lake_uri=lake_uri)
-    _refuse_a_file(storage.root, f"{where}storage.root")
+    _refuse_a_file(storage.root, "storage.root", _source(origin, "storage.root", where))
     if lake_uri and "://" not in lake_uri:
-        _refuse_a_file(Path(lake_uri), f"{where}storage.lake_uri")
+        _refuse_a_file(
+            Path(lake_uri), "storage.lake_uri", _source(origin, "storage.lake_uri", where)
+        )
     forwarding = config.forwarding
     tls = {
         key: str((base_dir / value).resolve())
@@ -682,14 +690,23 @@ def _decode(tp: type, value: Any) -> Any:
     raise NotImplementedError  # pragma: no cover - only Path needs help
 
 
-def _refuse_a_file(path: Path, key: str) -> None:
+def _source(origin: dict[str, str], key: str, where: str) -> tuple[str, str]:
+    """Where the value of ``key`` came from, as an error puts it: a prefix naming the file,
+    or a suffix naming the environment variable that overrode it."""
+    if key in origin:
+        return "", f" (from the environment variable {origin[key]})"
+    return where, ""
+
+
+def _refuse_a_file(path: Path, key: str, source: tuple[str, str]) -> None:
     """A storage folder that is a file (or lies below one) is a mistake, not an empty lake."""
     existing = path
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if existing.exists() and not existing.is_dir():
         what = "is a file" if existing == path else f"lies below {existing}, a file"
-        raise ConfigError(f"{key}: {path} {what}, not a folder")
+        prefix, suffix = source
+        raise ConfigError(f"{prefix}{key}: {path} {what}, not a folder{suffix}")
 
 
 def _refuse_secrets(raw: dict[str, Any], where: str) -> None:
@@ -786,30 +803,49 @@ def _from_text(name: str, tp: Any, text: str) -> Any:
 
 
 def _check_environment(config: Config, env: dict[str, str]) -> None:
-    """A CDNLAKE_* variable that overrides nothing is a mistake, as an unknown key is.
+    """A CDNLAKE_* variable that looks like an override but overrides nothing is a mistake,
+    as an unknown key is: it starts ``CDNLAKE_<SECTION>_`` or is a near miss of a known name.
 
-    The variables that hold a secret by default stay known when the config names others
-    (``access_key_env = "MY_KEY"`` with CDNLAKE_ACCESS_KEY still exported): the config's
-    choice wins, and the default one is simply not read."""
-    known = (
-        OTHER_VARIABLES
-        | SECRET_DEFAULTS
-        | {
-            config.api.access_key_env,
-            config.api.bearer_token_env,
-            config.coordination.postgres_dsn_env,
-            config.privacy.hash_key_env,
-        }
-        | {z.archive.password_env for z in config.zones if z.archive is not None}
-    )
-    for section, cls in SECTIONS.items():
-        known |= {env_variable(section, key) for key in _overridable(cls)}
+    A variable that holds a secret (a name ending ``_PASSWORD``, ``_KEY``, ``_TOKEN``...) is
+    never an error: another config may name it (``archive.password_env``), and one exported
+    for that config must not stop this one. The variables that hold a secret by default stay
+    known when the config names others (``access_key_env = "MY_KEY"`` with
+    CDNLAKE_ACCESS_KEY still exported): the config's choice wins, the default is not read."""
+    named = {
+        config.api.access_key_env,
+        config.api.bearer_token_env,
+        config.coordination.postgres_dsn_env,
+        config.privacy.hash_key_env,
+    } | {z.archive.password_env for z in config.zones if z.archive is not None}
+    overrides = {
+        env_variable(section, key) for section, cls in SECTIONS.items() for key in _overridable(cls)
+    }
+    known = OTHER_VARIABLES | SECRET_DEFAULTS | named | overrides
+    prefixes = tuple(env_variable(section, "") for section in SECTIONS)
     for name in sorted(env):
-        if name.startswith("CDNLAKE_") and name not in known:
+        if not name.startswith("CDNLAKE_") or name in known:
+            continue
+        if _looks_secret(name):
+            near = difflib.get_close_matches(name, sorted(SECRET_DEFAULTS), 1, 0.85)
+        else:
+            near = difflib.get_close_matches(name, sorted(known - named), 1, 0.85)
+            if not near and not name.startswith(prefixes):
+                continue  # not an override's name: someone else's variable
+        hint = f"; did you mean {near[0]}?" if near else ""
+        if near or not _looks_secret(name):
             raise ConfigError(
                 f"{name}: unknown environment variable (overrides are "
-                "CDNLAKE_<SECTION>_<KEY> for a key of config.toml, e.g. CDNLAKE_STORAGE_ROOT)"
+                "CDNLAKE_<SECTION>_<KEY> for a key of config.toml, e.g. "
+                f"CDNLAKE_STORAGE_ROOT{hint})"
             )
+
+
+# The last word of a variable's name that says it holds a credential, not a setting.
+_SECRET_WORDS = {"PASSWORD", "PASS", "PW", "KEY", "TOKEN", "DSN", "SECRET", "CREDENTIALS"}
+
+
+def _looks_secret(name: str) -> bool:
+    return name.rpartition("_")[2] in _SECRET_WORDS
 
 
 # How msgspec's type names read in an error.
@@ -844,10 +880,8 @@ def _explain(message: str, merged: dict[str, Any], origin: dict[str, str], where
     else:
         text = _words(text, steps, _value(merged, steps))
     key = "".join(f"[{s}]" if isinstance(s, int) else f".{s}" for s in steps).lstrip(".")
-    section_key = re.sub(r"\[\d+\]$", "", key)
-    if section_key in origin:
-        return f"{key}: {text} (from the environment variable {origin[section_key]})"
-    return f"{where}{key}: {text}"
+    prefix, suffix = _source(origin, re.sub(r"\[\d+\]$", "", key), where)
+    return f"{prefix}{key}: {text}{suffix}"
 
 
 def _words(text: str, steps: list[str | int], value: Any) -> str:

@@ -328,6 +328,8 @@ class Daemon:
         self.audit(day)  # first: the report shows the day's completeness
         job = f"report/{day}"
         try:
+            if self.stop_event.is_set():
+                raise StopRequested
             with self.fleet.fleet_job(job) as turn:
                 if not self._mine(turn, job, "daily report", self.write_report, day):
                     return
@@ -341,8 +343,13 @@ class Daemon:
                         "daily report for %s written: %s", day, ", ".join(str(p) for p in paths)
                     )
             self.report_runs.append(day)
+        except StopRequested:  # not marked done: the next daemon to start makes it
+            log.info(_STOPPED, "daily report for", day)
         except Exception as exc:  # the daemon must outlive a failed report
-            log.error("daily report for %s failed: %s", day, exc)
+            if self.stop_event.is_set():
+                log.info(_STOPPED, "daily report for", day)
+            else:
+                log.error("daily report for %s failed: %s", day, exc)
 
     def audit(self, day: date) -> None:
         """The completeness audit of ``day`` (yesterday), by one daemon of the fleet, kept
@@ -363,6 +370,8 @@ class Daemon:
             return
         job = f"audit/{day}"
         try:
+            if self.stop_event.is_set():
+                raise StopRequested
             with self.fleet.fleet_job(job) as turn:
                 if not self._mine(turn, job, "completeness audit", self.audit, day):
                     return
@@ -372,15 +381,17 @@ class Daemon:
                     hours = audit(
                         self.config, self.session, StatisticsApi(self.api), todo, when, when, now
                     )
+                    if self.stop_event.is_set():  # keep whole days, or none: not half
+                        raise StopRequested
                     try:
                         days = keep(self.session, hours, now)
                     except Exception as exc:  # audited: only its bookkeeping failed
+                        if self.stop_event.is_set():
+                            raise StopRequested from exc
                         raise _NotKept(when, exc) from exc
                     if days and self.metrics is not None:
                         self.metrics.audited()
-                    for audited in days:
-                        level = logging.INFO if audited.verdict == "ok" else logging.ERROR
-                        log.log(level, "completeness audit: %s", audited.line())
+                    log_audit(when, days)
                     for zone, open_day, why in unkept(hours):
                         log.warning(
                             "completeness audit: zone %s %s cannot be kept yet (%s); the next "
@@ -395,6 +406,8 @@ class Daemon:
             self.audit_runs.append(day)
         except _DayOpen:
             pass
+        except StopRequested:  # the job stays open: the next daemon to start audits it
+            log.info(_STOPPED, "completeness audit of", day)
         except _NotKept as exc:  # the job stays open: the audit runs again, then keeps it
             when, error = exc.args
             log.error(
@@ -405,7 +418,10 @@ class Daemon:
             )
             self._run_again(job, self.audit, day, "its audit was not kept")
         except Exception as exc:  # the daemon must outlive a failed audit
-            log.error("completeness audit of %s failed: %s", day, exc)
+            if self.stop_event.is_set():
+                log.info(_STOPPED, "completeness audit of", day)
+            else:
+                log.error("completeness audit of %s failed: %s", day, exc)
 
     def maintain(self, day: date | None = None) -> None:
         """Once a day (today, or ``day``), by one daemon of the fleet: compact the small
@@ -591,7 +607,11 @@ class Daemon:
         threading.Thread(target=shutdown, name="daemon-shutdown", daemon=True).start()
         finished = done.wait(grace_seconds)
         if not finished:
-            log.warning("passes still running after %.0fs; leaving them", grace_seconds)
+            log.warning(
+                "jobs still running after %.0fs; leaving them (a daily job left is not "
+                "marked done: the next daemon to start does it again)",
+                grace_seconds,
+            )
         if self.receiver is not None:  # commits what it holds
             finished = self.receiver.stop() and finished
         self.fleet.stop()
@@ -603,6 +623,27 @@ class Daemon:
         self.start()
         while not interrupted.wait(1.0):
             pass
+
+
+_STOPPED = "%s %s stopped: the daemon is stopping; done again at its next start"
+
+
+def log_audit(day: date, days: list[Any]) -> None:
+    """One line for the day's audit, and one per zone whose day is not ``ok``: a thousand
+    quiet zones are one line, not a thousand."""
+    if not days:
+        return
+    bad = [audited for audited in days if audited.verdict != "ok"]
+    log.log(
+        logging.ERROR if bad else logging.INFO,
+        "completeness audit of %s: %d zone(s) audited, %d ok, %d not ok",
+        day,
+        len(days),
+        len(days) - len(bad),
+        len(bad),
+    )
+    for audited in bad:
+        log.error("completeness audit: %s", audited.line())
 
 
 def at_time(hh_mm: str) -> day_time:

@@ -445,3 +445,19 @@ def test_the_progress_ends_whole_when_another_run_took_a_part():
     pace.finished(parts[1], result)
     assert pace.bytes_done() == pace.total_bytes == 1000
     assert pace.line().startswith("1/1 parts"), pace.line()
+
+
+def test_backfill_says_what_it_does_from_its_first_line(tmp_path):
+    """Listing a year of month folders takes seconds: the first line says so at once."""
+    emu = archived_emulator(1)
+    try:
+        path = archive_config(tmp_path, emu)
+        done = cli(path, "backfill", "--zone", str(ZONE))
+        assert done.returncode == 0, done.stderr
+        first = done.stdout.splitlines()[0]
+        assert first == (
+            f"backfill: zone {ZONE}: listing its archive in storage zone cdnlake-archive "
+            "(every day it holds)..."
+        ), done.stdout
+    finally:
+        emu.stop()

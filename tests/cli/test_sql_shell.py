@@ -64,7 +64,8 @@ def test_the_shell_on_a_terminal(tmp_path):
         answer = ask(shell, "SELECT 1 AS a; SELEKT 2;").replace("\r", "")
         assert "a\n1\n" in answer and "error: sql: Parser Error" in answer, answer
         answer = ask(shell, ".run hit_ratio").replace("\r", "")
-        assert "error: --param day: required" in answer, answer
+        assert "error: .run: parameter day: required" in answer, answer
+        assert "--param" not in answer and "--query" not in ask(shell, ".run nosuch")
         answer = ask(shell, ".tables")
         assert "requests_hourly," in answer and "audit_days," in answer, answer
         answer = ask(shell, ".schema ingest_gaps").replace("\r", "")
@@ -80,6 +81,51 @@ def test_the_shell_on_a_terminal(tmp_path):
     history = tmp_path / "state" / "cdnlake" / "sql_history"
     assert "FROM requests;" in history.read_text()
     assert history.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_shell_as_psql_and_sqlite3_users_expect(tmp_path):
+    """Up recalls the whole statement typed over lines; a limit says how many rows there
+    were; a query running over a second says so as it runs."""
+    shell = spawn_shell(tmp_path)
+    try:
+        shell.sendline("SELECT 40 +")
+        shell.expect_exact("...> ")
+        answer = ask(shell, "2 AS answer;")
+        assert "42" in answer, answer
+        shell.send("\x1b[A")  # Up: the statement, whole
+        shell.expect_exact("SELECT 40 + 2 AS answer;")
+        shell.send("\r")
+        shell.expect_exact("cdnlake> ")
+        ask(shell, ".limit 2")
+        answer = ask(shell, "SELECT * FROM range(5);")
+        assert "(5 rows, 2 shown: .limit 0 shows every row)" in answer, answer
+        assert "only the first" not in answer
+        shell.sendline(LONG_QUERY + ";")
+        shell.expect_exact("(running 1 s; Ctrl-C cancels)", timeout=30)
+        shell.expect_exact("(running 2 s; Ctrl-C cancels)", timeout=30)
+        shell.sendintr()
+        shell.expect_exact("query cancelled", timeout=10)
+        shell.expect_exact("cdnlake> ")
+        shell.sendline(".quit")
+        shell.expect(pexpect.EOF)
+    finally:
+        shell.close()
+    history = (tmp_path / "state" / "cdnlake" / "sql_history").read_text().splitlines()
+    assert "SELECT 40 + 2 AS answer;" in history and "SELECT 40 +" not in history, history
+
+
+def test_connect_hides_the_views_the_relations_are_built_on(tmp_path):
+    import cdnlake
+
+    cfg = setup(tmp_path)
+    con = cdnlake.connect(cfg)
+    try:
+        names = {name for (name,) in con.sql("SHOW TABLES").fetchall()}
+        assert "requests" in names and "requests_hourly" in names, names
+        assert not {n for n in names if n.startswith("_")}, names
+        assert con.sql("SELECT count(*) FROM requests_hourly").fetchall()[0][0] > 0
+    finally:
+        con.close()
 
 
 def test_ctrl_c_cancels_the_query_not_the_shell(tmp_path):

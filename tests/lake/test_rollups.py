@@ -55,7 +55,7 @@ def same_as_full_scan(config) -> tuple[int, int]:
     with Warehouse(config.storage).connect() as con:
         want = con.execute(f"SELECT * FROM ({FULL_SCAN}) ORDER BY ALL").fetchall()
         got = con.execute(f"SELECT * FROM ({HOURLY}) ORDER BY ALL").fetchall()
-        rolled = con.execute("SELECT count(*) FROM _fresh").fetchone()[0]
+        rolled = con.execute("SELECT count(*) FROM cdnlake_internal._fresh").fetchone()[0]
         trend = get_named("daily_trend")
         params = trend.bind({"from_day": "2026-01-01", "to_day": "2027-01-01"})
         by_rollup = con.execute(trend.sql, params).fetchall()

@@ -94,7 +94,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a.add_argument("--secret-id", type=int, required=True, help="secret id")
     _secret_source(a)
 
-    pullzone = areas.add_parser("pullzone", help="pull zones: custom hostnames, log forwarding")
+    pullzone = areas.add_parser(
+        "pullzone",
+        help="pull zones: custom hostnames, log forwarding, permanent log storage "
+        "(add-hostname, set-forwarding, set-archive, show-archive)",
+    )
     acts = pullzone.add_subparsers(dest="action", metavar="ACTION", required=True)
     a = _action(acts, "add-hostname", "Add a custom hostname to a pull zone.")
     a.add_argument("--zone", type=int, required=True, help="pull zone id")

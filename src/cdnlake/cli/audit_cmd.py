@@ -34,7 +34,19 @@ def add_arguments(
         metavar="ID",
         help="only this pull zone (repeat for more; default: every configured pull zone)",
     )
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument(
+        "--format",
+        choices=["table", "csv", "json"],
+        default="table",
+        help="table: for people, fit to the terminal (default); csv, json: every column, "
+        "with the advice of each hour",
+    )
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="a table shows every column, however wide the terminal (default: the columns "
+        "that do not fit are left out, and named)",
+    )
 
 
 def _day(text: str, option: str) -> date:
@@ -73,7 +85,7 @@ def audit(args: argparse.Namespace) -> int:
     from cdnlake.client.statistics import StatisticsApi
     from cdnlake.lake.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
-    from cdnlake.warehouse.output import render
+    from cdnlake.warehouse.output import render, terminal_width, wrap
 
     now = datetime.now(UTC)
     first, last = parse_days(args, now.date())
@@ -103,10 +115,13 @@ def audit(args: argparse.Namespace) -> int:
             return 1
     if args.format == "table":
         columns = COLUMNS[:-1]
-        sys.stdout.write(render("table", columns, [row(h)[:-1] for h in hours]))
+        width = terminal_width(sys.stdout)
+        rows = [row(h)[:-1] for h in hours]
+        sys.stdout.write(render("table", columns, rows, width=width, wide=args.wide))
         for h in hours:
             if h.failed:
-                print(f"zone {h.zone_id} {h.hour:%Y-%m-%d %H:00}: {h.verdict}: {h.advice}")
+                line = f"zone {h.zone_id} {h.hour:%Y-%m-%d %H:00}: {h.verdict}: {h.advice}"
+                print(wrap(line, width))
     else:
         sys.stdout.write(render(args.format, COLUMNS, [row(h) for h in hours]))
     try:  # whole days are kept for status, /metrics and the report
@@ -124,5 +139,5 @@ def audit(args: argparse.Namespace) -> int:
         + (f", {expired} expired by [retention] (not audited)" if expired else "")
         + f" (tolerance {config.audit.tolerance:g})"
     )
-    print(summary, file=sys.stderr)
+    print(wrap(summary, terminal_width(sys.stderr)), file=sys.stderr)
     return 1 if failed else 0

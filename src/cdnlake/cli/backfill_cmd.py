@@ -268,6 +268,13 @@ def backfill(args: argparse.Namespace) -> int:
             config.storage, privacy=PrivacyPolicy.from_config(config.privacy)
         ) as session,
     ):
+        span = f"{first} to {last}" if first and last else "every day it holds"
+        # From the first second: listing a year's month folders takes seconds.
+        print(
+            f"backfill: zone {zone.id}: listing its archive in storage zone "
+            f"{zone.archive.storage_zone} ({span})...",
+            flush=True,
+        )
         store = archive_store(api, zone.archive, password)
         job = Backfill(config, session, store, zone, progress=progress, stop=stop.event)
         try:

@@ -206,15 +206,32 @@ def ingest(args: argparse.Namespace) -> int:
 
 
 def interrupted_line(stop: Interrupt, results: list[ZoneResult], total: int) -> str:
-    """What an interrupted ``ingest`` kept, in one line."""
-    done = [r for r in results if r.outcome == "ok"]
-    cut = [r for r in results if r.outcome != "ok" and r.rows]
-    rows = sum(r.rows for r in results)
-    untouched = total - len(done) - len(cut)
+    """What an interrupted ``ingest`` kept, in one line whose counts add up to ``total``:
+    every zone is done, stopped (part way, its rows kept, or before it stored any),
+    failed, skipped or not started."""
+    last = {(r.source == "shield", r.zone_id): r for r in results}  # a zone once
+    ended = [r for r in last.values() if r.finished is not None]
+    done = sum(r.ok for r in ended)
+    failed = sum(r.outcome == "failed" for r in ended)
+    skipped = sum(r.skipped for r in ended)
+    stopped = [
+        r for r in last.values() if r.finished is None or r.outcome not in ("ok", "failed", "busy")
+    ]
+    part_way = sum(1 for r in stopped if r.rows)
+    counts = [
+        (done, "done"),
+        (part_way, "stopped part way (their rows kept)"),
+        (len(stopped) - part_way, "stopped before storing anything"),
+        (failed, "failed"),
+        (skipped, "skipped (another process ingests them)"),
+        (total - len(last), "not started"),
+    ]
+    said = ", ".join(f"{n} {what}" for n, what in counts if n) or "0 done"
+    rows = sum(r.rows for r in last.values())
     return (
-        f"cdnlake: interrupted ({stop.signal}): {len(done)} zone(s) done, {len(cut)} stopped "
-        f"part way, {untouched} with nothing new; {rows:,} new rows committed in all, each zone "
-        "up to its last whole commit; the next ingest reads on from there"
+        f"cdnlake: interrupted ({stop.signal}): of {total} zone(s), {said}; {rows:,} new rows "
+        "committed in all, each zone up to its last whole commit; the next ingest reads on "
+        "from there"
     )
 
 
@@ -295,14 +312,24 @@ def import_v1(args: argparse.Namespace) -> int:
 
 
 def _import_v1(args: argparse.Namespace, config: Config, paths: list[Path]) -> int:
-    from cdnlake.ingest.local_import import import_v1_files
+    from cdnlake.ingest.local_import import file_zones, import_v1_files
     from cdnlake.lake.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
 
     labels = list(args.files)
+    for path, label in zip(paths, labels, strict=True):  # up front: nothing stored yet
+        zones = file_zones(path)
+        if zones and args.zone not in zones:
+            other, lines = zones.most_common(1)[0]
+            raise UsageError(
+                f"import-v1: {label} holds the logs of pull zone {other} ({lines:,} of its "
+                f"first lines), not of zone {args.zone}: give --zone {other}"
+            )
 
     def on_file(label: str, result: ZoneResult) -> None:
         status = "ok" if result.ok else f"FAILED: {result.error}"
+        if result.ok and result.lines == result.blank:
+            status += " (the file holds no log line: nothing to import)"
         print(
             f"{label}: {result.lines} lines, {result.rows} new rows, {result.duplicates} "
             f"duplicates dropped, {result.rejected_text()} - {status}",

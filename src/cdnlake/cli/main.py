@@ -134,7 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
         "standard input. Lines that cannot be parsed go to the rejected_lines relation.",
         "cdnlake.cli.ingest_cmd:import_v1",
     )
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="a v1 day file of the zone, plain or gzip (- : standard input, once); a file "
+        "of another zone is refused before anything is stored",
+    )
     p.add_argument(
         "--zone", type=zone_id, required=True, action=Once, metavar="ID", help="pull zone id"
     )
@@ -167,12 +173,17 @@ def build_parser() -> argparse.ArgumentParser:
         "Exits 1 when a zone is failing or behind by more than status.max_lag_seconds.",
         "cdnlake.cli.status_cmd:status",
     )
-    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument(
+        "--format",
+        choices=["table", "json"],
+        default="table",
+        help="table: for people (default); json: every field of every zone, as /healthz",
+    )
     p.add_argument(
         "--wide",
         action="store_true",
         help="every column (watermark, freshest row, rejected, rows today, gaps, owner, "
-        "forwarding); the default table fits 80 columns",
+        "forwarding), as many as the terminal fits; the default table fits 80 columns",
     )
     p.add_argument(
         "--max-lag",
@@ -189,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Run SQL on the lake's relations, or a named query from sql/ with\n"
         "--query NAME --param key=value. The relations:\n"
         + textwrap.fill(", ".join(RELATIONS), 78, initial_indent="  ", subsequent_indent="  ")
-        + "\nWith no SQL: an interactive shell on a terminal (.help lists its commands),\n"
+        + ".\nWith no SQL: an interactive shell on a terminal (.help lists its commands),\n"
         "else the SQL on standard input.",
         "cdnlake.cli.sql_cmd:sql",
     )
@@ -206,7 +217,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--param", action="append", default=[], metavar="KEY=VALUE", help="named query parameter"
     )
     p.add_argument("--list", action="store_true", help="list the named queries and parameters")
-    p.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    p.add_argument(
+        "--format",
+        choices=["table", "csv", "json"],
+        default="table",
+        help="table: for people, fit to the terminal (default); csv, json: every row and "
+        "column, for programs",
+    )
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="a table shows every column, however wide the terminal (default: the columns "
+        "that do not fit are left out, and named)",
+    )
     p.add_argument(
         "--limit",
         type=whole_number("rows"),
@@ -297,7 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--apply-privacy",
         action="store_true",
         help="first rewrite the rows (and rejected lines) stored under a weaker [privacy] "
-        "setting than the configured one, then maintain as usual; exit 1 if a zone cannot be",
+        "setting than the configured one, then maintain as usual; exit 1 if a zone's rows "
+        "cannot be rewritten (each such zone is named: run it again)",
     )
     p.add_argument(
         "--vacuum-now",

@@ -79,7 +79,7 @@ def sql(args: argparse.Namespace) -> int:
         stop_on_sigterm()
         with open_session(config, args.engine, relations, require_lake=True) as session:
             result = run_cancellable(session, lambda: session.run_named(named, params, limit=limit))
-        show(args.format, result, limit)
+        show(args.format, result, limit, wide=args.wide)
         return 0
     given = read_sql(args)
     if given is None:
@@ -104,7 +104,7 @@ def sql(args: argparse.Namespace) -> int:
             )
         if _SHOW_TABLES.match(statements[-1]):
             hide_internal(result)
-    show(args.format, result, limit)
+    show(args.format, result, limit, wide=args.wide)
     return 0
 
 

@@ -56,21 +56,84 @@ def bind(named: NamedQuery, pairs: list[str], config: Config) -> dict[str, Any]:
     return params
 
 
+SHOW_TIME_SECONDS = 1.0  # a query running longer says so on a terminal, and its time
+
+
 def run_cancellable(session: Session, call: Callable[[], Result]) -> Result:
     """``call()`` on ``session``, which Ctrl-C cancels: the query stops within a second
-    and KeyboardInterrupt goes on (one line and exit 1 from main; the shell carries on)."""
+    and KeyboardInterrupt goes on (one line and exit 1 from main; the shell carries on).
+    On a terminal, a query running over a second says how long it has run, as it runs."""
+    import time
+
     from cdnlake.warehouse.cancel import cancellable
 
-    return cancellable(call, getattr(session, "interrupt", None))
+    started = time.monotonic()
+    with _RunningClock(sys.stdout.isatty() and sys.stderr.isatty()):
+        result = cancellable(call, getattr(session, "interrupt", None))
+    result.seconds = time.monotonic() - started
+    return result
 
 
-def show(fmt: str, result: Result, limit: int | None, *, width: int | None = None) -> None:
-    """A result on standard output, and how to see the rows a table left out."""
-    from cdnlake.warehouse.output import render
+class _RunningClock:
+    """``(running 3 s; Ctrl-C cancels)`` on stderr, rewritten each second once a query
+    has run a second, and wiped when it ends (however it ends)."""
 
-    sys.stdout.write(render(fmt, result.columns, result.rows, width=width))
-    if result.more:
-        sys.stdout.write(
-            f"(only the first {limit:,} rows are shown: --limit 0 shows every row, "
-            "--format csv or json writes them all)\n"
+    def __init__(self, enabled: bool) -> None:
+        import threading
+
+        self.enabled = enabled
+        self.done = threading.Event()
+        self.shown = 0
+        self.thread = threading.Thread(target=self._tick, name="sql-clock", daemon=True)
+
+    def __enter__(self) -> _RunningClock:
+        if self.enabled:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.enabled:
+            return
+        self.done.set()
+        self.thread.join()
+        if self.shown:
+            sys.stderr.write("\r" + " " * self.shown + "\r")
+            sys.stderr.flush()
+
+    def _tick(self) -> None:
+        seconds = SHOW_TIME_SECONDS
+        while not self.done.wait(seconds if not self.shown else 1.0):
+            if self.shown:
+                seconds += 1.0
+            text = f"(running {seconds:.0f} s; Ctrl-C cancels)"
+            sys.stderr.write("\r" + text)
+            sys.stderr.flush()
+            self.shown = max(self.shown, len(text))
+
+
+def show(fmt: str, result: Result, limit: int | None, *, wide: bool = False) -> None:
+    """A result on standard output: a table fits the terminal (``wide``: every column),
+    and says how many rows the limit left out and how to see them."""
+    from cdnlake.warehouse.output import render, terminal_width
+
+    total = (result.total if result.total is not None else -1) if result.more else None
+    sys.stdout.write(
+        render(
+            fmt,
+            result.columns,
+            result.rows,
+            width=terminal_width(sys.stdout),
+            wide=wide,
+            total=total,
+            more_hint="--limit 0 shows every row, --format csv or json writes them all",
         )
+    )
+    say_time(result)
+
+
+def say_time(result: Result) -> None:
+    """A query that ran over a second, on a terminal: how long it took (as psql's
+    ``\\timing``), after its rows."""
+    seconds = result.seconds
+    if seconds is not None and seconds >= SHOW_TIME_SECONDS and sys.stdout.isatty():
+        print(f"(time: {seconds:.1f} s)")

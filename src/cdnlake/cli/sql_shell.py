@@ -45,6 +45,8 @@ SQL statements end with ; and may span lines. Commands:
   .run NAME [KEY=VALUE ...]  run a named query, e.g. .run hit_ratio day=2026-11-23
   .format table|csv|json     how results are printed (now: {format})
   .limit N                   rows a table shows (0: all; now: {limit})
+  .wide                      a table shows every column, however wide (again: fit the
+                             terminal, leaving out the columns that do not fit; now: {wide})
   .refresh                   read the lake's newest commits (the shell reads the lake
                              as it was when it opened, or at the last .refresh)
   .help                      this text
@@ -105,6 +107,7 @@ class Shell:
         self.connect = connect
         self.format = fmt
         self.limit = DEFAULT_TABLE_ROWS if limit is None else limit
+        self.wide = False
         self.stack = ExitStack()
         self.session = self.stack.enter_context(connect())
 
@@ -133,9 +136,11 @@ class Shell:
             ".help for help, .quit or Ctrl-D to leave"
         )
         text = ""
+        typed = 0  # the lines of the statement being typed, each in readline's history
         for line in self.lines():
             if line is None:  # Ctrl-C while typing: the statement is dropped
                 text = ""
+                typed = 0
                 self.pending = False
                 continue
             # A Ctrl-C outside a running query (guarded() cancels that one), e.g. just
@@ -147,7 +152,11 @@ class Shell:
                 except KeyboardInterrupt:
                     print("\ncancelled", file=sys.stderr)
                 continue
+            typed += 1
             statements, rest = split_statements(text + line + "\n")
+            if statements and typed > 1:  # Up recalls the statement, not its last line
+                fold_history(typed, "".join(statements).strip())
+            typed = 0 if statements else typed
             text = rest if has_code(rest) else ""
             self.pending = bool(text)
             try:
@@ -184,15 +193,26 @@ class Shell:
         return None
 
     def show(self, result: Result, limit: int | None) -> None:
-        from cdnlake.warehouse.output import render
+        from cdnlake.cli.sql_common import say_time
+        from cdnlake.warehouse.output import render, terminal_width
 
         if not result.columns:
             print("ok")
             return
-        width = shutil.get_terminal_size().columns if self.format == "table" else None
-        sys.stdout.write(render(self.format, result.columns, result.rows, width=width))
-        if result.more:
-            print(f"(only the first {limit:,} rows are shown: .limit 0 shows every row)")
+        total = (result.total if result.total is not None else -1) if result.more else None
+        sys.stdout.write(
+            render(
+                self.format,
+                result.columns,
+                result.rows,
+                width=terminal_width(sys.stdout),
+                wide=self.wide,
+                hint=".wide shows them all",
+                total=total,
+                more_hint=".limit 0 shows every row",
+            )
+        )
+        say_time(result)
         sys.stdout.flush()
 
     def command(self, line: str) -> bool:
@@ -203,7 +223,13 @@ class Shell:
             if name in (".quit", ".exit", ".q"):
                 return False
             if name == ".help":
-                print(HELP.format(format=self.format, limit=self.limit or "all"))
+                print(
+                    HELP.format(
+                        format=self.format,
+                        limit=self.limit or "all",
+                        wide="every column" if self.wide else "fit the terminal",
+                    )
+                )
             elif name == ".format":
                 if len(words) != 1 or words[0] not in FORMATS:
                     raise UsageError(f".format: expected one of {'|'.join(FORMATS)}")
@@ -212,6 +238,11 @@ class Shell:
                 if len(words) != 1 or not words[0].isdigit():
                     raise UsageError(".limit: expected a whole number of rows (0: all)")
                 self.limit = int(words[0])
+            elif name == ".wide":
+                if words:
+                    raise UsageError(".wide: takes nothing (it switches between the two)")
+                self.wide = not self.wide
+                print("every column" if self.wide else "tables fit the terminal")
             elif name == ".tables":
                 self.tables()
             elif name == ".schema":
@@ -266,8 +297,11 @@ class Shell:
 
         if not words:
             raise UsageError(".run: expected a query name and its KEY=VALUE parameters")
-        named = get_named(words[0])
-        params = bind(named, words[1:], self.config)
+        try:
+            named = get_named(words[0])
+            params = bind(named, words[1:], self.config)
+        except UsageError as exc:  # said as the command line's options: in the shell's words
+            raise UsageError(shell_words(str(exc))) from None
         limit = self.limit or None if self.format == "table" else None
         session = self.session
         result = self.guarded(
@@ -282,6 +316,33 @@ class Shell:
         self.stack.close()
         self.stack = fresh
         print("the lake as it is now")
+
+
+def shell_words(text: str) -> str:
+    """An error of the named queries, which speaks of ``--query`` and ``--param``, as the
+    shell's ``.run NAME KEY=VALUE`` puts it."""
+    text = re.sub(r"^--query:", ".run:", text)
+    text = re.sub(r"^--param (\w+)", r".run: parameter \1", text)
+    return re.sub(r"^--param:", ".run:", text)
+
+
+def fold_history(lines: int, statement: str) -> None:
+    """The last ``lines`` entries of readline's history (the lines of one statement, each
+    added as it was typed) made one entry, the whole statement, as psql and sqlite3 do.
+    On one line, unless a ``--`` comment would swallow what follows it."""
+    try:
+        import readline
+    except ImportError:
+        return
+    count = readline.get_current_history_length()
+    if count < lines:
+        return
+    typed = [readline.get_history_item(count - i) for i in range(lines - 1, -1, -1)]
+    for _ in range(lines):
+        readline.remove_history_item(readline.get_current_history_length() - 1)
+    joined = [line.strip() for line in typed if line and line.strip()]
+    one = "\n".join(joined) if any("--" in line for line in joined) else " ".join(joined)
+    readline.add_history(one or statement)
 
 
 def shell(args: argparse.Namespace, config: Config) -> int:

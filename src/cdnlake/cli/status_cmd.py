@@ -172,33 +172,44 @@ def status(args: argparse.Namespace) -> int:
         json.dump([s.as_dict() for s in statuses], sys.stdout, indent=1)  # as /healthz
         sys.stdout.write("\n")
     else:
+        from cdnlake.warehouse.output import terminal_width, wrap
+
+        width = terminal_width(sys.stdout)
+        lines: list[str] = []
+
+        def say(text: str) -> None:  # prose: at the terminal's width (a pipe: one line)
+            for line in text.splitlines():
+                lines.append(wrap(line, width) + "\n")
+
         # Where the numbers come from: a config copied elsewhere moves the storage root.
         storage = config.storage
-        sys.stdout.write(f"lake: {storage.lake_location} (storage root {storage.root})\n")
+        say(f"lake: {storage.lake_location} (storage root {storage.root})")
         columns, rows = wide(config, statuses) if args.wide else compact(statuses)
-        sys.stdout.write(render("table", columns, rows, width=None if args.wide else WIDTH))
+        table_width = width if args.wide else WIDTH
+        lines.append(
+            render("table", columns, rows, width=table_width, hint="--format json has them all")
+        )
         audits = [
             f"zone {s.zone_id} {a['day']} {a['verdict']} (ratio {a['ratio']:.6f})"
             for s in statuses
             if (a := s.last_audit) is not None
         ]
         if audits:  # the completeness audit's last day of each zone audited
-            sys.stdout.write(f"last audit: {'; '.join(audits)}\n")
-        sys.stdout.write(privacy_lines(config, statuses))
+            say(f"last audit: {'; '.join(audits)}")
+        say(privacy_lines(config, statuses))
         for s in statuses:  # the archived days of each zone that names its archive
             if s.archive is not None:
-                sys.stdout.write(
-                    f"archive: zone {s.zone_id} {archive_line(s.archive, args.wide)}\n"
-                )
+                say(f"archive: zone {s.zone_id} {archive_line(s.archive, args.wide)}")
         kind = "daemons (PostgreSQL fleet)" if fleet.coordinated else "daemon"
-        sys.stdout.write(f"{kind}: {'; '.join(fleet.daemons) or 'none running'}\n")
-        sys.stdout.write(f"retention: {config.retention.describe()}\n")
+        say(f"{kind}: {'; '.join(fleet.daemons) or 'none running'}")
+        say(f"retention: {config.retention.describe()}")
         never = [str(s.zone_id) for s in statuses if s.problem == "never ingested"]
         if never:  # a config copied elsewhere moves the storage root: say where we looked
-            sys.stdout.write(
+            say(
                 f"never ingested into the lake at {config.storage.lake_location}: "
-                f"zone {', '.join(never)} (storage.root in the config)\n"
+                f"zone {', '.join(never)} (storage.root in the config)"
             )
+        sys.stdout.write("".join(lines))
     if fleet.problem:
         print(f"cdnlake: error: {fleet.problem}", file=sys.stderr)
         return 1

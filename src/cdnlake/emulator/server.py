@@ -12,6 +12,7 @@ import dataclasses
 import gzip
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -378,6 +379,15 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
     emulator: Emulator
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that reset or dropped its connection (killed, timed out) is one line,
+        not socketserver's traceback; anything else is still a traceback in the log."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+            log.info("a client closed its connection mid-request (%s)", type(exc).__name__)
+            return
+        log.exception("emulator: error while serving a request")
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -71,6 +71,30 @@ class _LocalV1File(V1FileSource):
         yield from super().chunks(ctx)
 
 
+SNIFF_BYTES = 1 << 20  # how much of a file's start tells whose logs it holds
+
+
+def file_zones(path: Path) -> Counter[int]:
+    """The pull zones of the lines at the start of a v1 file (its first MiB, unpacked):
+    a day file holds one zone's lines, so a file of another zone is told before any line
+    is stored. Lines that do not parse say nothing here (the parser rejects them)."""
+    from cdnlake.ingest.v1_parser import LogStream
+
+    head = b""
+    with LogStream(path) as stream:
+        while len(head) < SNIFF_BYTES and (more := stream.read(SNIFF_BYTES - len(head))):
+            head += more
+    lines = head.split(b"\n")
+    if len(head) >= SNIFF_BYTES:
+        lines = lines[:-1]  # cut by the sample's end
+    zones: Counter[int] = Counter()
+    for line in lines:
+        fields = line.split(b"|")
+        if 12 <= len(fields) <= 15 and fields[4].strip().isdigit():
+            zones[int(fields[4])] += 1
+    return zones
+
+
 STDIN = "-"  # the name standard input goes by, in messages and rejected_lines.file
 COPY_BYTES = 1 << 20
 

@@ -59,7 +59,7 @@ SECTIONS: list[tuple[str, str, dict[str, Any], str]] = [
         "top_miss_paths_by_bytes",
         "top_miss_paths",
         {"rank_by": "bytes"},
-        "Paths that miss the cache most, by bytes",
+        "Paths that miss the cache most, by miss bytes (share: of all miss bytes)",
     ),
     ("top_referers", "top_referers", {}, "Top referring hosts"),
     ("countries", "top_countries", {}, "Countries"),

@@ -64,9 +64,26 @@ def damaged_file(exc: duckdb.Error) -> DataError | None:
     return DataError(f"lake file {found['path']} cannot be read ({reason}); {advice}")
 
 
+# The schema of the views the relations are built on (``_requests``, ``_rollup``...).
+INTERNAL = "cdnlake_internal"
+
+
+def _internal(source: str) -> str:
+    """``source`` (``_requests``) as a relation reads it: in :data:`INTERNAL`."""
+    return f"{INTERNAL}.{source}"
+
+
+def _register_dataset(con: duckdb.DuckDBPyConnection, source: str, dataset: Any) -> None:
+    """An object store's table (an Arrow dataset) as the internal view ``source``. DuckDB
+    keeps a registered object in the connection's main schema: SHOW TABLES lists it, as
+    ``<source>_arrow``."""
+    con.register(f"{source}_arrow", dataset)
+    con.execute(f"CREATE OR REPLACE VIEW {INTERNAL}.{source} AS SELECT * FROM {source}_arrow")
+
+
 def relation_sql(spec: TableSpec, source: str) -> str:
     alias = "zone AS pull_zone_id, " if spec.name in ALIASES else ""
-    return f"CREATE VIEW {spec.name} AS SELECT {alias}* FROM {source}"
+    return f"CREATE VIEW {spec.name} AS SELECT {alias}* FROM {_internal(source)}"
 
 
 _HIVE_TYPES = {"date": "DATE"}
@@ -237,6 +254,9 @@ class Warehouse:
         """The session's views (see :meth:`connect`); whether one of the tables they read
         exists."""
         con.execute("SET TimeZone = 'UTC'")
+        # The views the relations are built on live in a schema of their own, not
+        # listed by SHOW TABLES (a notebook's, through cdnlake.connect()).
+        con.execute(f"CREATE SCHEMA {INTERNAL}")
         opened = {}
         for spec in TABLES:
             if spec.name not in wanted:
@@ -269,10 +289,10 @@ class Warehouse:
         """(Re)define the session's view of ``spec`` over only the files of these add
         actions (:meth:`Lake.add_actions`)."""
         source = f"_{spec.name}"
-        con.execute(f"DROP VIEW IF EXISTS {spec.name}")
-        con.execute(f"DROP VIEW IF EXISTS {source}")
+        con.execute(f"DROP VIEW IF EXISTS main.{spec.name}")
+        con.execute(f"DROP VIEW IF EXISTS {INTERNAL}.{source}")
         if table is not None and self.lake.local is None:
-            con.register(source, self.lake.dataset(spec, table, actions=actions))
+            _register_dataset(con, source, self.lake.dataset(spec, table, actions=actions))
         else:
             self._register(con, spec, table, source, paths=[a["path"] for a in actions])
         con.execute(relation_sql(spec, source))
@@ -288,7 +308,7 @@ class Warehouse:
         """``source``: the table's snapshot (or only the files at ``paths``, as the log
         names them, on local disk)."""
         if table is None:
-            con.execute(f"CREATE VIEW {source} AS {empty_sql(spec)}")
+            con.execute(f"CREATE VIEW {INTERNAL}.{source} AS {empty_sql(spec)}")
         elif self.lake.local is not None:
             base = self.lake.table_uri(spec)
             complete, partial = data_files(con, spec, table, base, paths)
@@ -296,14 +316,14 @@ class Warehouse:
                 con.execute(f"SET VARIABLE {source}_{part} = $files", {"files": files})
             rows = files_sql(spec, source, complete=bool(complete), partial=bool(partial))
             try:
-                con.execute(f"CREATE VIEW {source} AS {rows}")
+                con.execute(f"CREATE VIEW {INTERNAL}.{source} AS {rows}")
             except duckdb.Error as exc:
                 raise damaged_file(exc) or DataError(
                     f"lake table {spec.name} cannot be read: {first_line(exc)}"
                 ) from None
         else:
             try:
-                con.register(source, self.lake.dataset(spec, table))
+                _register_dataset(con, source, self.lake.dataset(spec, table))
             except Exception as exc:
                 raise DataError(
                     f"lake table {spec.name} cannot be read: {first_line(exc)}"
@@ -347,8 +367,8 @@ class Warehouse:
             self._register(con, REQUESTS, requests, "_requests_stale", paths=paths)
         else:  # an object store: the stale partitions by an anti-join
             con.execute(
-                "CREATE VIEW _requests_stale AS SELECT * FROM requests "
-                "ANTI JOIN _fresh USING (pull_zone_id, date)"
+                f"CREATE VIEW {INTERNAL}._requests_stale AS SELECT * FROM requests "
+                f"ANTI JOIN {INTERNAL}._fresh USING (pull_zone_id, date)"
             )
         con.execute(internal_sql("requests_hourly"))
 
@@ -364,12 +384,13 @@ def _on(days: tuple[date, date]) -> list[Any]:
 
 
 def _materialize_hourly(con: duckdb.DuckDBPyConnection, first: date, last: date) -> None:
-    con.execute(f"ALTER VIEW {HOURLY} RENAME TO _hourly_live")
-    con.execute(f"CREATE TEMP TABLE {HOURLY} AS SELECT * FROM _hourly_live WHERE false")
     con.execute(
-        f"INSERT INTO {HOURLY} SELECT * FROM _hourly_live WHERE date BETWEEN $first AND $last",
+        f"CREATE TABLE {INTERNAL}._hourly AS SELECT * FROM {HOURLY} "
+        "WHERE date BETWEEN $first AND $last",
         {"first": first, "last": last},
     )
+    con.execute(f"DROP VIEW main.{HOURLY}")
+    con.execute(f"CREATE VIEW main.{HOURLY} AS SELECT * FROM {INTERNAL}._hourly")
 
 
 class DuckDBSession:
@@ -396,13 +417,25 @@ class DuckDBSession:
             if limit is None:
                 return Result(columns, cursor.fetchall())
             rows = cursor.fetchmany(limit + 1)  # one more tells that there are more
+            total = len(rows) + _count_rest(cursor) if len(rows) > limit else len(rows)
         except duckdb.InterruptException:  # interrupt(): the user cancelled it
             raise KeyboardInterrupt from None
         except duckdb.Error as exc:
             raise damaged_file(exc) or QueryError(f"sql: {first_line(exc)}") from None
-        return Result(columns, rows[:limit], more=len(rows) > limit)
+        return Result(columns, rows[:limit], more=len(rows) > limit, total=total)
 
     def run_named(
         self, query: NamedQuery, params: dict[str, Any], *, limit: int | None = None
     ) -> Result:
         return self.run(query.sql, params, limit=limit)
+
+
+def _count_rest(cursor: duckdb.DuckDBPyConnection) -> int:
+    """The rows a result still holds, counted in Arrow batches (millions a second), not
+    fetched as Python tuples: "(5 rows, 2 shown)" says how many the limit left out."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "an extra copy": of a batch at a time, dropped
+        reader = cursor.to_arrow_reader(100_000)
+    return sum(batch.num_rows for batch in reader or ())

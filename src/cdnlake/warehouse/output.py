@@ -99,31 +99,160 @@ def table_cell(value: Any) -> str:
     return str(value)
 
 
+# A column kept on a narrow terminal is at least this wide (a date; or its header's, or its
+# widest cell's when that is less): narrower, a folded cell is a letter a line.
+MIN_COLUMN = 10
+WIDE_HINT = "--wide shows them all"
+
+
+def terminal_width(out: TextIO) -> int | None:
+    """The columns of the terminal ``out`` writes to; None when it is no terminal (a pipe,
+    a file: a table is then written at its full width, for the program that reads it)."""
+    import shutil
+
+    try:
+        return shutil.get_terminal_size().columns if out.isatty() else None
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _cell_width(text: str) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(line) for line in text.splitlines()), default=0)
+
+
+def _least(name: str, cells: list[str]) -> int:
+    """A column's least width: its header's (up to 20), at least ``MIN_COLUMN``, never
+    more than its widest cell."""
+    natural = max([_cell_width(name)] + [_cell_width(cell) for cell in cells])
+    return min(natural, max(MIN_COLUMN, min(_cell_width(name), 20)))
+
+
+def fit_columns(columns: list[str], cells: list[list[str]], width: int) -> list[int]:
+    """The indexes of the columns shown in ``width``: from the left, while each fits at
+    its least width (the rest fold to fit); at least the first."""
+    kept: list[int] = []
+    used = 1  # the table's left border
+    for i, name in enumerate(columns):
+        least = _least(name, [row[i] for row in cells])
+        if kept and used + least + 3 > width:
+            break
+        kept.append(i)
+        used += least + 3  # a space each side and a border
+    return kept
+
+
+def _widths(
+    columns: list[str], cells: list[list[str]], kept: list[int], width: int
+) -> dict[int, int]:
+    """Each kept column's width in ``width``: the widest columns give way first, each
+    down to its least at most, so that the narrow ones (ids, names, dates) stay whole."""
+    least = {i: _least(columns[i], [row[i] for row in cells]) for i in kept}
+    given = {
+        i: max([_cell_width(columns[i])] + [_cell_width(row[i]) for row in cells]) for i in kept
+    }
+    room = width - 1 - 3 * len(kept)
+    if sum(least.values()) > room:  # one column wider than the terminal: it folds to fit
+        return {i: max(1, width - 4) for i in kept[:1]}
+    while sum(given.values()) > room:
+        widest = max((i for i in kept if given[i] > least[i]), key=lambda i: given[i])
+        others = [given[i] for i in kept if i != widest and given[i] > least[i]]
+        floor = max([least[widest], *(w for w in others if w < given[widest])], default=0)
+        excess = sum(given.values()) - room
+        given[widest] = max(floor, given[widest] - excess)  # floor >= its least
+    return given
+
+
 def write_table(
-    out: TextIO, columns: list[str], rows: list[tuple[Any, ...]], width: int | None = None
+    out: TextIO,
+    columns: list[str],
+    rows: list[tuple[Any, ...]],
+    width: int | None = None,
+    *,
+    wide: bool = False,
+    hint: str = WIDE_HINT,
+    total: int | None = None,
+    more_hint: str = "",
 ) -> None:
-    """A table for people; ``width``: the columns it may take (default: the terminal's,
-    or at least 100 when the output is no terminal)."""
+    """A table for people. ``width``: the terminal's columns: the columns that do not fit
+    are left out, said in a note ending with ``hint``, and the cells of the others fold
+    (``wide``: every column all the same); None (no terminal): every column, each as wide
+    as its widest cell. ``total``: the rows the query had, when ``rows`` are fewer (-1:
+    more, not counted), and ``more_hint`` how to see them all."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(*columns, show_lines=False)
-    for row in rows:
-        table.add_row(*(table_cell(plain(v)) for v in row))
-    if width is None and not out.isatty():
-        width = max(100, 20 * len(columns))
-    console = Console(file=out, width=width)
+    cells = [[table_cell(plain(v)) for v in row] for row in rows]
+    terminal = width
+    kept = list(range(len(columns)))
+    if width is not None and not wide:
+        kept = fit_columns(columns, cells, width)
+    table = Table(show_lines=False)
+    widths = _widths(columns, cells, kept, terminal) if terminal is not None and not wide else {}
+    for i in kept:
+        table.add_column(columns[i], overflow="fold", width=widths.get(i))
+    for row in cells:
+        table.add_row(*(row[i] for i in kept))
+    if width is None or wide:  # every column whole: as wide as the table needs
+        width = 1 + sum(
+            3 + max([_cell_width(columns[i])] + [_cell_width(r[i]) for r in cells]) for i in kept
+        )
+    console = Console(file=out, width=width, soft_wrap=False)
     console.print(table, markup=False, highlight=False)
-    console.print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})", highlight=False)
+    count = f"{len(rows)} row{'s' if len(rows) != 1 else ''}"
+    if total is not None and total < 0:
+        count = f"more than {len(rows)} rows, {len(rows)} shown"
+    elif total is not None and total > len(rows):
+        count = f"{total:,} rows, {len(rows)} shown"
+    if more_hint and total is not None and total != len(rows):
+        count += f": {more_hint}"
+    out.write(wrap(f"({count})", terminal) + "\n")
+    left = [columns[i] for i in range(len(columns)) if i not in kept]
+    if left:
+        out.write(
+            wrap(
+                f"({len(left)} column(s) not shown, the terminal is too narrow: "
+                f"{', '.join(left)}; {hint})",
+                terminal,
+            )
+            + "\n"
+        )
+
+
+def wrap(text: str, width: int | None, indent: str = "  ") -> str:
+    """A line of prose at the terminal's width (``width``; None: no terminal, one line),
+    its continuation lines indented."""
+    if width is None or len(text) <= width:
+        return text
+    import textwrap
+
+    return textwrap.fill(
+        text,
+        width,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def render(
-    fmt: str, columns: list[str], rows: list[tuple[Any, ...]], *, width: int | None = None
+    fmt: str,
+    columns: list[str],
+    rows: list[tuple[Any, ...]],
+    *,
+    width: int | None = None,
+    wide: bool = False,
+    hint: str = WIDE_HINT,
+    total: int | None = None,
+    more_hint: str = "",
 ) -> str:
-    """Rows as ``fmt`` (table, csv, json); ``width``: a table's columns (see write_table)."""
+    """Rows as ``fmt`` (table, csv, json); the rest: a table's (see write_table)."""
     buffer = io.StringIO()
     if fmt == "table":
-        write_table(buffer, columns, rows, width)
+        write_table(
+            buffer, columns, rows, width, wide=wide, hint=hint, total=total, more_hint=more_hint
+        )
     else:
         {"csv": write_csv, "json": write_json}[fmt](buffer, columns, rows)
     return buffer.getvalue()

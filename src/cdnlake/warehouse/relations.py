@@ -52,3 +52,5 @@ class Result:
     columns: list[str]
     rows: list[tuple[Any, ...]]
     more: bool = False  # rows beyond the limit were left out
+    total: int | None = None  # the rows the query had, where known (more than ``rows``)
+    seconds: float | None = None  # how long the query ran, where timed
