@@ -24,6 +24,11 @@ FORWARDING_KEYS = (
     "LogForwardingFormat",
 )
 ARCHIVE_KEYS = ("LoggingSaveToStorage", "LoggingStorageZoneId")
+# A zone's forwarding settings before any update: off, plain (as the provider's model says).
+UNSET_FORWARDING = dict.fromkeys(FORWARDING_KEYS, None) | {
+    "LogForwardingEnabled": False,
+    "LogForwardingFormat": PLAIN,
+}
 
 
 class PullZoneRoutes(AreaBase):
@@ -37,8 +42,7 @@ class PullZoneRoutes(AreaBase):
         """The part of ``PullZoneModel`` the emulator keeps."""
         spec = self.emulator.zones[zone]
         forwarding = self.state.forwarding.get(
-            zone, dict.fromkeys(FORWARDING_KEYS, None) | {"LogForwardingEnabled": False}
-        )
+zone, dict(UNSET_FORWARDING))
         archive = self.emulator.archive.zones.get(zone)
         return {
             "Id": zone,
@@ -90,7 +94,7 @@ class PullZoneRoutes(AreaBase):
             return field_error(400, "body.invalid", "body", "a JSON object")
         with self._lock:
             settings = self.state.forwarding.setdefault(
-                zone, dict.fromkeys(FORWARDING_KEYS, None) | {"LogForwardingEnabled": False}
+                zone, dict(UNSET_FORWARDING)
             )
             merged = settings | {k: v for k, v in body.items() if k in FORWARDING_KEYS}
             problem = _forwarding_problem(merged) or self._archive_update(zone, body)
