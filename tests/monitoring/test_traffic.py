@@ -236,9 +236,10 @@ def test_the_newest_row_age_gauge_follows_the_lake_and_this_processs_commits(tmp
     )
     recent = datetime.now(UTC) - timedelta(seconds=30)
     ours.commit(
-        rows(0, 5, recent).join(requests(0, 5).drop("ts"), on="request_id").select(
-            list(REQUEST_SCHEMA)
-        ).with_columns(pl.lit(2, pl.Int64).alias("pull_zone_id")),
+        rows(0, 5, recent)
+        .join(requests(0, 5).drop("ts"), on="request_id")
+        .select(list(REQUEST_SCHEMA))
+        .with_columns(pl.lit(2, pl.Int64).alias("pull_zone_id")),
         {},
     )
     seen = ages()  # before the lake's statistics are read again

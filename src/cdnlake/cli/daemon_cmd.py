@@ -72,7 +72,8 @@ def daemon(args: argparse.Namespace) -> int:
 def traffic_counters(config: Config) -> TrafficCounters | None:
     """With ``metrics.listen`` set: the traffic counters the daemon's session feeds, each
     configured zone's series at zero from the start (its pass's source, and ``forwarded``
-    where the daemon receives forwarded logs, ``archive`` where it imports an archive), so that Prometheus counts its first requests."""
+    where the daemon receives forwarded logs, ``archive`` where it imports an archive), so
+    that Prometheus counts its first requests."""
     if config.metrics.address() is None:
         return None
     from cdnlake.forwarding.batch import SOURCE as FORWARDED

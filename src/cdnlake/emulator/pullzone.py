@@ -41,8 +41,7 @@ class PullZoneRoutes(AreaBase):
     def pull_zone_model(self, zone: int) -> dict[str, object]:
         """The part of ``PullZoneModel`` the emulator keeps."""
         spec = self.emulator.zones[zone]
-        forwarding = self.state.forwarding.get(
-zone, dict(UNSET_FORWARDING))
+        forwarding = self.state.forwarding.get(zone, dict(UNSET_FORWARDING))
         archive = self.emulator.archive.zones.get(zone)
         return {
             "Id": zone,
@@ -93,9 +92,7 @@ zone, dict(UNSET_FORWARDING))
         if not isinstance(body, dict):
             return field_error(400, "body.invalid", "body", "a JSON object")
         with self._lock:
-            settings = self.state.forwarding.setdefault(
-                zone, dict(UNSET_FORWARDING)
-            )
+            settings = self.state.forwarding.setdefault(zone, dict(UNSET_FORWARDING))
             merged = settings | {k: v for k, v in body.items() if k in FORWARDING_KEYS}
             problem = _forwarding_problem(merged) or self._archive_update(zone, body)
             if problem is not None:

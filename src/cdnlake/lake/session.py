@@ -92,8 +92,9 @@ class LakeSession:
         self, spec: TableSpec, zone_id: int, rows: pl.DataFrame, counted_as: str | None = None
     ) -> None:
         """A commit of ``spec`` that landed newly stored ``rows`` of ``zone_id``: requests
-        go to the traffic sink (under ``counted_as``, when the writer has one). The commit has landed whatever the sink does, so a sink
-        that fails is logged, never turned into a failed commit."""
+        go to the traffic sink (under ``counted_as``, when the writer has one). The commit
+        has landed whatever the sink does, so a sink that fails is logged, never turned
+        into a failed commit."""
         if self.traffic is None or spec.name != REQUESTS.name or rows.height == 0:
             return
         try:

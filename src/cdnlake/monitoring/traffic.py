@@ -6,8 +6,8 @@ a request forwarded and then read again by a pass, or read twice by overlapping 
 was stored once and counts once. The label ``source`` is the row's own ``source`` column
 (``v2``, ``v1``, ``forwarded``, ...), except for archive imports (``cdnlake backfill``, the
 daemon's archive job): ``archive``, so that rules on live traffic can leave catch-up out
-(a day of old rows imported at once is no traffic spike). A commit's rows are grouped by polars, not counted
-one by one, and added under one lock.
+(a day of old rows imported at once is no traffic spike). A commit's rows are grouped by
+polars, not counted one by one, and added under one lock.
 
 Cardinality is bounded: per zone, the sources cdnlake writes times the provider's cache
 statuses (anything else is ``other``) times the status classes ``1xx``..``5xx`` (a code
