@@ -401,7 +401,7 @@ def _bars(name: str, table: Table, data: ReportData) -> dict[str, Any]:
         "extras": [table.heading(c) for c in extras],
         "column": table.heading(value_col),
         "share": table.labels.get("share_pct", "Share"),
-        "change": f"vs {data.compared_with}" if delta else "",
+        "change": "change" if delta else "",
         "rows": rows,
     }
 
@@ -443,7 +443,7 @@ def _status_bars(table: Table, data: ReportData) -> dict[str, Any]:
         "extras": [],
         "column": header("requests"),
         "share": "Share",
-        "change": f"vs {data.compared_with}" if compared else "",
+        "change": "change" if compared else "",
         "rows": rows,
     }
 
