@@ -303,7 +303,7 @@ def _cards(data: ReportData) -> list[dict[str, str]]:
             changes[metric] = {unit: changed(totals.get(metric), before.get(metric), metric)}
     elif not data.is_range:
         changes = {r["metric"]: r for r in data.sections["day_over_day"].records()}
-    versus = f"vs {data.compared_with}" if data.previous is not None else "vs day before"
+    versus = f"vs {_compared_label(data)}" if data.previous is not None else "vs day before"
     cards = []
     for metric, label in METRICS.items():
         value = totals.get(metric)
