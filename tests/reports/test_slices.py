@@ -326,3 +326,33 @@ def test_report_cli_takes_slice_and_compare(lake, tmp_path):
     assert (tmp_path / "report-all-miss-2026-11-21-vs-previous.json").exists()
     r = run_cli("--config", path, "report", "--date", str(LAST), "--compare", "year")
     assert r.returncode == 2 and "--compare" in r.stderr
+
+
+def test_the_shells_run_takes_the_slice(lake, tmp_path):
+    import os
+    import sys
+
+    import pexpect
+
+    config, con = lake
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "TERM": "dumb"}
+    shell = pexpect.spawn(
+        sys.executable,
+        ["-m", "cdnlake", "--config", config_file(config, tmp_path), "sql", "--format", "csv"],
+        env=env,
+        encoding="utf-8",
+        timeout=60,
+    )
+    try:
+        shell.expect_exact("cdnlake> ")
+        shell.sendline(f".run status_codes day={LAST} host=b.example status_class=4xx")
+        shell.expect_exact("cdnlake> ")
+        lines = str(shell.before).replace("\r", "").splitlines()
+        got = [tuple(line.split(",")[:3:2]) for line in lines if line[:1].isdigit()]
+        want = truth(con, "SELECT status_code, count(*) FROM sliced GROUP BY 1 ORDER BY 1",
+                     Slice.parse(host="b.example", status_class="4xx"), LAST, LAST)  # fmt: skip
+        assert got == [(str(c), str(n)) for c, n in want] and want
+        shell.sendeof()
+        shell.expect(pexpect.EOF)
+    finally:
+        shell.close()
