@@ -2,6 +2,11 @@
 -- param: day DATE                  UTC day, YYYY-MM-DD
 -- param: zone BIGINT = NULL        pull zone id (NULL: all zones)
 -- param: hit_statuses VARCHAR[] = HIT,STALE,UPDATING,REVALIDATED   statuses counted as hits
+-- param: host VARCHAR = NULL       slice: only this host (NULL: every host)
+-- param: path_prefix VARCHAR = NULL    slice: only the paths that start with this
+-- param: country VARCHAR = NULL    slice: only this country code ("-": unknown)
+-- param: status_class VARCHAR = NULL {1xx|2xx|3xx|4xx|5xx}  slice: only this status class
+-- param: cache_status VARCHAR = NULL   slice: only this cache status
 WITH per_day AS (
     SELECT date,
            CAST(count(*) AS DOUBLE)                                                AS requests,
@@ -15,6 +20,12 @@ WITH per_day AS (
     FROM requests
     WHERE date IN ($day, $day - INTERVAL 1 DAY)
       AND ($zone IS NULL OR pull_zone_id = $zone)
+      AND ($host IS NULL OR lower(host) = lower($host))
+      AND ($path_prefix IS NULL OR substr(path, 1, length($path_prefix)) = $path_prefix)
+      AND ($country IS NULL OR coalesce(country_code, '-') = upper($country))
+      AND ($status_class IS NULL
+           OR CAST(CAST(floor(status_code / 100) AS INTEGER) AS VARCHAR) || 'xx' = $status_class)
+      AND ($cache_status IS NULL OR cache_status = upper($cache_status))
     GROUP BY date
 ),
 names AS (

@@ -1,6 +1,11 @@
 -- answers: Response size percentiles (bytes sent): p50, p95, p99 and the largest.
 -- param: day DATE                  UTC day, YYYY-MM-DD
 -- param: zone BIGINT = NULL        pull zone id (NULL: all zones)
+-- param: host VARCHAR = NULL       slice: only this host (NULL: every host)
+-- param: path_prefix VARCHAR = NULL    slice: only the paths that start with this
+-- param: country VARCHAR = NULL    slice: only this country code ("-": unknown)
+-- param: status_class VARCHAR = NULL {1xx|2xx|3xx|4xx|5xx}  slice: only this status class
+-- param: cache_status VARCHAR = NULL   slice: only this cache status
 SELECT count(*)                                                   AS requests,
        CAST(percentile_disc(0.50) WITHIN GROUP (ORDER BY bytes_sent) AS BIGINT) AS p50_bytes,
        CAST(percentile_disc(0.95) WITHIN GROUP (ORDER BY bytes_sent) AS BIGINT) AS p95_bytes,
@@ -8,4 +13,10 @@ SELECT count(*)                                                   AS requests,
        max(bytes_sent)                                            AS max_bytes
 FROM requests
 WHERE date = $day
-  AND ($zone IS NULL OR pull_zone_id = $zone);
+  AND ($zone IS NULL OR pull_zone_id = $zone)
+  AND ($host IS NULL OR lower(host) = lower($host))
+  AND ($path_prefix IS NULL OR substr(path, 1, length($path_prefix)) = $path_prefix)
+  AND ($country IS NULL OR coalesce(country_code, '-') = upper($country))
+  AND ($status_class IS NULL
+       OR CAST(CAST(floor(status_code / 100) AS INTEGER) AS VARCHAR) || 'xx' = $status_class)
+  AND ($cache_status IS NULL OR cache_status = upper($cache_status));

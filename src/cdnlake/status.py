@@ -463,6 +463,19 @@ def zone_watermarks(session: LakeSession, config: Config) -> dict[tuple[str, str
     return marks
 
 
+def newest_rows(config: Config, session: LakeSession) -> dict[str, datetime]:
+    """Each configured pull zone's newest stored row (its request time) as the metrics
+    label it, from the log's file statistics (no data file is read)."""
+    ids = [z.id for z in config.zones]
+    table = session.reader(REQUESTS) if ids else None
+    con = duckdb.connect()
+    try:
+        found = freshness(con, REQUESTS, table, ids, datetime.now(UTC)).newest
+    finally:
+        con.close()
+    return {str(zone): at for zone, at in found.items()}
+
+
 def completeness(config: Config, session: LakeSession) -> dict[tuple[str, str], float]:
     """The last week's audited days as the metrics label them: (zone, day) -> ratio."""
     from cdnlake.audit.days import recent_ratios

@@ -172,3 +172,17 @@ def test_set_forwarding_format_is_checked(tmp_path, emulator):
     assert emulator.management.forwarder._targets[1234].log_format == 0
     r = run_cli(*cli, "--disable")
     assert r.returncode == 0, r.stderr
+
+
+def test_set_forwarding_without_format_keeps_the_zones_format(tmp_path, emulator):
+    """Moving a zone's forwarding to another receiver must not switch JSON back to plain."""
+    config = forwarding_config(tmp_path, emulator)
+    cli = ["--config", str(config.path), "api", "pullzone", "set-forwarding", "--zone", "1234"]
+    to = ["--host", "127.0.0.1", "--protocol", "udp"]
+    r = run_cli(*cli, *to, "--port", "514", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    r = run_cli(*cli, *to, "--port", "515")
+    assert r.returncode == 0, r.stderr
+    assert '"LogForwardingFormat": 1' in r.stdout and '"LogForwardingPort": 515' in r.stdout
+    assert emulator.management.forwarder._targets[1234].log_format == 1
+    assert run_cli(*cli, "--disable").returncode == 0

@@ -511,3 +511,24 @@ def test_archived_parts_leave_the_requests_log_bounded(tmp_path):
     assert after[0] == before[0], (before, after)  # the same txn actions
     assert after[1] <= before[1] * 1.1, (before, after)
     assert after[2] <= before[2] * 3, (before, after)  # a ratio, not a time
+
+
+def test_an_archive_import_counts_its_traffic_under_source_archive(tmp_path):
+    """Catch-up is no live traffic: rules leave ``source="archive"`` out (alerts.yml)."""
+    from cdnlake.lake.session import LakeSession
+    from cdnlake.monitoring.traffic import TrafficCounters
+    from cdnlake.privacy import PrivacyPolicy
+
+    config = make_config(tmp_path)
+    store = FakeStore()
+    old = datetime(2026, 11, 2, tzinfo=UTC)
+    store.put("pullzone-logs/www/2026/11/01_1.gzip", lines(date(2026, 11, 1), "a", 50), old)
+    counters = TrafficCounters()
+    session = LakeSession.from_config(
+        config.storage, privacy=PrivacyPolicy.from_config(config.privacy), traffic=counters
+    )
+    job = Backfill(config, session, store, config.zones[0], clock=lambda: NOW)
+    assert job.run(job.listing()).rows == 50
+    requests, sent = counters.counts()
+    assert requests == {(str(ZONE), "archive", "HIT", "2xx"): 50}
+    assert sent == {(str(ZONE), "archive", "HIT"): 50 * 412}

@@ -202,3 +202,54 @@ def test_a_group_of_zones_counts_each_zone_once_when_one_is_sent_back(tmp_path):
     assert counted == {"1": 5, "2": 7}
     assert total(theirs) == 10
     assert lake_rows(Lake(uri, {})).height == 22
+
+
+def test_the_newest_row_age_gauge_follows_the_lake_and_this_processs_commits(tmp_path):
+    """``cdnlake_newest_row_age_seconds{zone}``: from the lake's statistics (rows another
+    process stored) at the first scrape, and at once for the rows this process stores."""
+    from datetime import UTC, datetime
+
+    from cdnlake.config import build_config
+    from cdnlake.monitoring.metrics import DaemonMetrics
+    from cdnlake.privacy import PrivacyPolicy
+    from cdnlake.status import newest_rows
+
+    config = build_config(
+        {"storage": {"root": str(tmp_path / "data")}, "zones": [{"id": 1}, {"id": 2}]},
+        base_dir=tmp_path,
+        env={},
+    )
+    policy = PrivacyPolicy.from_config(config.privacy)
+    other = ZoneWriter(LakeSession.from_config(config.storage, privacy=policy), REQUESTS, 1)
+    other.commit(requests(0, 10), {})  # ts BASE .. BASE + 9 ms, by another process
+    counters = TrafficCounters()
+    ours = LakeSession.from_config(config.storage, privacy=policy)
+    metrics = DaemonMetrics(config, traffic=counters, newest=lambda: newest_rows(config, ours))
+
+    def ages() -> dict[str, float]:
+        found = exported_registry(metrics.registry).get("cdnlake_newest_row_age_seconds", {})
+        return {dict(labels)["zone"]: value for labels, value in found.items()}
+
+    want = (datetime.now(UTC) - (BASE + timedelta(milliseconds=9))).total_seconds()
+    assert set(ages()) == {"1"} and abs(ages()["1"] - want) < 5
+    ours = ZoneWriter(
+        LakeSession.from_config(config.storage, privacy=policy, traffic=counters), REQUESTS, 2
+    )
+    recent = datetime.now(UTC) - timedelta(seconds=30)
+    ours.commit(
+        rows(0, 5, recent)
+        .join(requests(0, 5).drop("ts"), on="request_id")
+        .select(list(REQUEST_SCHEMA))
+        .with_columns(pl.lit(2, pl.Int64).alias("pull_zone_id")),
+        {},
+    )
+    seen = ages()  # before the lake's statistics are read again
+    assert 29 <= seen["2"] < 40 and abs(seen["1"] - want) < 5
+
+
+def exported_registry(registry: CollectorRegistry) -> dict[str, dict]:
+    samples: dict[str, dict] = {}
+    for family in text_string_to_metric_families(generate_latest(registry).decode()):
+        for sample in family.samples:
+            samples.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return samples

@@ -42,6 +42,10 @@ AGENTS = [
     ("omgili/0.5 +http://omgili.com", "omgili"),
     ("Mozilla/5.0 (compatible; Brightbot 1.0)", "Brightbot"),  # a name with its version
     ("GPTBOT/1.0", "GPTBot"),  # any case
+    ("Spider/1.0 (+https://spider.cloud)", "Spider"),  # a plain word as the first token
+    ("Scrapy/2.11.2 (+https://scrapy.org)", "Scrapy"),
+    ("facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)",
+     "facebookexternalhit"),
 ]  # fmt: skip
 
 
@@ -71,7 +75,16 @@ def test_ai_crawlers_are_found_by_the_list(agent, name):
         UPTIME,  # and a monitor
         "curl/8.11.0",
         "Mozilla/5.0 (compatible; GPTBotanist/1.0)",  # a name inside a longer word is not it
+        "Mozilla/5.0 (compatible; X-GPTBot-Test/1.0)",  # nor inside a longer token
         "-",
+        # The list's plain words, carried by browsers, editors and other crawlers:
+        "Sogou web spider/4.0(+http://www.sogou.com/docs/help/webmasters.htm#07)",
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+        "Code/1.85.1 Chrome/114.0.5735.289 Electron/25.9.7 Safari/537.36",
+        "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like "
+        "Gecko) Cursor/0.42.3 Chrome/124.0.6367.243 Electron/30.5.1 Safari/537.36",
+        "Mozilla/5.0 (compatible; MJ12bot/v1.4.8; http://mj12bot.com/) spider",
+        "code",  # a plain word in another spelling
     ],
 )
 def test_what_is_no_ai_crawler(agent):
@@ -98,3 +111,15 @@ def test_ai_crawlers_are_a_group_beside_bots_monitors_and_people():
     assert grouped["crawler"] == [("Googlebot", 15, 15.0), ("UptimeRobot", 5, 5.0)]
     assert grouped["browser"] == [("Chrome", 20, 20.0)]
     assert grouped["tool"] == []
+
+
+def test_the_emulators_traffic_holds_ai_crawlers_the_report_names():
+    """The demo's report shows its AI crawler section: a day of an emulated zone."""
+    from cdnlake.emulator.records import ZoneSpec
+    from cdnlake.emulator.traffic import Traffic
+
+    traffic = Traffic(7, {1234: ZoneSpec(1234)})
+    agents = [r.wire.userAgent for h in range(480_000, 480_024) for r in traffic.hour(1234, h)[1]]
+    named = [name for name in ai_crawlers(agents) if name is not None]
+    assert {"GPTBot", "ClaudeBot", "CCBot", "PerplexityBot", "Bytespider"} <= set(named)
+    assert 0.01 < len(named) / len(agents) < 0.2  # some of the traffic, not most of it

@@ -4,12 +4,14 @@ drawn, and the figures written as people read them."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from datetime import date
 
 import pytest
 
 from cdnlake.reports.build import write_reports
+from cdnlake.warehouse.named import Slice
 from tests.fixture_lake import build_fixture_lake
 from tests.reports.operator_day import DAY as OPERATOR_DAY
 from tests.reports.operator_day import add_operator_day, add_today
@@ -66,7 +68,33 @@ def pages(tmp_path_factory):
     to_today = write_reports(
         config, date(2026, 11, 18), formats=("html",), end=today, session=session_for(config)
     )[0]
-    return {"daily": daily, "range": ranged, "operator": operator, "to_today": to_today}
+    # A slice compared with the day before, and a sliced range against a week before.
+    piece = Slice.parse(host="a.example", status_class="2xx", cache_status="miss")
+    sliced = write_reports(
+        config,
+        OPERATOR_DAY,
+        formats=("html",),
+        piece=piece,
+        compare="previous",
+        session=session_for(config),
+    )
+    sliced_range = write_reports(
+        config,
+        date(2026, 11, 19),
+        formats=("html",),
+        end=OPERATOR_DAY,
+        piece=Slice.parse(path_prefix="/", country="de"),
+        compare="week",
+        session=session_for(config),
+    )[0]
+    return {
+        "daily": daily,
+        "range": ranged,
+        "operator": operator,
+        "to_today": to_today,
+        "sliced": sliced[0],
+        "sliced_range": sliced_range,
+    }
 
 
 def look(browser, path, width: int, shots):
@@ -75,11 +103,17 @@ def look(browser, path, width: int, shots):
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.goto(path.as_uri())
     page.screenshot(path=str(shots / f"{path.stem}-{width}.png"), full_page=True)
+    if os.environ.get("CDNLAKE_SHOTS"):  # a folder to keep them in, to look at
+        page.screenshot(
+            path=f"{os.environ['CDNLAKE_SHOTS']}/{path.stem}-{width}.png", full_page=True
+        )
     return page, errors
 
 
 @pytest.mark.parametrize("width", [DESKTOP, PHONE])
-@pytest.mark.parametrize("kind", ["daily", "range", "operator", "to_today"])
+@pytest.mark.parametrize(
+    "kind", ["daily", "range", "operator", "to_today", "sliced", "sliced_range"]
+)
 def test_no_overflow_and_legible_charts(browser, pages, kind, width, tmp_path):
     page, errors = look(browser, pages[kind], width, tmp_path)
     try:
@@ -244,5 +278,20 @@ def test_a_partial_day_is_marked_in_the_range_charts(browser, pages, tmp_path):
         bars, _, points, _ = seen
         assert bars["marked"] == ["0.45"]  # the one partial bar, pale
         assert set(points["marked"]) == {"rgb(255, 255, 255)"}  # hollow points
+    finally:
+        page.close()
+
+
+def test_a_sliced_report_names_its_slice_and_shows_its_changes(browser, pages, tmp_path):
+    page, _ = look(browser, pages["sliced"], PHONE, tmp_path)
+    try:
+        assert page.inner_text("#slice") == "Slice: host a.example, 2xx responses, cache MISS"
+        assert "report-all-host-a.example_2xx_miss-2026-11-21-vs-previous" in pages["sliced"].name
+        assert "compared with the previous day (2026-11-20)" in page.inner_text(".sub")
+        assert "% vs previous day" in page.inner_text("#headline")
+        assert "change" in page.inner_text("#top_miss_paths_by_bytes")  # under each figure
+        # The day compared with drawn dashed in every chart.
+        dashed = page.evaluate("document.querySelectorAll('svg.chart .compared').length")
+        assert dashed >= 4
     finally:
         page.close()

@@ -96,9 +96,8 @@ def test_sql_and_report_from_the_command_line(spark_lake, tmp_path):
     duck_sections, spark_sections = reports["duckdb"]["sections"], reports["spark"]["sections"]
     assert duck_sections.keys() == spark_sections.keys()
     for key, section in duck_sections.items():
-        # The emulator sends no AI crawler: that section is derived in Python from the
-        # user agents, whose rows are compared here too.
-        assert section["rows"] or key == "ai_crawler", key
+        # Every section has rows (the emulator sends AI crawlers too).
+        assert section["rows"], key
         assert same_records(spark_sections[key]["rows"], section["rows"]), key
 
     # Spark's own dialect for ad-hoc SQL; a mistake is one line, exit 2.

@@ -117,8 +117,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--format",
         dest="log_format",
         choices=["plain", "json"],
-        help="what each message carries: a plain v1 log line (the default) or a JSON object; "
-        "the receiver takes both",
+        help="what each message carries: a plain v1 log line or a JSON object (not given: "
+        "the zone keeps its format, plain for a zone that never forwarded); the receiver "
+        "takes both",
     )
     a.add_argument("--disable", action="store_true", help="stop forwarding the zone's logs")
     a = _action(
@@ -246,7 +247,7 @@ def _set_forwarding(cdn: Any, args: argparse.Namespace) -> Any:
     if missing:
         raise UsageError(f"set-forwarding: {', '.join(missing)} needed (or --disable)")
     return cdn.pullzone.set_forwarding(
-        args.zone, args.host, args.port, args.protocol, args.log_format or "plain"
+        args.zone, args.host, args.port, args.protocol, args.log_format
     )
 
 

@@ -84,15 +84,18 @@ def daemon(args: argparse.Namespace) -> int:
 def traffic_counters(config: Config) -> TrafficCounters | None:
     """With ``metrics.listen`` set: the traffic counters the daemon's session feeds, each
     configured zone's series at zero from the start (its pass's source, and ``forwarded``
-    where the daemon receives forwarded logs), so that Prometheus counts its first requests."""
+    where the daemon receives forwarded logs, ``archive`` where it imports an archive), so
+    that Prometheus counts its first requests."""
     if config.metrics.address() is None:
         return None
     from cdnlake.forwarding.batch import SOURCE as FORWARDED
+    from cdnlake.ingest.backfill import COUNTED_AS as ARCHIVE
     from cdnlake.monitoring.traffic import TrafficCounters
 
     expected = [(zone.id, zone.source) for zone in config.zones]
     if config.forwarding.address() is not None:
         expected += [(zone.id, FORWARDED) for zone in config.zones]
+    expected += [(zone.id, ARCHIVE) for zone in config.zones if zone.archive is not None]
     return TrafficCounters(expected)
 
 
@@ -107,13 +110,14 @@ def serve_metrics(
         return None, None
     from cdnlake.monitoring.http import MetricsServer
     from cdnlake.monitoring.metrics import DaemonMetrics
-    from cdnlake.status import completeness, health, zone_watermarks
+    from cdnlake.status import completeness, health, newest_rows, zone_watermarks
 
     metrics = DaemonMetrics(
         config,
         watermarks=lambda: zone_watermarks(session, config),
         completeness=lambda: completeness(config, session),
         traffic=traffic,
+        newest=lambda: newest_rows(config, session),
     )
     server = MetricsServer(*address, metrics, lambda: health(config, session))
     server.start()

@@ -216,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--param", action="append", default=[], metavar="KEY=VALUE", help="named query parameter"
     )
+    _slice_options(p, "with --query: ")
     p.add_argument("--list", action="store_true", help="list the named queries and parameters")
     p.add_argument(
         "--format",
@@ -271,6 +272,14 @@ def build_parser() -> argparse.ArgumentParser:
         "-v",
         action="store_true",
         help="name every file written (default: the folder and the formats, in a line)",
+    )
+    _slice_options(p, "")
+    p.add_argument(
+        "--compare",
+        action=Once,
+        choices=["previous", "week"],
+        help="add to every table and chart the change against the previous period of the "
+        "same length (previous) or the same days a week before (week)",
     )
     _engine_option(p)
 
@@ -415,6 +424,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("shell", choices=["bash", "zsh"], help="the shell to complete in")
     p.set_defaults(parser=parser)  # what the script completes
     return parser
+
+
+def _slice_options(p: argparse.ArgumentParser, prefix: str) -> None:
+    """``--host``, ``--path-prefix``, ``--country``, ``--status-class``, ``--cache-status``
+    of ``report`` and ``sql --query``: a slice of the traffic, combinable."""
+    p.add_argument("--host", action=Once, metavar="HOST", help=f"{prefix}only this host")
+    p.add_argument(
+        "--path-prefix",
+        action=Once,
+        metavar="PATH",
+        help=f"{prefix}only the paths that start with PATH (e.g. /img/)",
+    )
+    p.add_argument(
+        "--country",
+        action=Once,
+        metavar="CC",
+        help=f'{prefix}only this country code ("-": unknown)',
+    )
+    p.add_argument(
+        "--status-class", action=Once, metavar="NXX", help=f"{prefix}only 1xx, 2xx, 3xx, 4xx or 5xx"
+    )
+    p.add_argument(
+        "--cache-status", action=Once, metavar="STATUS", help=f"{prefix}only HIT, MISS, ..."
+    )
 
 
 def _engine_option(p: argparse.ArgumentParser) -> None:

@@ -12,6 +12,7 @@ from cdnlake.errors import UsageError
 
 if TYPE_CHECKING:
     from cdnlake.lake.session import LakeSession
+    from cdnlake.warehouse.named import Slice
 
 MAX_RANGE_DAYS = 400
 
@@ -47,6 +48,20 @@ def parse_range(args: argparse.Namespace) -> tuple[date, date | None]:
     return first, last
 
 
+def parse_slice(args: argparse.Namespace) -> Slice:
+    """``--host``, ``--path-prefix``, ``--country``, ``--status-class``, ``--cache-status``
+    (of ``report`` and ``sql --query``), checked."""
+    from cdnlake.warehouse.named import Slice
+
+    return Slice.parse(
+        host=args.host,
+        path_prefix=args.path_prefix,
+        country=args.country,
+        status_class=args.status_class,
+        cache_status=args.cache_status,
+    )
+
+
 def report(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load
     from cdnlake.lake.session import LakeSession
@@ -54,6 +69,7 @@ def report(args: argparse.Namespace) -> int:
     from cdnlake.reports.build import check_formats, write_reports
 
     day, end = parse_range(args)
+    piece = parse_slice(args)
     config = load(args, default_level="WARNING")
     if args.zone is not None:
         if args.zone in {z.id for z in config.shield_zones} - {z.id for z in config.zones}:
@@ -81,6 +97,8 @@ def report(args: argparse.Namespace) -> int:
             out=Path(args.out) if args.out else None,
             engine=args.engine,
             end=end,
+            piece=piece,
+            compare=args.compare,
         )
     if [p.suffix for p in paths] == [".md"]:  # Markdown alone is for reading: show it
         import sys

@@ -22,7 +22,7 @@ from cdnlake.cli.sql_common import (
 from cdnlake.errors import UsageError
 
 if TYPE_CHECKING:
-    pass
+    from cdnlake.warehouse.named import NamedQuery, Slice
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +68,20 @@ def sql(args: argparse.Namespace) -> int:
         raise UsageError("sql --limit: goes with --format table (csv and json write every row)")
     if args.param and not args.named:
         raise UsageError("sql: --param goes with --query NAME")
+    from cdnlake.cli.report_cmd import parse_slice
+
+    piece = parse_slice(args)
+    if piece and not args.named:
+        option = "--" + next(iter(piece.params())).replace("_", "-")
+        raise UsageError(f"sql: {option} goes with --query NAME (a slice of a named query)")
     config = load(args, default_level="WARNING")
     limit = (DEFAULT_TABLE_ROWS if args.limit is None else args.limit) or None
     if args.format != "table":
         limit = None
     if args.named:
         named = get_named(args.named)
-        params = bind(named, args.param, config)  # bad values refused before the lake is opened
+        pairs = args.param + slice_pairs(named, args.param, piece)
+        params = bind(named, pairs, config)  # bad values refused before the lake is opened
         relations = relations_named(named.sql) or None
         stop_on_sigterm()
         with open_session(config, args.engine, relations, require_lake=True) as session:
@@ -106,6 +113,16 @@ def sql(args: argparse.Namespace) -> int:
             hide_internal(result)
     show(args.format, result, limit, wide=args.wide)
     return 0
+
+
+def slice_pairs(named: NamedQuery, pairs: list[str], piece: Slice) -> list[str]:
+    """The slice as more KEY=VALUE pairs of ``named``: refused, in a line, where the query
+    takes no such parameter or ``--param`` names it too."""
+    from cdnlake.warehouse.named import parse_params, with_slice
+
+    given = parse_params(pairs)
+    added = with_slice(named, given, piece)
+    return [f"{k}={v}" for k, v in added.items() if k not in given]
 
 
 def stop_on_sigterm() -> None:

@@ -91,10 +91,11 @@ class PullZoneApi(Area):
         host: str,
         port: int,
         protocol: ForwardingProtocol,
-        log_format: ForwardingFormat = "plain",
+        log_format: ForwardingFormat | None = None,
     ) -> LogForwarding:
         """Forward the zone's logs to ``host:port`` as RFC 5424 syslog, each message's text a
-        plain v1 line or (``log_format="json"``) a JSON object."""
+        plain v1 line or (``log_format="json"``) a JSON object; None keeps the zone's format
+        (the update sends only the keys it changes)."""
         check_id("id", pull_zone_id)
         if not isinstance(host, str) or not host.strip() or any(c.isspace() for c in host):
             raise RequestValidationError("LogForwardingHostname", "a host name or address")
@@ -103,20 +104,19 @@ class PullZoneApi(Area):
             raise RequestValidationError(
                 "LogForwardingProtocol", f"one of udp, tcp, tls, got {protocol!r}"
             )
-        if log_format not in FORMAT_CODES:
+        if log_format is not None and log_format not in FORMAT_CODES:
             raise RequestValidationError(
                 "LogForwardingFormat", f"one of plain, json, got {log_format!r}"
             )
-        return self._update(
-            pull_zone_id,
-            {
-                "LogForwardingEnabled": True,
-                "LogForwardingHostname": host,
-                "LogForwardingPort": port,
-                "LogForwardingProtocol": PROTOCOL_CODES[protocol],
-                "LogForwardingFormat": FORMAT_CODES[log_format],
-            },
-        )
+        settings: dict[str, object] = {
+            "LogForwardingEnabled": True,
+            "LogForwardingHostname": host,
+            "LogForwardingPort": port,
+            "LogForwardingProtocol": PROTOCOL_CODES[protocol],
+        }
+        if log_format is not None:
+            settings["LogForwardingFormat"] = FORMAT_CODES[log_format]
+        return self._update(pull_zone_id, settings)
 
     def disable_forwarding(self, pull_zone_id: int) -> LogForwarding:
         check_id("id", pull_zone_id)

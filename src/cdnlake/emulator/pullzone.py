@@ -24,6 +24,11 @@ FORWARDING_KEYS = (
     "LogForwardingFormat",
 )
 ARCHIVE_KEYS = ("LoggingSaveToStorage", "LoggingStorageZoneId")
+# A zone's forwarding settings before any update: off, plain (as the provider's model says).
+UNSET_FORWARDING = dict.fromkeys(FORWARDING_KEYS, None) | {
+    "LogForwardingEnabled": False,
+    "LogForwardingFormat": PLAIN,
+}
 
 
 class PullZoneRoutes(AreaBase):
@@ -36,9 +41,7 @@ class PullZoneRoutes(AreaBase):
     def pull_zone_model(self, zone: int) -> dict[str, object]:
         """The part of ``PullZoneModel`` the emulator keeps."""
         spec = self.emulator.zones[zone]
-        forwarding = self.state.forwarding.get(
-            zone, dict.fromkeys(FORWARDING_KEYS, None) | {"LogForwardingEnabled": False}
-        )
+        forwarding = self.state.forwarding.get(zone, dict(UNSET_FORWARDING))
         archive = self.emulator.archive.zones.get(zone)
         return {
             "Id": zone,
@@ -89,9 +92,7 @@ class PullZoneRoutes(AreaBase):
         if not isinstance(body, dict):
             return field_error(400, "body.invalid", "body", "a JSON object")
         with self._lock:
-            settings = self.state.forwarding.setdefault(
-                zone, dict.fromkeys(FORWARDING_KEYS, None) | {"LogForwardingEnabled": False}
-            )
+            settings = self.state.forwarding.setdefault(zone, dict(UNSET_FORWARDING))
             merged = settings | {k: v for k, v in body.items() if k in FORWARDING_KEYS}
             problem = _forwarding_problem(merged) or self._archive_update(zone, body)
             if problem is not None:

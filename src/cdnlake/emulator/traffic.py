@@ -63,6 +63,21 @@ USER_AGENTS = [
     "updown.io daemon 2.2",
     "Googlebot/2.1 (+http://www.google.com/bot.html)",
 ]
+# AI crawlers and assistants, as they send themselves: a few clients are one each (every
+# request of such a client carries it), so the demo's report shows its AI crawler section.
+AI_AGENTS = [
+    "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.2; "
+    "+https://openai.com/gptbot)",
+    "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; ClaudeBot/1.0; "
+    "+claudebot@anthropic.com)",
+    "CCBot/2.0 (https://commoncrawl.org/faq/)",
+    "Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; PerplexityBot/1.0; "
+    "+https://perplexity.ai/perplexitybot)",
+    "Mozilla/5.0 (Linux; Android 5.0) AppleWebKit/537.36 (KHTML, like Gecko) Mobile "
+    "Safari/537.36 (compatible; Bytespider; spider-feedback@bytedance.com)",
+]
+AI_CLIENT_EVERY = 20  # clients k with k % 20 == AI_CLIENT_AT are AI crawlers
+AI_CLIENT_AT = 7
 REFERERS = [
     "https://www.example.com/",
     "https://www.example.com/blog/",
@@ -347,6 +362,8 @@ class Traffic:
             if hostile
             else (None if rng.random() < 0.03 else rng.choice(USER_AGENTS))
         )
+        if not hostile and client % AI_CLIENT_EVERY == AI_CLIENT_AT:  # no draw of rng
+            ua = AI_AGENTS[client // AI_CLIENT_EVERY % len(AI_AGENTS)]
         referer = rng.choice(REFERERS) if rng.random() < 0.6 else None
         country = None if rng.random() < 0.02 else rng.choice(COUNTRIES)
         asn, org = rng.choice(ASNS)

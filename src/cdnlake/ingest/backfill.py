@@ -58,12 +58,14 @@ from cdnlake.lake.session import LakeSession
 
 log = logging.getLogger("cdnlake.backfill")
 LEDGER_SECONDS = 10.0  # how often a long run brings archive_parts up to date
+COUNTED_AS = "archive"  # the traffic counters' source of imports: catch-up, not live traffic
 
 
 class ArchivePartSource(V1FileSource):
     """One downloaded part: a v1 file that remembers where it proved damaged."""
 
     kind = "archive"
+    counted_as = COUNTED_AS
 
     def __init__(self, path: Path, part: Part, label: str) -> None:
         super().__init__(path, label)

@@ -317,6 +317,7 @@ class Runner:
                 zone_id,
                 holder=holder,
                 clock=self.clock,
+                counted_as=getattr(source, "counted_as", None),
             )
             ctx = PassContext(
                 zone_id, writer, result, self.clock(), self.config, signal, self.bookkeeping

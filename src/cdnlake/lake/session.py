@@ -91,14 +91,17 @@ class LakeSession:
             traffic=traffic,
         )
 
-    def stored(self, spec: TableSpec, zone_id: int, rows: pl.DataFrame) -> None:
+    def stored(
+        self, spec: TableSpec, zone_id: int, rows: pl.DataFrame, counted_as: str | None = None
+    ) -> None:
         """A commit of ``spec`` that landed newly stored ``rows`` of ``zone_id``: requests
-        go to the traffic sink. The commit has landed whatever the sink does, so a sink
-        that fails is logged, never turned into a failed commit."""
+        go to the traffic sink (under ``counted_as``, when the writer has one). The commit
+        has landed whatever the sink does, so a sink that fails is logged, never turned
+        into a failed commit."""
         if self.traffic is None or spec.name != REQUESTS.name or rows.height == 0:
             return
         try:
-            self.traffic.stored(zone_id, rows)
+            self.traffic.stored(zone_id, rows, counted_as=counted_as)
         except Exception:  # the rows are stored: a counting bug must not fail the commit
             log.exception("zone %s: %d stored requests not counted", zone_id, rows.height)
 

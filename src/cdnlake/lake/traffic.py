@@ -17,9 +17,10 @@ if TYPE_CHECKING:
 
 
 class TrafficSink(Protocol):
-    def stored(self, zone_id: int, rows: pl.DataFrame) -> None:
+    def stored(self, zone_id: int, rows: pl.DataFrame, *, counted_as: str | None = None) -> None:
         """``rows`` (the ``requests`` table's columns) were newly stored for ``zone_id`` by
-        one commit that landed. Called once per such commit, from the committing thread;
-        never for a commit that was sent back, lost its race or failed, nor for rows the
-        table already held."""
+        one commit that landed; ``counted_as``: the source they count under instead of each
+        row's own (``archive`` for an archive import, whose rows are v1 lines). Called once
+        per such commit, from the committing thread; never for a commit that was sent
+        back, lost its race or failed, nor for rows the table already held."""
         ...

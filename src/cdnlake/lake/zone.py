@@ -123,8 +123,13 @@ class ZoneWriter:
         *,
         holder: int | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        counted_as: str | None = None,
     ) -> None:
         """Take the zone as the table has it now: :attr:`start`, and its fence token.
+
+        ``counted_as``: the traffic counters' source for the rows its commits store,
+        instead of each row's own (an archive import's: ``archive``, so that alert rules
+        can leave catch-up out).
 
         ``clock``: the pass's own (the provider's retention, when a damaged file's span is
         judged still readable or lost, is counted from it).
@@ -138,6 +143,7 @@ class ZoneWriter:
         self.spec = spec
         self.zone_id = zone_id
         self.clock = clock
+        self.counted_as = counted_as
         self.table = session.log_table(spec)
         self.dedup = Dedup(self.table, self._read_again_first)
         self._in_pass = False  # inside passing(): its commits may wait for others
@@ -285,7 +291,7 @@ class ZoneWriter:
         written.after = Snapshot(version, {**attempt.snapshot.marks, **attempt.versions})
         if behind is not None and attempt.new.height:
             written.late = attempt.new.filter(pl.col("ts") < behind).height
-        self.session.stored(self.spec, self.zone_id, attempt.new)
+        self.session.stored(self.spec, self.zone_id, attempt.new, self.counted_as)
         return written
 
     def _submit(self, attempts: list[_Attempt], *, patient: bool) -> list[Future[int | str]]:

@@ -41,10 +41,12 @@ COMPLETENESS_REFRESH_SECONDS = 60.0
 
 Watermarks = dict[tuple[str, str], datetime]
 Completeness = dict[tuple[str, str], float]  # (zone, day) -> lake requests / provider's
+Newest = dict[str, datetime]  # zone -> the request time of its newest stored row
+K = TypeVar("K")
 V = TypeVar("V")
 
 
-class _Refreshed(Generic[V]):
+class _Refreshed(Generic[K, V]):
     """A reading of the lake, taken again at most every ``seconds`` when asked for; a
     read that fails keeps the last one (a scrape must not fail on a slow store).
 
@@ -52,16 +54,16 @@ class _Refreshed(Generic[V]):
     is read (a whole table's watermarks, seconds on a big log) sets its value at once
     instead of waiting for the read, and what it set wins over the read's."""
 
-    def __init__(self, read: Callable[[], dict[tuple[str, str], V]], seconds: float, what: str):
+    def __init__(self, read: Callable[[], dict[K, V]], seconds: float, what: str):
         self.read, self.seconds, self.what = read, seconds, what
-        self._value: dict[tuple[str, str], V] = {}
-        self._set_while_read: dict[tuple[str, str], V] | None = None
+        self._value: dict[K, V] = {}
+        self._set_while_read: dict[K, V] | None = None
         self._at = -math.inf
         self._expired = 0  # how many times expired: a read begun before an expiry is stale
         self._lock = threading.Lock()  # the value
         self._reading = threading.Lock()  # one read at a time
 
-    def get(self) -> dict[tuple[str, str], V]:
+    def get(self) -> dict[K, V]:
         with self._reading:
             if time.monotonic() - self._at >= self.seconds:
                 with self._lock:
@@ -81,7 +83,7 @@ class _Refreshed(Generic[V]):
         with self._lock:
             return dict(self._value)
 
-    def set(self, key: tuple[str, str], value: V) -> None:
+    def set(self, key: K, value: V) -> None:
         """One entry as known now (newer than any read under way)."""
         with self._lock:
             self._value[key] = value
@@ -110,6 +112,27 @@ class _LagCollector(Collector):
         now = datetime.now(UTC)
         for (zone, source), mark in sorted(self.read().items()):
             family.add_metric([zone, source], (now - mark).total_seconds())
+        yield family
+
+
+class _NewestCollector(Collector):
+    """``cdnlake_newest_row_age_seconds``: now minus the request time of each zone's newest
+    stored row, at scrape time. Unlike the watermark, it moves with forwarded rows too:
+    the first number an incident needs (is the lake seeing traffic right now?)."""
+
+    def __init__(self, read: Callable[[], Newest]) -> None:
+        self.read = read
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "cdnlake_newest_row_age_seconds",
+            "Seconds between now and the request time of the zone's newest stored row "
+            "(whichever way it came).",
+            labels=["zone"],
+        )
+        now = datetime.now(UTC)
+        for zone, newest in sorted(self.read().items()):
+            family.add_metric([zone], max(0.0, (now - newest).total_seconds()))
         yield family
 
 
@@ -192,9 +215,12 @@ class DaemonMetrics:
         completeness: Callable[[], Completeness] | None = None,
         traffic: TrafficCounters | None = None,
         registry: CollectorRegistry | None = None,
+        newest: Callable[[], Newest] | None = None,
     ) -> None:
         """``traffic``: the counters the process's lake session feeds (the daemon builds
-        them with the session); None, no traffic counters are exported."""
+        them with the session); None, no traffic counters are exported. ``newest``: each
+        zone's newest stored row as the lake's statistics say (every daemon's commits),
+        read at most every few seconds; the rows this process stores since count at once."""
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.traffic = traffic
@@ -276,6 +302,8 @@ class DaemonMetrics:
         # (records read, new rows) of each zone's last passes
         self._passes: dict[tuple[str, str], deque[tuple[int, int]]] = {}
         r.register(_LagCollector(self.watermarks))
+        self._newest = _Refreshed(newest or dict, WATERMARK_REFRESH_SECONDS, "newest rows")
+        r.register(_NewestCollector(self.newest))
         r.register(_AmplificationCollector(self.read_and_new))
         self._completeness = _Refreshed(
             completeness or dict, COMPLETENESS_REFRESH_SECONDS, "audited days"
@@ -291,6 +319,16 @@ class DaemonMetrics:
     def watermarks(self) -> Watermarks:
         """The zones' watermarks, read again from the lake at most every few seconds."""
         return self._marks.get()
+
+    def newest(self) -> Newest:
+        """Each zone's newest stored row: the lake's (read again at most every few seconds)
+        or, when newer, the newest one this process's commits stored."""
+        found = self._newest.get()
+        if self.traffic is not None:
+            for zone, at in self.traffic.newest().items():
+                if zone not in found or at > found[zone]:
+                    found[zone] = at
+        return found
 
     def completeness(self) -> Completeness:
         """The audited days' ratios, read again from the lake at most once a minute."""

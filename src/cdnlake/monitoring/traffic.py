@@ -4,8 +4,10 @@ Each request is counted once, when a commit that newly stores it has landed, whi
 way it came (the lake session tells this sink, :class:`cdnlake.lake.traffic.TrafficSink`):
 a request forwarded and then read again by a pass, or read twice by overlapping passes,
 was stored once and counts once. The label ``source`` is the row's own ``source`` column
-(``v2``, ``v1``, ``forwarded``, ...). A commit's rows are grouped by polars, not counted
-one by one, and added under one lock.
+(``v2``, ``v1``, ``forwarded``, ...), except for archive imports (``cdnlake backfill``, the
+daemon's archive job): ``archive``, so that rules on live traffic can leave catch-up out
+(a day of old rows imported at once is no traffic spike). A commit's rows are grouped by
+polars, not counted one by one, and added under one lock.
 
 Cardinality is bounded: per zone, the sources cdnlake writes times the provider's cache
 statuses (anything else is ``other``) times the status classes ``1xx``..``5xx`` (a code
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 
 import polars as pl
 from prometheus_client.core import CounterMetricFamily, Metric
@@ -55,15 +58,17 @@ class TrafficCounters(Collector):
         self._lock = threading.Lock()
         self._requests: dict[RequestKey, int] = {}
         self._bytes: dict[BytesKey, int] = {}
+        self._newest: dict[str, datetime] = {}  # zone -> its newest stored row's ts
         for zone_id, source in expected:
             for cache in CACHE_STATUSES:
                 self._bytes[(str(zone_id), source, cache)] = 0
                 for klass in STATUS_CLASSES:
                     self._requests[(str(zone_id), source, cache, klass)] = 0
 
-    def stored(self, zone_id: int, rows: pl.DataFrame) -> None:
+    def stored(self, zone_id: int, rows: pl.DataFrame, *, counted_as: str | None = None) -> None:
         """Count the requests one landed commit newly stored: grouped by their raw values
-        first (a few dozen groups however many rows), then labelled."""
+        first (a few dozen groups however many rows), then labelled; under ``counted_as``
+        (``archive``) instead of the rows' own source when given."""
         groups = (
             rows.lazy()
             .group_by("source", "cache_status", "status_code")
@@ -71,13 +76,23 @@ class TrafficCounters(Collector):
             .collect()
         )
         zone = str(zone_id)
+        newest = rows["ts"].max()
         with self._lock:
+            if isinstance(newest, datetime) and (
+                zone not in self._newest or newest > self._newest[zone]
+            ):
+                self._newest[zone] = newest
             for source, cache_status, code, requests, sent in groups.iter_rows():
                 cache = cache_status if cache_status in KNOWN_CACHE_STATUSES else OTHER
-                key = (zone, source or OTHER, cache, status_class(code))
+                key = (zone, counted_as or source or OTHER, cache, status_class(code))
                 self._requests[key] = self._requests.get(key, 0) + requests
                 where = key[:3]
                 self._bytes[where] = self._bytes.get(where, 0) + (sent or 0)
+
+    def newest(self) -> dict[str, datetime]:
+        """Each zone's newest row stored by this process's commits (its request time)."""
+        with self._lock:
+            return dict(self._newest)
 
     def counts(self) -> tuple[dict[RequestKey, int], dict[BytesKey, int]]:
         """Requests and bytes counted so far, by their labels."""

@@ -18,8 +18,8 @@ from cdnlake.reports.data import ReportData, Table
 from cdnlake.reports.derived import derive
 from cdnlake.reports.partial import as_date, partial_days, watermarks
 from cdnlake.sqlfiles import internal_sql
-from cdnlake.warehouse.engine import open_session
-from cdnlake.warehouse.named import get_named, parse_text
+from cdnlake.warehouse.engine import Session, open_session
+from cdnlake.warehouse.named import NamedQuery, Slice, get_named, parse_text
 from cdnlake.warehouse.relations import relations_named
 
 AGENTS_READ = 1000  # distinct user agents read for grouping; the rest count as "(others)"
@@ -31,10 +31,21 @@ AGENT_SECTIONS = {
     "crawler": "Search bots, crawlers and monitors",
     "ai_crawler": "AI crawlers and assistants",
 }
-# A range report's sections (from_day, to_day instead of day).
+# A range report's sections (from_day, to_day instead of day): the whole period, day by
+# day, and the daily report's panels that add up over days.
 RANGE_SECTIONS: list[tuple[str, str, dict[str, Any], str]] = [
     ("period_overview", "period_overview", {}, "The whole period"),
     ("daily_trend", "daily_trend", {}, "Day by day"),
+    ("cache_status_mix", "cache_status_mix", {}, "Cache status mix"),
+    ("status_codes", "status_codes", {}, "Status codes"),
+    (
+        "top_miss_paths_by_bytes",
+        "top_miss_paths",
+        {"rank_by": "bytes"},
+        "Paths that miss the cache most, by miss bytes (share: of all miss bytes)",
+    ),
+    ("countries", "top_countries", {}, "Countries"),
+    ("user_agents", "user_agents", {"top_n": str(AGENTS_READ)}, "User agents"),
 ]
 
 # (section, named query, fixed parameters, title)
@@ -73,6 +84,9 @@ FORMATS = ("html", "csv", "json", "md")
 # hit_ratio_by's "bucket" column, by what it groups by.
 BUCKETS = {"hour": "Hour (UTC)", "edge": "Edge location", "country": "Country", "host": "Host"}
 COUNTS = {"requests", "bytes"}  # day over day's figures that are counts
+# The period compared with reads this many times more top rows, so that the rows of this
+# period are found in it (a path 11th there is still paired with its figures).
+COMPARED_TOP_N = 20
 
 
 def collect(
@@ -83,29 +97,23 @@ def collect(
     session: LakeSession,
     engine: str = "duckdb",
     end: date | None = None,
+    piece: Slice | None = None,
+    compare: str | None = None,
 ) -> ReportData:
-    """Every section of the daily report of ``day`` (or of the range ``day``..``end``);
-    its marks and audits read from ``session``'s tables."""
-    data = ReportData(
-        day=day,
-        zone=zone,
-        hit_statuses=sorted(config.report.hit_statuses),
-        generated_at=datetime.now(UTC).replace(microsecond=0),
-        end=end,
-        zone_names={z.id: z.name for z in config.zones if z.name},
-    )
-    common = {
-        "day": day.isoformat(),
-        "from_day": day.isoformat(),
-        "to_day": (end or day).isoformat(),
-        "zone": "NULL" if zone is None else str(zone),
-        "hit_statuses": ",".join(config.report.hit_statuses),
-        "top_n": str(config.report.top_n),
-    }
+    """Every section of the daily report of ``day`` (or of the range ``day``..``end``), of
+    the slice ``piece`` of the traffic; with ``compare`` (previous, week), each table with
+    its changes against the period compared with (:mod:`cdnlake.reports.compare`)."""
+    piece = piece or Slice()
+    data = _data(config, day, end, zone, piece)
     sections = [
         (name, get_named(query_name), fixed, title)
         for name, query_name, fixed, title in (RANGE_SECTIONS if end else SECTIONS)
         if not (name == "zones" and zone is not None)
+        # sliced by a status class, the other class's error paths are none by definition
+        and not (
+            piece.status_class
+            and fixed.get("status_class", piece.status_class) != piece.status_class
+        )
     ]
     coverage = parse_text("report_coverage", internal_sql("report_coverage"))
     relations: set[str] | None = set()
@@ -114,14 +122,19 @@ def collect(
         relations = None if found is None or relations is None else relations | found
     # Every section asks about these days only (the day before: day over day).
     days = (day if end else day - timedelta(days=1), end or day)
+    before: tuple[date, date | None] | None = None
+    if compare is not None:
+        from cdnlake.reports.compare import compared_period
+
+        before = compared_period(day, end, compare)
+        days = (min(days[0], before[0]), days[1])
     with open_session(config, engine, relations, days=days) as engine_session:
-        for name, query, fixed, title in sections:
-            wanted = {p.name for p in query.params}
-            given = {k: v for k, v in {**common, **fixed}.items() if k in wanted}
-            result = engine_session.run_named(query, query.bind(given))
-            data.sections[name] = Table(title, result.columns, result.rows)
-            if query.name == "hit_ratio_by":
-                data.sections[name].labels["bucket"] = BUCKETS[fixed["dimension"]]
+        _run(engine_session, sections, data, _common(config, data, config.report.top_n))
+        if before is not None:
+            data.compare = compare
+            data.previous = _data(config, before[0], before[1], zone, piece)
+            top_n = config.report.top_n * COMPARED_TOP_N
+            _run(engine_session, sections, data.previous, _common(config, data.previous, top_n))
         runs = engine_session.run_named(coverage, {"zone": zone}).rows
     zones = [zone] if zone is not None else [z.id for z in config.zones]
     data.partial = partial_days(
@@ -131,14 +144,7 @@ def collect(
         watermarks(session, zones),
         kept_from=config.retention.first_kept(data.generated_at),
     )
-    _whole_counts(data)
-    derive(data)
-    if "day_over_day" in data.sections:
-        labels = data.sections["day_over_day"].labels
-        if day in data.partial:
-            labels["today"] = "This day (partial)"
-        if day - timedelta(days=1) in data.partial:
-            labels["previous_day"] = "Day before (partial)"
+    _finish(data, config.report.top_n)
     if end is not None and "daily_trend" in data.sections:
         trend = data.sections["daily_trend"]
         at = trend.columns.index("date")
@@ -154,17 +160,82 @@ def collect(
         from cdnlake.reports.clients import clients  # how addresses were stored ([privacy])
 
         data.sections["clients"] = clients(session, zones, data.sections["overview"].first())
+    if data.previous is not None:
+        from cdnlake.reports.compare import compare as add_changes
+
+        _finish(data.previous, config.report.top_n * COMPARED_TOP_N)
+        add_changes(data)
+    return data
+
+
+def _data(
+    config: Config, day: date, end: date | None, zone: int | None, piece: Slice
+) -> ReportData:
+    return ReportData(
+        day=day,
+        zone=zone,
+        hit_statuses=sorted(config.report.hit_statuses),
+        generated_at=datetime.now(UTC).replace(microsecond=0),
+        end=end,
+        zone_names={z.id: z.name for z in config.zones if z.name},
+        slice=piece,
+    )
+
+
+def _common(config: Config, data: ReportData, top_n: int) -> dict[str, str | None]:
+    """The parameters every section of ``data`` is given (those a query takes): its day
+    (or its range), zone, slice and hit statuses."""
+    days = (
+        {"from_day": data.day.isoformat(), "to_day": (data.end or data.day).isoformat()}
+        if data.end
+        else {"day": data.day.isoformat()}
+    )
+    return {
+        **days,
+        "zone": "NULL" if data.zone is None else str(data.zone),
+        "hit_statuses": ",".join(config.report.hit_statuses),
+        "top_n": str(top_n),
+        **data.slice.params(),
+    }
+
+
+def _run(
+    session: Session,
+    sections: list[tuple[str, NamedQuery, dict[str, Any], str]],
+    data: ReportData,
+    common: dict[str, str | None],
+) -> None:
+    for name, query, fixed, title in sections:
+        wanted = {p.name for p in query.params}
+        given = {k: v for k, v in {**common, **fixed}.items() if k in wanted}
+        result = session.run_named(query, query.bind(given))
+        data.sections[name] = Table(title, list(result.columns), list(result.rows))
+        if query.name == "hit_ratio_by":
+            data.sections[name].labels["bucket"] = BUCKETS[fixed["dimension"]]
+
+
+def _finish(data: ReportData, top_n: int) -> None:
+    """What the report adds to its queries' rows: whole counts, derived columns, the day
+    over day's labels, the user agents grouped into families."""
+    _whole_counts(data)
+    derive(data)
+    if "day_over_day" in data.sections:
+        labels = data.sections["day_over_day"].labels
+        if data.day in data.partial:
+            labels["today"] = "This day (partial)"
+        if data.day - timedelta(days=1) in data.partial:
+            labels["previous_day"] = "Day before (partial)"
     agents = data.sections.pop("user_agents", None)
     if agents is not None:
         from cdnlake.reports.agents import group
 
-        grouped = group([(ua, int(n)) for ua, n in agents.rows], config.report.top_n)
-        at = list(data.sections).index("asns") + 1
+        grouped = group([(ua, int(n)) for ua, n in agents.rows], top_n)
+        names = list(data.sections)
+        at = names.index("asns") + 1 if "asns" in names else len(names)
         items = list(data.sections.items())
         for kind, title in reversed(AGENT_SECTIONS.items()):
             items.insert(at, (kind, Table(title, [kind, "requests", "pct"], grouped[kind])))
         data.sections = dict(items)
-    return data
 
 
 def _whole_counts(data: ReportData) -> None:
@@ -245,11 +316,22 @@ def write_reports(
     out: Path | None = None,
     engine: str = "duckdb",
     end: date | None = None,
+    piece: Slice | None = None,
+    compare: str | None = None,
 ) -> list[Path]:
     formats = check_formats(config.report.formats if formats is None else formats)
     out = out or config.storage.reports
     prepare_out_dir(out)
-    data = collect(config, day, zone, session=session, engine=engine, end=end)
+    data = collect(
+        config,
+        day,
+        zone,
+        session=session,
+        engine=engine,
+        end=end,
+        piece=piece,
+        compare=compare,
+    )
     written = []
     for fmt in formats:
         for suffix, content in render(data, fmt).items():

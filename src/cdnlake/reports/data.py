@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
+from cdnlake.warehouse.named import Slice
+
 
 @dataclass
 class Table:
@@ -38,6 +40,9 @@ class ReportData:
     # Days whose figures cover less than the whole day -> why (still running, the lake's
     # first day): said wherever their figures appear.
     partial: dict[date, str] = field(default_factory=dict)
+    slice: Slice = field(default_factory=Slice)  # the part of the traffic it covers
+    compare: str | None = None  # "previous" or "week": changes against ``previous``
+    previous: ReportData | None = None  # the period compared with, as its own report
 
     @property
     def is_range(self) -> bool:
@@ -53,7 +58,18 @@ class ReportData:
 
     @property
     def stem(self) -> str:
-        return f"report-{self.scope}-{self.period}"
+        """The files' name: scope, slice, period and what it is compared with."""
+        sliced = f"-{self.slice.slug()}" if self.slice else ""
+        versus = f"-vs-{self.compare}" if self.compare else ""
+        return f"report-{self.scope}{sliced}-{self.period}{versus}"
+
+    @property
+    def compared_with(self) -> str:
+        """The period compared with, in words: "2026-11-13" or "2026-11-01 to 2026-11-07"."""
+        if self.previous is None:
+            return ""
+        p = self.previous
+        return p.day.isoformat() + (f" to {p.end.isoformat()}" if p.end else "")
 
     @property
     def noun(self) -> str:
@@ -64,7 +80,12 @@ class ReportData:
         """One sentence per partial day the report's figures touch."""
         notes = []
         for day, why in sorted(self.partial.items()):
-            if day == self.day and not self.is_range:
+            if self.previous is not None and day in self.previous.days():
+                notes.append(
+                    f"{day}, of the period compared with, is a partial day ({why}): the "
+                    "changes compare with less than its whole."
+                )
+            elif day == self.day and not self.is_range:
                 notes.append(f"{day} is a partial day ({why}): its figures are not a whole day's.")
             elif not self.is_range and day < self.day:
                 notes.append(
@@ -74,6 +95,13 @@ class ReportData:
             else:
                 notes.append(f"{day} is a partial day ({why}).")
         return notes
+
+    def days(self) -> set[date]:
+        """The days the report covers."""
+        from datetime import timedelta
+
+        last = self.end or self.day
+        return {self.day + timedelta(days=n) for n in range((last - self.day).days + 1)}
 
     @property
     def empty(self) -> bool:

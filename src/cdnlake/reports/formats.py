@@ -33,7 +33,14 @@ def to_json(data: ReportData) -> str:
         "hit_statuses": data.hit_statuses,
         "generated_at": plain(data.generated_at),
         "empty": data.empty,
+        "slice": data.slice.params(),
     }
+    if data.previous is not None:  # each table's change columns are against this period
+        payload["compare"] = {
+            "with": data.compare,
+            "date": data.previous.day.isoformat(),
+            "to_date": (data.previous.end or data.previous.day).isoformat(),
+        }
     payload["partial_days"] = {day.isoformat(): why for day, why in sorted(data.partial.items())}
     if data.is_range:
         assert data.end is not None
@@ -80,12 +87,19 @@ def to_markdown(data: ReportData) -> str:
         f"{data.day.isoformat()} to {data.end.isoformat()}" if data.end else data.day.isoformat()
     )
     kind = "report" if data.is_range else "daily report"
+    sliced = f", {md_escape(data.slice.describe())}" if data.slice else ""
     lines = [
-        f"# CDN {kind}, {period} (UTC), {md_escape(scope)}",
+        f"# CDN {kind}, {period} (UTC), {md_escape(scope)}{sliced}",
         "",
         f"Hits counted: {', '.join(data.hit_statuses)}. Generated {plain(data.generated_at)}.",
         "",
     ]
+    if data.previous is not None:
+        lines += [
+            f"Compared with {data.compared_with} ({data.compare}): counts change in %, "
+            "shares and rates in percentage points (pp).",
+            "",
+        ]
     for note in data.partial_notes():
         lines += [f"_{md_escape(note)}_", ""]
     if data.empty:

@@ -96,11 +96,16 @@ def _stacked_hours(rows: list[dict[str, Any]], value: str) -> list[tuple[str, st
     return [(s, CACHE_STATUSES.get(s, (OTHER, ""))[0], series[s]) for s in statuses]
 
 
-def legend(items: list[tuple[str, str]], partial: str = "") -> Markup:
+def legend(
+    items: list[tuple[str, str]], partial: str = "", dashed: list[str] | None = None
+) -> Markup:
     """The chart's key in HTML (it wraps and stays readable at any width); ``partial``
-    names the partial days its hatched bars and bands stand for."""
+    names the partial days its hatched bars and bands stand for; the items ``dashed``
+    names (the period compared with) have a dashed line for a swatch."""
+    swatch = Markup('<span><i style="background:{}"></i>{}</span>')
+    line = Markup('<span><i class="dash" style="border-top-color:{}"></i>{}</span>')
     spans = Markup("").join(
-        Markup('<span><i style="background:{}"></i>{}</span>').format(colour, label)
+        (line if label in (dashed or []) else swatch).format(colour, label)
         for label, colour in items
     )
     if partial:
@@ -114,6 +119,9 @@ def legend(items: list[tuple[str, str]], partial: str = "") -> Markup:
 
 Series = list[tuple[str, str, list[float | None]]]
 Chart = tuple[str, str, Markup, Markup]
+# The period compared with: its label, requests and bytes (totals per place), hit ratios
+# and error rates.
+Compared = tuple[str, list[float | None], list[float | None], Series, Series]
 
 
 def _four_charts(
@@ -124,38 +132,49 @@ def _four_charts(
     hit_ratio: Series,
     errors: Series,
     partial: dict[int, str] | None = None,
+    before: Compared | None = None,
 ) -> list[Chart]:
     """(id, title, svg, legend): requests, bandwidth, hit ratios and error rates ``per``
     hour or day; ``partial``: the places of partial days -> why, hatched in every chart
-    and named in its legend. Stacks of one series need no legend but the partial days."""
+    and named in its legend. Stacks of one series need no legend but the partial days.
+    ``before``: the same four of the period compared with, drawn dashed over them."""
     partial = partial or {}
     named = ", ".join(labels[i] for i in sorted(partial))
-    stacked = legend([(n, c) for n, c, _ in requests] if len(requests) > 1 else [], named)
     split = " by cache status" if len(requests) > 1 else ""
+    keys = [(n, c) for n, c, _ in requests] if len(requests) > 1 else []
+    outline: dict[str, tuple[str, list[float | None]] | None] = {"requests": None, "bytes": None}
+    dashed: list[str] = []
+    if before is not None:
+        label, b_requests, b_bytes, b_hit, b_errors = before
+        outline = {"requests": (label, b_requests), "bytes": (label, b_bytes)}
+        keys.append((f"{label} (total)", svg.COMPARED))
+        hit_ratio = [*hit_ratio, *((f"{n} {label}", c, v) for n, c, v in b_hit)]
+        errors = [*errors, *((f"{n} {label}", c, v) for n, c, v in b_errors)]
+        dashed = [n for n, _, _ in hit_ratio + errors if n.endswith(label)]
+    stacked = legend(keys, named, dashed=[f"{before[0]} (total)"] if before else [])
     return [
         ("chart-requests", f"Requests {per}{split}",
-         svg.stacked_bars(labels, requests, count_short, f"requests {per}", partial), stacked),
+         svg.stacked_bars(labels, requests, count_short, f"requests {per}", partial,
+                          outline=outline["requests"]), stacked),
         ("chart-bandwidth", f"Bandwidth {per}{split}",
-         svg.stacked_bars(labels, bandwidth, bytes_short, f"bandwidth {per}", partial), stacked),
+         svg.stacked_bars(labels, bandwidth, bytes_short, f"bandwidth {per}", partial,
+                          outline=outline["bytes"]), stacked),
         ("chart-hit-ratio", f"Hit ratio {per}",
          svg.lines(labels, hit_ratio, whole_percent, f"hit ratio {per}", fit=True,
-                   ceiling=100.0, partial=partial),
-         legend([(n, c) for n, c, _ in hit_ratio], named)),
+                   ceiling=100.0, partial=partial, dashed=dashed),
+         legend([(n, c) for n, c, _ in hit_ratio], named, dashed=dashed)),
         ("chart-errors", f"Error rates {per}",
-         svg.lines(labels, errors, whole_percent, f"error rates {per}", partial=partial),
-         legend([(n, c) for n, c, _ in errors], named)),
+         svg.lines(labels, errors, whole_percent, f"error rates {per}", partial=partial,
+                   dashed=dashed),
+         legend([(n, c) for n, c, _ in errors], named, dashed=dashed)),
     ]  # fmt: skip
 
 
-def _daily_charts(data: ReportData) -> list[Chart]:
-    by_hour = data.sections["traffic_by_hour"].records()
+def _daily_series(data: ReportData) -> tuple[Series, Series]:
+    """A day's hit ratios and error rates by hour."""
     hit = data.sections["hit_ratio_by_hour"].records()
     errors = data.sections["errors_by_hour"].records()
-    return _four_charts(
-        [f"{h:02d}" for h in range(24)],
-        "by hour (UTC)",
-        _stacked_hours(by_hour, "requests"),
-        _stacked_hours(by_hour, "bytes"),
+    return (
         [
             ("by requests", "#1565c0", _hours(hit, "request_hit_ratio_pct")),
             ("by bytes", "#2e7d32", _hours(hit, "byte_hit_ratio_pct")),
@@ -167,12 +186,63 @@ def _daily_charts(data: ReportData) -> list[Chart]:
     )
 
 
+def _totals(stacks: list[tuple[str, str, list[float]]], n: int) -> list[float | None]:
+    return [sum(values[i] for _, _, values in stacks) for i in range(n)]
+
+
+def _compared_label(data: ReportData) -> str:
+    """How the charts' legends name the period compared with."""
+    return "a week before" if data.compare == "week" else f"previous {data.noun}"
+
+
+def _daily_charts(data: ReportData) -> list[Chart]:
+    by_hour = data.sections["traffic_by_hour"].records()
+    hit, errors = _daily_series(data)
+    before: Compared | None = None
+    if data.previous is not None:
+        rows = data.previous.sections["traffic_by_hour"].records()
+        b_hit, b_errors = _daily_series(data.previous)
+        before = (
+            _compared_label(data),
+            _totals(_stacked_hours(rows, "requests"), 24),
+            _totals(_stacked_hours(rows, "bytes"), 24),
+            b_hit,
+            b_errors,
+        )
+    return _four_charts(
+        [f"{h:02d}" for h in range(24)],
+        "by hour (UTC)",
+        _stacked_hours(by_hour, "requests"),
+        _stacked_hours(by_hour, "bytes"),
+        hit,
+        errors,
+        before=before,
+    )
+
+
 def _range_charts(data: ReportData) -> list[Chart]:
     rows = data.sections["daily_trend"].records()
 
-    def column(name: str) -> list[float | None]:
+    def column(name: str, rows: list[dict[str, Any]] = rows) -> list[float | None]:
         return [None if r[name] is None else float(r[name]) for r in rows]
 
+    before: Compared | None = None
+    if data.previous is not None:  # day by day, by place: its first day beside this one's
+        old = data.previous.sections["daily_trend"].records()
+        label = _compared_label(data)
+        before = (
+            label,
+            column("requests", old),
+            column("bytes", old),
+            [
+                ("by requests", "#1565c0", column("request_hit_ratio_pct", old)),
+                ("by bytes", "#2e7d32", column("byte_hit_ratio_pct", old)),
+            ],
+            [
+                ("4xx", "#ef6c00", column("rate_4xx_pct", old)),
+                ("5xx", "#c62828", column("rate_5xx_pct", old)),
+            ],
+        )
     return _four_charts(
         [str(r["date"])[5:] for r in rows],  # MM-DD
         "per day",
@@ -184,6 +254,7 @@ def _range_charts(data: ReportData) -> list[Chart]:
         ],
         [("4xx", "#ef6c00", column("rate_4xx_pct")), ("5xx", "#c62828", column("rate_5xx_pct"))],
         {i: data.partial[as_date(r["date"])] for i, r in enumerate(rows) if r.get("partial")},
+        before,
     )
 
 
@@ -205,30 +276,48 @@ def whole_percent(value: float) -> str:
     return f"{value:.3g} %"
 
 
-def _cards(data: ReportData) -> list[dict[str, str]]:
-    """The headline figures, each with its change since the day before."""
+def _headline(data: ReportData) -> dict[str, Any]:
+    """The headline figures of a report, by metric."""
     if data.is_range:
-        totals = data.sections["period_overview"].first()
-        changes: dict[str, dict[str, Any]] = {}
-    else:
-        totals = {
-            **data.sections["overview"].first(),
-            **data.sections["hit_ratio"].first(),
-        }
-        for row in data.sections["day_over_day"].records():
-            totals.setdefault(row["metric"], row["today"])
+        return data.sections["period_overview"].first()
+    totals = {
+        **data.sections["overview"].first(),
+        **data.sections["hit_ratio"].first(),
+    }
+    for row in data.sections["day_over_day"].records():
+        totals.setdefault(row["metric"], row["today"])
+    return totals
+
+
+def _cards(data: ReportData) -> list[dict[str, str]]:
+    """The headline figures, each with its change since the day before (or against the
+    period compared with)."""
+    totals = _headline(data)
+    changes: dict[str, dict[str, Any]] = {}
+    if data.previous is not None:
+        from cdnlake.reports.compare import change as changed
+
+        before = _headline(data.previous)
+        for metric in METRICS:
+            unit = "change_pp" if metric.endswith("pct") else "change_pct"
+            changes[metric] = {unit: changed(totals.get(metric), before.get(metric), metric)}
+    elif not data.is_range:
         changes = {r["metric"]: r for r in data.sections["day_over_day"].records()}
+    versus = f"vs {_compared_label(data)}" if data.previous is not None else "vs day before"
     cards = []
     for metric, label in METRICS.items():
         value = totals.get(metric)
         row = changes.get(metric, {})
-        if row.get("change_pp") is not None:
-            delta = f"{points(row['change_pp'])} vs day before"
+        if data.previous is not None and all(v is None for v in row.values()):
+            delta = f"– {versus}"
+        elif row.get("change_pp") is not None:
+            delta = f"{points(row['change_pp'])} {versus}"
         elif row.get("change_pct") is not None:
-            delta = f"{change(row['change_pct'])} vs day before"
+            delta = f"{change(row['change_pct'])} {versus}"
         else:
             delta = ""
-        if delta and (data.day in data.partial or data.day - ONE_DAY in data.partial):
+        touched = data.days() | (data.previous.days() if data.previous else {data.day - ONE_DAY})
+        if delta and touched & set(data.partial):
             delta += " (a partial day)"
         cards.append({"label": label, "value": metric_value(metric, value), "delta": delta})
     table = data.sections.get("completeness")
@@ -271,9 +360,12 @@ _ENV.filters["breakable"] = breakable
 
 
 def _bars(name: str, table: Table, data: ReportData) -> dict[str, Any]:
+    from cdnlake.reports.compare import change_column
+
     label_col, value_col = BAR_PANELS[name]
     extras = BAR_EXTRAS.get(name, ())
     records = table.records()
+    delta = change_column(value_col) if data.previous is not None else None
     top = max((float(r[value_col] or 0) for r in records), default=0.0) or 1.0
     total = sum(float(r[value_col] or 0) for r in records) or 1.0
     rows = []
@@ -299,6 +391,7 @@ def _bars(name: str, table: Table, data: ReportData) -> dict[str, Any]:
                 "extras": [cell(r[c], c) for c in extras],
                 "value": cell(r[value_col], value_col),
                 "share": percent(share) if share is not None else "",
+                "change": cell(r.get(delta), delta) if delta else "",
                 "width": round(100.0 * float(r[value_col] or 0) / top, 1),
             }
         )
@@ -308,22 +401,30 @@ def _bars(name: str, table: Table, data: ReportData) -> dict[str, Any]:
         "extras": [table.heading(c) for c in extras],
         "column": table.heading(value_col),
         "share": table.labels.get("share_pct", "Share"),
+        "change": "change" if delta else "",
         "rows": rows,
     }
 
 
-def _status_bars(table: Table) -> dict[str, Any]:
+def _status_bars(table: Table, data: ReportData) -> dict[str, Any]:
     """The status codes panel: each class (2xx...) with its codes under it."""
     from cdnlake.reports.statuses import TITLE, grouped
 
     classes = grouped(table)
+    compared = data.previous is not None
+    changes: dict[str, Any] = {}  # "2xx" or "200" -> the requests' change
+    if compared:
+        for kind, key in (("status_classes", "class"), ("status_codes", "status_code")):
+            for r in data.sections[kind].records():
+                changes[str(r[key])] = r.get("requests_change_pct")
     top = max((float(c["requests"]) for c in classes), default=0.0) or 1.0
     rows: list[dict[str, Any]] = []
     for c in classes:
-        for label, r, kind in [
-            (f"{c['class']} {c['meaning']}".strip(), c, "class"),
-            *((str(code["status_code"]), code, "code") for code in c["codes"]),
-        ]:
+        for label, r, kind, key in [
+            (f"{c['class']} {c['meaning']}".strip(), c, "class", str(c["class"])),
+            *((str(code["status_code"]), code, "code", str(code["status_code"]))
+              for code in c["codes"]),
+        ]:  # fmt: skip
             rows.append(
                 {
                     "label": label,
@@ -332,6 +433,7 @@ def _status_bars(table: Table) -> dict[str, Any]:
                     "extras": [],
                     "value": count(r["requests"]),
                     "share": percent(r["pct"]),
+                    "change": change(changes.get(key)) if compared else "",
                     "width": round(100.0 * float(r["requests"]) / top, 1),
                 }
             )
@@ -341,6 +443,7 @@ def _status_bars(table: Table) -> dict[str, Any]:
         "extras": [],
         "column": header("requests"),
         "share": "Share",
+        "change": "change" if compared else "",
         "rows": rows,
     }
 
@@ -348,7 +451,7 @@ def _status_bars(table: Table) -> dict[str, Any]:
 def to_html(data: ReportData) -> str:
     charts = [] if data.empty else (_range_charts(data) if data.is_range else _daily_charts(data))
     panels = [
-        _status_bars(t) if n == "status_codes" else _bars(n, t, data)
+        _status_bars(t, data) if n == "status_codes" else _bars(n, t, data)
         for n, t in data.sections.items()
         if n in BAR_PANELS
     ]
@@ -358,7 +461,15 @@ def to_html(data: ReportData) -> str:
         if name not in BAR_PANELS and name not in SHOWN
     ]
     statuses = [(s, colour, meaning) for s, (colour, meaning) in CACHE_STATUSES.items()]
+    versus = ""
+    if data.previous is not None:
+        versus = (
+            f"the same {'days' if data.is_range else 'day'} a week before"
+            if data.compare == "week"
+            else f"the previous {data.noun}"
+        ) + f" ({data.compared_with})"
     return _ENV.get_template("report.html").render(
+        versus=versus,
         data=data,
         cards=_cards(data),
         charts=charts,

@@ -5,6 +5,9 @@ page gives it a minimum width, so its 13-unit text never renders below 10.5 px (
 phone the panel scrolls sideways instead). Every text comes from the logs or the config
 and is escaped; a ``<title>`` on each bar and point names its value (a tooltip, no script).
 
+The period a report is compared with (``--compare``) is drawn dashed over this one's: a
+line over the bars, a dashed line beside each line, its points hollow.
+
 A partial day (today, a first day cut by retention) is drawn apart: a hatched band behind
 its place, its bars pale, its points hollow, so that a short day is not read as a drop.
 """
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from html import escape
 
 from markupsafe import Markup
@@ -130,12 +133,15 @@ def stacked_bars(
     fmt: Format,
     title: str,
     partial: Mapping[int, str] | None = None,
+    outline: tuple[str, Sequence[float | None]] | None = None,
 ) -> Markup:
     """Bars at ``labels``; ``series`` = (name, colour, one value per label), stacked;
-    ``partial``: the places of partial days -> why (hatched behind, their bars pale)."""
+    ``partial``: the places of partial days -> why (hatched behind, their bars pale);
+    ``outline``: (name, one total per label) of the period compared with, a dashed line."""
     partial = partial or {}
     totals = [sum(values[i] for _, _, values in series) for i in range(len(labels))]
-    top = nice_ceiling(max(totals, default=0.0))
+    before = [v for v in (outline[1] if outline else []) if v is not None]
+    top = nice_ceiling(max([*totals, *before], default=0.0))
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     step = plot_w / max(1, len(labels))
     parts = _partial_band(labels, partial, title)
@@ -159,6 +165,8 @@ def stacked_bars(
                 "</rect>"
             )
             base[i] += value
+    if outline is not None:
+        parts += _line(labels, outline[0], COMPARED, outline[1], fmt, 0.0, top, {}, dashed=True)
     return _svg(parts, title)
 
 
@@ -170,42 +178,67 @@ def lines(
     fit: bool = False,
     ceiling: float | None = None,
     partial: Mapping[int, str] | None = None,
+    dashed: Collection[str] = (),
 ) -> Markup:
     """One line per series over ``labels``; a None value breaks the line. The y axis
     starts at 0, or with ``fit`` spans only the values' range (:func:`nice_range`).
-    ``partial``: the places of partial days -> why (hatched behind, their points hollow)."""
+    ``partial``: the places of partial days -> why (hatched behind, their points hollow);
+    the series named in ``dashed`` (the period compared with) are drawn dashed."""
     partial = partial or {}
     values = [v for _, _, vs in series for v in vs if v is not None]
     if fit and values:
         bottom, top = nice_range(min(values), max(values), ceiling=ceiling, min_span=5.0)
     else:
         bottom, top = 0.0, nice_ceiling(max(values, default=0.0))
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    step = plot_w / max(1, len(labels))
     parts = _partial_band(labels, partial, title)
     parts += _frame(labels, top, fmt, every=max(1, math.ceil(len(labels) / 12)), bottom=bottom)
     for name, colour, points in series:
-        run: list[str] = []
-        for i, value in enumerate([*points, None]):
-            if value is None:
-                if len(run) > 1:
-                    parts.append(
-                        f'<polyline points="{" ".join(run)}" fill="none" '
-                        f'stroke="{escape(colour)}" stroke-width="2"/>'
-                    )
-                run = []
-                continue
-            x = LEFT + step * (i + 0.5)
-            y = TOP + plot_h - plot_h * (min(value, top) - bottom) / (top - bottom)
-            run.append(f"{x:.1f},{y:.1f}")
-            paint, note = f'r="2.5" fill="{escape(colour)}"', ""
-            if i in partial:  # hollow and larger: a partial day's figure
-                paint = f'r="3.5" class="partial" fill="#fff" stroke="{escape(colour)}" '
-                paint += 'stroke-width="1.5"'
-                note = " (a partial day)"
-            parts.append(
-                f'<circle cx="{x:.1f}" cy="{y:.1f}" {paint}>'
-                f"<title>{escape(labels[i])} {escape(name)}: {escape(fmt(value))}{note}</title>"
-                "</circle>"
-            )
+        parts += _line(labels, name, colour, points, fmt, bottom, top, partial, name in dashed)
     return _svg(parts, title)
+
+
+COMPARED = "#3e4c59"  # the period compared with, over the bars
+
+
+def _line(
+    labels: Sequence[str],
+    name: str,
+    colour: str,
+    points: Sequence[float | None],
+    fmt: Format,
+    bottom: float,
+    top: float,
+    partial: Mapping[int, str],
+    dashed: bool = False,
+) -> list[str]:
+    """One series as a line with a point (and its tooltip) per value."""
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    step = plot_w / max(1, len(labels))
+    dash = ' stroke-dasharray="6 4" class="compared"' if dashed else ""
+    parts: list[str] = []
+    run: list[str] = []
+    for i, value in enumerate([*points, None]):
+        if value is None:
+            if len(run) > 1:
+                parts.append(
+                    f'<polyline points="{" ".join(run)}" fill="none" '
+                    f'stroke="{escape(colour)}" stroke-width="2"{dash}/>'
+                )
+            run = []
+            continue
+        x = LEFT + step * (i + 0.5)
+        y = TOP + plot_h - plot_h * (min(value, top) - bottom) / (top - bottom)
+        run.append(f"{x:.1f},{y:.1f}")
+        paint, note = f'r="2.5" fill="{escape(colour)}"', ""
+        if dashed:
+            paint = f'r="2.5" fill="#fff" stroke="{escape(colour)}" stroke-width="1.5"'
+        elif i in partial:  # hollow and larger: a partial day's figure
+            paint = f'r="3.5" class="partial" fill="#fff" stroke="{escape(colour)}" '
+            paint += 'stroke-width="1.5"'
+            note = " (a partial day)"
+        parts.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" {paint}>'
+            f"<title>{escape(labels[i])} {escape(name)}: {escape(fmt(value))}{note}</title>"
+            "</circle>"
+        )
+    return parts

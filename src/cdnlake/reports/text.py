@@ -130,6 +130,10 @@ def cell(value: Any, column: str) -> str:
         return str(plain(value))
     if column in CODES:
         return str(value)
+    if column.endswith("_change_pct"):  # --compare: a count's change
+        return change(value)
+    if column.endswith("_change_pp"):  # a share's, ratio's or rate's
+        return points(value)
     if column == "ratio":
         return f"{value:.6f}"
     if "bytes" in column:

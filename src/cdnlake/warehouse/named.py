@@ -97,7 +97,19 @@ class NamedQuery:
         first, last = bound.get("from_day"), bound.get("to_day")
         if first is not None and last is not None and first > last:
             raise UsageError(f"--param from_day: {first} is after to_day {last}")
+        if {"day", "from_day", "to_day"} <= known:  # a day, or a range of days
+            if bound["day"] is not None and (first is not None or last is not None):
+                raise UsageError("--param day: give day, or from_day and to_day, not both")
+            if bound["day"] is None and (first is None or last is None):
+                raise UsageError(
+                    f"--param day: required (DATE), or from_day and to_day - query {self.name}"
+                )
         return bound
+
+    def slice_params(self) -> list[str]:
+        """The slice parameters (:data:`SLICE_PARAMS`) this query takes."""
+        known = {p.name for p in self.params}
+        return [name for name in SLICE_PARAMS if name in known]
 
     def signature(self) -> str:
         parts = []
@@ -165,6 +177,118 @@ def get_named(name: str, directory: Traversable | None = None) -> NamedQuery:
     if name not in known:
         raise UsageError(f"--query: no named query {name!r} (known: {', '.join(sorted(known))})")
     return parse_named(known[name])
+
+
+# The slices every report query takes (``--host``, ``--path-prefix``...): parameter names,
+# in the order a slice is named.
+SLICE_PARAMS = ("host", "path_prefix", "country", "status_class", "cache_status")
+_HOST = re.compile(r"[a-z0-9.-]+(?::[0-9]+)?")
+_CLASS = re.compile(r"[1-5]xx")
+_COUNTRY = re.compile(r"[A-Z]{2}|-")
+_CACHE = re.compile(r"[A-Z_]+|-")
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A part of the traffic a report or named query covers: each field None (all) or the
+    one value its rows must have; fields combine (AND). Values are bound parameters."""
+
+    host: str | None = None
+    path_prefix: str | None = None
+    country: str | None = None
+    status_class: str | None = None
+    cache_status: str | None = None
+
+    @classmethod
+    def parse(
+        cls,
+        *,
+        host: str | None = None,
+        path_prefix: str | None = None,
+        country: str | None = None,
+        status_class: str | None = None,
+        cache_status: str | None = None,
+    ) -> Slice:
+        """From the command line's words: checked and spelt as the lake stores them (a
+        host in lower case, a country and a cache status in upper case, ``5xx``)."""
+
+        def check(
+            option: str, value: str | None, pattern: re.Pattern[str], want: str
+        ) -> str | None:
+            if value is None:
+                return None
+            if not pattern.fullmatch(value):
+                raise UsageError(f"--{option}: expected {want}, got {value!r}")
+            return value
+
+        if path_prefix is not None and not path_prefix.startswith("/"):
+            raise UsageError(f"--path-prefix: expected a path starting with /, got {path_prefix!r}")
+        return cls(
+            host=check("host", host and host.strip().lower(), _HOST, "a host name"),
+            path_prefix=path_prefix,
+            country=check(
+                "country",
+                country and country.strip().upper(),
+                _COUNTRY,
+                'a two-letter country code (or "-": unknown)',
+            ),
+            status_class=check(
+                "status-class",
+                status_class and status_class.strip().lower(),
+                _CLASS,
+                "a status class, 1xx to 5xx",
+            ),
+            cache_status=check(
+                "cache-status",
+                cache_status and cache_status.strip().upper(),
+                _CACHE,
+                "a cache status (HIT, MISS, ...)",
+            ),
+        )
+
+    def params(self) -> dict[str, str]:
+        """The slice as parameter texts (only the fields set)."""
+        return {n: v for n in SLICE_PARAMS if (v := getattr(self, n)) is not None}
+
+    def __bool__(self) -> bool:
+        return bool(self.params())
+
+    def describe(self) -> str:
+        """In words, for a title: ``host cdn.example.com, paths /img/, 5xx, MISS``."""
+        words = {
+            "host": "host {}",
+            "path_prefix": "paths {}*",
+            "country": "country {}",
+            "status_class": "{} responses",
+            "cache_status": "cache {}",
+        }
+        return ", ".join(words[n].format(v) for n, v in self.params().items())
+
+    def slug(self) -> str:
+        """In a file name: ``host-cdn.example.com_path-img_5xx_miss`` (letters, digits,
+        dots and hyphens only)."""
+        parts = []
+        for name, value in self.params().items():
+            text = re.sub(r"[^a-z0-9.]+", "-", value.lower()).strip("-") or "root"
+            prefix = {"host": "host-", "path_prefix": "path-", "country": "country-"}
+            parts.append(prefix.get(name, "") + text)
+        return "_".join(parts)
+
+
+def with_slice(
+    query: NamedQuery, given: dict[str, str | None], piece: Slice
+) -> dict[str, str | None]:
+    """``given`` (--param) with the slice's parameters added; one line naming what is
+    wrong when the query takes no such parameter or both name it."""
+    for name in piece.params():
+        if name not in {p.name for p in query.params}:
+            option = "--" + name.replace("_", "-")
+            raise UsageError(
+                f"{option}: query {query.name} takes no {name} (it cannot be sliced so)"
+            )
+        if name in given:
+            raise UsageError(f"--param {name} and --{name.replace('_', '-')}: give one of them")
+    return {**given, **piece.params()}
 
 
 def parse_params(pairs: list[str]) -> dict[str, str | None]:
