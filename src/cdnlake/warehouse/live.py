@@ -17,7 +17,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from cdnlake.errors import UsageError
+from cdnlake.errors import DataError, UsageError, first_line
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import logged_span
 from cdnlake.sqlfiles import internal_sql
@@ -230,7 +230,16 @@ class LiveView:
         snap = Snapshot(zones, window, sort, start, end, [Span()] * BUCKETS, {})
         snap.top = {name: [] for name in DIMENSIONS}
         if self.holds_rows():
-            self._fill(snap)
+            import duckdb
+
+            from cdnlake.warehouse.db import damaged_file
+
+            try:
+                self._fill(snap)
+            except duckdb.Error as exc:  # a data file damaged, or removed by a compaction
+                raise damaged_file(exc) or DataError(
+                    f"lake table requests cannot be read: {first_line(exc)}"
+                ) from None
         snap.took_seconds = time.perf_counter() - began
         return snap
 
