@@ -60,19 +60,18 @@ def _next(items: list[Any], current: Any) -> Any:
 
 # -- numbers --------------------------------------------------------------------------
 def count(value: float) -> str:
-    """1,234 / 12.3k / 4.56M: at most six characters."""
+    """1,234 / 12.3k / 4.56M: at most six characters or so."""
     if value < 10_000:
         return f"{value:,.0f}"
-    for unit, size in (("M", 1e6), ("k", 1e3)):
-        if value >= size:
-            return f"{value / size:.3g}{unit}" if value < 1000 * size else f"{value / size:,.0f}{unit}"
-    return f"{value:,.0f}"  # pragma: no cover
+    if value < 999_500:
+        return f"{value / 1e3:.3g}k"
+    return f"{value / 1e6:.3g}M" if value < 999_500_000 else f"{value / 1e6:,.0f}M"
 
 
 def size(value: float) -> str:
     """Bytes: 512 B, 12.3 kB, 4.56 MB, 1.2 GB."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if value >= scale:
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= scale * 0.9995:
             return f"{value / scale:.3g} {unit}"
     return f"{value:.0f} B"
 
@@ -175,8 +174,7 @@ def screen_lines(
     zone = "zones all" if state.zone is None else f"zone {state.zone}"
     lines: list[tuple[str, str]] = [
         (
-            f"cdnlake top · {zone} · window {state.window} · sort {state.sort} · "
-            f"{now:%H:%M:%S}Z",
+            f"cdnlake top · {zone} · window {state.window} · sort {state.sort} · {now:%H:%M:%S}Z",
             "bold",
         )
     ]
