@@ -141,12 +141,16 @@ def _live(view: LiveView, state: ViewState, interval: float) -> int:
             due = 0.0
             while True:
                 if time.monotonic() >= due:
+                    began = time.monotonic()
                     try:
                         snap = view.snapshot(state.window, state.sort, state.zone)
                         note = "" if view.holds_rows() else "no requests in the lake yet"
                     except CdnlakeError as exc:  # the store failed: said, tried again
                         note = f"not refreshed: {exc}"
-                    due = time.monotonic() + interval
+                    # A refresh slower than half the interval (an hour of a busy zone)
+                    # waits twice what it took: top never takes the machine.
+                    took = time.monotonic() - began
+                    due = time.monotonic() + max(interval, 2 * took)
                 width, height = console.size
                 shown.update(
                     screen(snap, state, width, height, ascii_only=ascii_only, note=note),

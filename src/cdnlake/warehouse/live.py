@@ -7,7 +7,7 @@ among the files of the window's days of each zone; the newest row's time is the 
 ``ts`` those statistics name, and its source is read from that one file. DuckDB
 aggregates the chosen files (on local disk its own Parquet reader, on S3 an Arrow
 dataset of them) with the statements in ``sql/internal/top_*.sql``: the window in equal
-spans (the sparklines) and, in one scan, the first keys of each dimension.
+spans (the sparklines) and the first keys of each dimension, in one scan.
 """
 
 from __future__ import annotations
@@ -273,16 +273,17 @@ class LiveView:
             "end": snap.end,
             "hit_statuses": self.hit_statuses,
         }
-        spans = [Span()] * BUCKETS
-        found = self._con.execute(internal_sql("top_series"), {**params, "buckets": BUCKETS})
-        for bucket, *values in found.fetchall():
-            spans[bucket] = Span(*values)
-        snap.spans = spans
         found = self._con.execute(
-            internal_sql("top_keys"), {**params, "sort": snap.sort, "limit": self.top_n}
+            internal_sql("top_window"),
+            {**params, "buckets": BUCKETS, "sort": snap.sort, "limit": self.top_n},
         )
-        for dimension, key, *values in found.fetchall():
-            snap.top[dimension].append(Key(key, *values))
+        spans = [Span()] * BUCKETS
+        for dimension, key, requests, size, misses, errors, e4, e5 in found.fetchall():
+            if dimension == "bucket":
+                spans[int(key)] = Span(requests, size, requests - misses, e4, e5)
+            else:
+                snap.top[dimension].append(Key(key, requests, size, misses, errors))
+        snap.spans = spans
 
     def _read(self, files: list[File]) -> None:
         """``top_rows``: the rows of ``files`` (of the log, each with its ``zone``)."""
