@@ -19,7 +19,6 @@ from urllib.parse import unquote
 
 from cdnlake.errors import DataError, UsageError, first_line
 from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import logged_span
 from cdnlake.sqlfiles import internal_sql
 
 if TYPE_CHECKING:
@@ -319,6 +318,8 @@ def _days(start: datetime, end: datetime) -> list[date]:
 def _overlaps(file: File, start: datetime, end: datetime) -> bool:
     """Whether a file's ``ts`` statistics overlap ``[start, end)``; a file whose log
     names none may hold any time: it is read."""
+    from cdnlake.lake.store import logged_span  # (deltalake: not for `cdnlake --help`)
+
     span = logged_span(file)
     return span is None or (span[0] < end and span[1] > start)
 
