@@ -34,6 +34,8 @@ BENCHMARKS = [
     "forwarded request to queryable row",
     "forwarded rows one daemon commits",
     "forwarded JSON rows one daemon commits",
+    "top: CPU of one refresh of the last 1m",
+    "top: CPU of one refresh of the last 1h",
 ]
 
 

@@ -386,6 +386,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(
         sub,
+        "top",
+        "What is happening now: requests/s, bytes/s, hit, 4xx and 5xx ratios with\n"
+        "sparklines, and the first paths, hosts, countries, status codes, cache statuses,\n"
+        "user agents and clients of the last minute, 5 minutes or hour, live from the lake.\n"
+        "Keys: q quit, w window (1, 5, h), s sort (r, b, m, e), z zone, d table.\n"
+        "On a pipe, or with --once, one snapshot as a table or JSON.",
+        "cdnlake.cli.top_cmd:top",
+    )
+    from cdnlake.cli.top_cmd import add_arguments as add_top_arguments
+
+    add_top_arguments(p, zone_id, Once)
+
+    p = _command(
+        sub,
         "emulator",
         "Serve the provider's API on loopback: deterministic traffic, auth, rate limit,\n"
         "retention, late records, and fault injection.",
