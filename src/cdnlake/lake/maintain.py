@@ -46,6 +46,7 @@ from cdnlake.errors import (
 )
 from cdnlake.lake import rollups
 from cdnlake.lake.damage import BeforeMove, DamagedFile, unreadable_files
+from cdnlake.lake.delta_log import write_checkpoint
 from cdnlake.lake.expire import expire
 from cdnlake.lake.files import prepare
 from cdnlake.lake.lock import zone_lock
@@ -202,7 +203,7 @@ def maintain(
                     )
                     item.compacted += int(metrics.get("numFilesRemoved", 0))
             table.update_incremental()
-            table.create_checkpoint()
+            write_checkpoint(lake, spec, table.version())  # (never moves the pointer back)
             item.vacuumed, item.unnamed = _vacuum(spec, table, retention_hours)
             table.cleanup_metadata()
         except StopRequested:
