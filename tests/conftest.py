@@ -34,6 +34,10 @@ FIXTURES_DIR = REPO / "tests" / "fixtures"
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+# A terminal's size comes from the terminal: a COLUMNS or LINES inherited from the runner
+# (an xdist worker has them) would override the pseudo-terminals the tests open.
+for _size in ("COLUMNS", "LINES"):
+    os.environ.pop(_size, None)
 
 # `make test` runs the suite in several pytest-xdist workers (Makefile: unit). Each worker is
 # a process of its own with its own session: its own moto, Sail, PostgreSQL and emulators,

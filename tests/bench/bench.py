@@ -1257,8 +1257,8 @@ def bench_range_report(work: Path, zones: int, days: int, per_zone_day: int) -> 
         for _ in range(3)
     )
     rows = (
-        "FROM (SELECT pull_zone_id, date, cache_status, status_code, count(*) AS requests, "
-        "sum(bytes_sent) AS bytes FROM requests GROUP BY ALL) AS rows"
+        "FROM (SELECT pull_zone_id, date, hour(ts) AS hour, cache_status, status_code, "
+        "count(*) AS requests, sum(bytes_sent) AS bytes FROM requests GROUP BY ALL) AS rows"
     )
     period = {"from_day": first.isoformat(), "to_day": DAY.isoformat()}
     sections = [get_named(query) for _, query, _, _ in RANGE_SECTIONS]

@@ -84,12 +84,13 @@ def test_a_file_missing_again_is_an_error_not_a_loop(tmp_path):
     )
     compact_and_vacuum(lake)
     # A table state that keeps naming the gone files: the second miss is an error.
-    dedup = Dedup(lake, REQUESTS, lambda *a: None, current=lambda zone, days: stale)
+    door = session_of(lake).log_table(REQUESTS)
+    dedup = Dedup(door, lambda *a: None, current=lambda zone, days: stale)
     frame = prepare(REQUESTS, ZONE, rows(50, 10, BASE + timedelta(milliseconds=50)))
     with pytest.raises(StorageError, match="not found in the lake's store"):
         dedup.new_rows(frame, stale, Reads())
     # Chosen again from the table as it is now (the default): the repeats are found.
-    fresh = Dedup(lake, REQUESTS, lambda *a: None)
+    fresh = Dedup(door, lambda *a: None)
     new, damaged = fresh.new_rows(frame, stale, Reads())
     assert new.height == 0 and damaged == []
 

@@ -12,11 +12,11 @@ from datetime import UTC, date, datetime, time, timedelta
 import duckdb
 import polars as pl
 import pytest
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 
 from cdnlake.errors import DataError
 from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS, conform
-from cdnlake.lake.store import Lake
+from cdnlake.lake.store import TABLE_CONFIGURATION, Lake
 from cdnlake.lake.zone import ZoneWriter
 from cdnlake.warehouse.db import DuckDBSession, Warehouse, damaged_file, data_files
 from tests.conftest import run_cli
@@ -41,22 +41,24 @@ def written(spec, zone: int, frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def full_files_lake(lake: Lake, zone: int, days: list[date]) -> None:
-    """One file per day of ``zone``, with statistics of every column."""
+    """One file per day of ``zone``, with a null count of every column (as cdnlake's
+    writer, which every commit and compaction of ``requests`` goes through, writes them)."""
+    writer = ZoneWriter(session_of(lake), REQUESTS, zone)
     for day in days:
         frame = rows(0, 10, datetime.combine(day, time(), UTC))
-        write_deltalake(
-            lake.open_or_create(REQUESTS),
-            written(REQUESTS, zone, frame.with_columns(pl.lit("AS1").alias("asn_organization"))),
-            mode="append",
-            partition_by=REQUESTS.partition_by,
-        )
+        writer.commit(frame.with_columns(pl.lit("AS1").alias("asn_organization")), {})
 
 
 def test_files_older_than_a_column_read_it_as_null_through_cdnlake_sql(tmp_path, request):
     path, config = config_for(tmp_path, "local", request)
     lake = Lake.from_config(config.storage)
     # A lake of an older cdnlake: its files have no asn_organization.
-    old = lake.open_or_create(OLD_REQUESTS)
+    old = DeltaTable.create(  # as an older cdnlake made it: no dataSkippingStatsColumns
+        lake.table_uri(OLD_REQUESTS),
+        OLD_REQUESTS.delta_schema(),
+        partition_by=OLD_REQUESTS.partition_by,
+        configuration=TABLE_CONFIGURATION,
+    )
     frame = rows(0, 3, OLD).with_columns(pl.lit("AS1").alias("asn_organization"))
     write_deltalake(
         old,

@@ -100,6 +100,8 @@ class Receiver:
         except OSError as exc:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._loop_thread.join(STOP_SECONDS)
+            if not self._loop.is_running():
+                self._loop.close()  # (else its finaliser complains at exit, on stderr)
             raise ConfigError(
                 f"forwarding.listen: cannot listen on {self.config.listen} "
                 f"({self.config.protocol}): {exc.strerror or exc}"

@@ -251,14 +251,8 @@ class TableSpec:
 
 # The statistics readers and deduplication prune files by (``ts``, the key), ``source``
 # (``status`` tells forwarded files by it) and the columns reports filter on.
-REQUEST_STATS = ("ts", "request_id", "source", "status_code", "cache_status", "bytes_sent")
-SHIELD_STATS = ("ts", "log_id", "severity", "status", "rule_id")
-REQUESTS = TableSpec(
-    "requests", "pull_zone_id", REQUEST_SCHEMA, by_date=True, key="request_id", stats=REQUEST_STATS
-)
-SHIELD_EVENTS = TableSpec(
-    "shield_events", "shield_zone_id", SHIELD_SCHEMA, True, key="log_id", stats=SHIELD_STATS
-)
+REQUESTS = TableSpec("requests", "pull_zone_id", REQUEST_SCHEMA, by_date=True, key="request_id")
+SHIELD_EVENTS = TableSpec("shield_events", "shield_zone_id", SHIELD_SCHEMA, True, key="log_id")
 INGEST_RUNS = TableSpec("ingest_runs", "zone", RUN_SCHEMA, by_date=False)
 INGEST_GAPS = TableSpec("ingest_gaps", "zone", GAP_SCHEMA, by_date=False)
 REJECTED_LINES = TableSpec("rejected_lines", "zone", REJECT_TABLE_SCHEMA, by_date=False)

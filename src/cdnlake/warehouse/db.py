@@ -26,7 +26,13 @@ from deltalake import DeltaTable
 from cdnlake.config import StorageConfig
 from cdnlake.errors import DataError, NoLakeError, QueryError, StorageError, first_line
 from cdnlake.lake.rollups import ROLLUP, Partitions, fresh, partitions, stale
-from cdnlake.lake.schema import REQUESTS, TABLES, ColumnType, TableSpec
+from cdnlake.lake.schema import (
+    REQUESTS,
+    STATS_COLUMNS_PROPERTY,
+    TABLES,
+    ColumnType,
+    TableSpec,
+)
 from cdnlake.lake.store import Lake, add_actions_table
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.named import NamedQuery
@@ -150,12 +156,17 @@ def data_files(
     log = add_actions_table(table)
     if log.num_rows == 0:
         return [], []
-    counts = [f"null_count.{c}" for c in spec.columns if f"null_count.{c}" in log.column_names]
+    # A table with ``delta.dataSkippingStatsColumns`` shows the null counts of those columns
+    # only: a file is whole when it names each of them (no personal column was ever added
+    # to a table after its first file: they are all in every file).
+    configured = (table.metadata().configuration or {}).get(STATS_COLUMNS_PROPERTY)
+    required = [c for c in spec.columns if configured is None or c in spec.stats_columns]
+    counts = [f"null_count.{c}" for c in required if f"null_count.{c}" in log.column_names]
     con.register("actions", log.select(["path", "num_records", *counts]))
     try:
         ((complete, partial),) = con.execute(
             internal_sql("data_files"),
-            {"base": base, "columns": len(spec.columns), "paths": paths},
+            {"base": base, "columns": len(required), "paths": paths},
         ).fetchall()
     finally:
         con.unregister("actions")
