@@ -493,3 +493,18 @@ def lake_text_contains(where: Path | Config, needle: str) -> list[str]:
         if f.is_file() and needle.encode() in f.read_bytes():
             hits.append(str(f.relative_to(local)))
     return hits
+
+
+@pytest.fixture(autouse=True)
+def _no_handler_on_a_closed_stream() -> None:
+    """A CLI run in-process earlier in this worker may have left a logging handler on a
+    stream pytest has since closed: its "Logging error" on stderr is not the code's."""
+    import logging
+
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        if not isinstance(logger, logging.Logger):
+            continue
+        for handler in list(logger.handlers):
+            stream = getattr(handler, "stream", None)
+            if isinstance(handler, logging.StreamHandler) and getattr(stream, "closed", False):
+                logger.removeHandler(handler)
