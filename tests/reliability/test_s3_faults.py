@@ -74,9 +74,11 @@ def test_passes_and_a_check_through_a_faulty_road_set_nothing_aside(
     config = load_test_config(path)
     assert ingest_all(config, emu)[0].ok  # a clean start: the table exists
     proxy.configure(read_503=0.03, write_503=0.08, write_lost=0.06, slow=0.03, slow_seconds=0.3)
-    for number in range(3):
+    for number in range(12):  # three passes, more (bounded) until a write's answer was lost
         if number == 1:
             proxy.burst(1.5)  # everything refused for a moment
+        if number >= 3 and proxy.faults()["write_lost"]:
+            break
         emu.clock.advance(60)
         ingest_all(config, emu)  # a pass may fail on a fault: the next one goes on
     proxy.configure(refuse="data-file-reads")  # as a throttled prefix does
