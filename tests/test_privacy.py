@@ -100,7 +100,7 @@ URLS = [
     ("https://a/b?TOKEN=1&expires=2", "https://a/b"),  # names: any case
     ("https://a/b?tok%65n=1&z", "https://a/b?z"),  # percent-encoded name
     ("https://a/b?token=1&token=2&a=3&token", "https://a/b?a=3"),  # repeated
-    ("https://a/b#x?token=1", "https://a/b#x?token=1"),  # in the fragment: no query
+    ("https://a/b#x?token=1", "https://a/b#[token]"),  # in the fragment: held whole
     ("https://a/b?a&&token&b", "https://a/b?a&&b"),
     ("https://a/b?tokens=1&my_token=2", "https://a/b?tokens=1&my_token=2"),  # other names
     ("https://a/p?token_path=%2Fp&expires=9&q=1#t", "https://a/p?q=1#t"),
@@ -117,6 +117,106 @@ def test_query_strings() -> None:
     assert [TRUNCATE.strip_url(u) for u, _ in URLS] == [want for _, want in URLS]
     assert column.to_list() == [u for u, _ in URLS]  # the caller's column is untouched
     assert PrivacyPolicy(strip_query=()).urls(column).to_list() == column.to_list()
+
+
+JWT = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ2In0.c2lnbmF0dXJl_-x"
+# Every signed-URL form (the provider's README, "Token authentication"): as received, as
+# stored. A directory token goes with its segment: the real path stays for analytics.
+SIGNED = [
+    (
+        "https://test.b-cdn.net/bcdn_token=DIRSECRET1&expires=1598024587"
+        "&token_path=%2Fv%2F/v/seg.ts",
+        "https://test.b-cdn.net/v/seg.ts",
+    ),
+    ("/bcdn_token=DIRSECRET1&expires=1&token_path=%2Fv%2F/v/seg.ts", "/v/seg.ts"),
+    (  # every parameter the provider names, in another order
+        "https://h/bcdn_token=DIRSECRET1&token_countries=DE,FR&token_countries_blocked=US"
+        "&expires=9&token_path=%2F/v/i.m3u8?x=1",
+        "https://h/v/i.m3u8?x=1",
+    ),
+    ("https://h/expires=9&bcdn_token=DIRSECRET1/v/seg.ts", "https://h/v/seg.ts"),
+    ("https://h/BCDN_TOKEN=DIRSECRET1&EXPIRES=9/v/seg.ts", "https://h/v/seg.ts"),  # any case
+    (  # the whole segment percent-encoded, and encoded twice
+        "https://h/bcdn_token%3DDIRSECRET1%26expires%3D9%26token_path%3D%252Fv%252F/v/seg.ts",
+        "https://h/v/seg.ts",
+    ),
+    ("https://h/bcdn%5Ftoken%253DDIRSECRET1/v/seg.ts", "https://h/v/seg.ts"),
+    ("https://h/bcdn_token=DIRSECRET1&expires=9&token_path=/v//v/seg.ts", "https://h/v//v/seg.ts"),
+    ("/bcdn_token=DIRSECRET1", "/"),
+    ("https://h/v/seg.ts?x=1;token=QSECRET2", "https://h/v/seg.ts?x=1"),  # ";" parameters
+    ("https://h/a?token=QSECRET2;x=1&expires=9;y", "https://h/a?x=1;y"),
+    ("https://h/a?x=1;tok%65n=QSECRET2", "https://h/a?x=1"),
+    ("https://h/v/seg.ts;token=QSECRET2;q=1?x=1", "https://h/v/seg.ts;q=1?x=1"),  # matrix
+    (f"https://h/a?auth={JWT}&x=1", "https://h/a?auth=[token]&x=1"),  # bearer tokens
+    (f"https://h/{JWT}/v/seg.ts", "https://h/[token]/v/seg.ts"),
+    ("https://h/a?sig=HS256-SECRETx_Y-z==&x=1", "https://h/a?sig=[token]&x=1"),
+    ("https://h/hs256-SECRETx/v/seg.ts", "https://h/[token]/v/seg.ts"),
+    ("https://h/a?token=HS256-SECRETx&x=1", "https://h/a?x=1"),
+    # Fail closed: a signed URL inside a value, a segment or fragment that hides one.
+    ("https://h/a?next=https://x/?token=QSECRET2&y=1", "https://h/a?y=1"),
+    ("https://h/a?next=https%3A%2F%2Fx%2F%3Ftoken%3DQSECRET2&y=1", "https://h/a?y=1"),
+    ("https://h/x%3Btoken%3DQSECRET2/v", "https://h/[token]/v"),
+    ("https://h/%2525252525252541/v?x", "https://h/[token]/v?x"),  # does not decode
+    ("https://h/v#access&token=QSECRET2", "https://h/v#[token]"),
+    # Left as they are: nothing signs them.
+    ("https://h/v/seg.ts?a=b=c&d", "https://h/v/seg.ts?a=b=c&d"),
+    ("https://h/q=1/tokens=2/my_token=3", "https://h/q=1/tokens=2/my_token=3"),
+    ("https://h/api/token/refresh?eyJ=1", "https://h/api/token/refresh?eyJ=1"),
+    ("https://h/a%20b;v=2", "https://h/a%20b;v=2"),
+]
+
+
+def path_of(url: str) -> str:
+    """A URL's path, as a log's ``path`` holds it (no query, no fragment)."""
+    rest = url.split("://", 1)[1].partition("/")[2] if "://" in url else url.lstrip("/")
+    return "/" + rest.partition("#")[0].partition("?")[0]
+
+
+@pytest.mark.parametrize(("given", "stored"), SIGNED)
+def test_every_signed_url_form(given: str, stored: str) -> None:
+    assert TRUNCATE.strip_url(given) == stored
+    assert TRUNCATE.urls(pl.Series("url", [given, "https://h/x"])).to_list() == [
+        stored,
+        "https://h/x",
+    ]
+    # Any [privacy] that scrubs URLs at all removes the provider's signing parameters.
+    assert PrivacyPolicy(strip_query=("sig",)).strip_url(given) == stored.replace(
+        "sig=[token]&", ""
+    )
+    assert PrivacyPolicy(strip_query=()).strip_url(given) == given  # URLs kept whole
+
+
+def test_signed_urls_in_every_column_and_raw_text() -> None:
+    """``url``, ``path`` and ``referer`` of a row, a v1 line's URL and referer, a v2
+    record's ``url`` and ``path``, a shield event's labels and free text: no token left."""
+    secrets = ("DIRSECRET1", "QSECRET2", "SECRETx", JWT)
+    frame = pl.DataFrame(
+        {
+            "url": [u for u, _ in SIGNED],
+            "path": [path_of(u) for u, _ in SIGNED],
+            "referer": [u for u, _ in reversed(SIGNED)],
+        }
+    )
+    out = TRUNCATE.rows(frame)
+    assert out["url"].to_list() == [s for _, s in SIGNED]
+    assert out["path"].to_list() == [path_of(s) for _, s in SIGNED]
+    for column in out.iter_columns():
+        assert not [v for v in column.to_list() if any(s in v for s in secrets)]
+    texts = [
+        "|".join(["HIT", "200", "1700000000000", "1", "7", "1.2.3.4", referer, url, "DE"])
+        + "|UA|abcdef12345|DE"
+        for (url, _), (referer, _) in zip(SIGNED, reversed(SIGNED), strict=True)
+    ]
+    texts += [json.dumps({"url": u, "path": u, "remoteIp": "1.2.3.4"}) for u, _ in SIGNED]
+    texts += [json.dumps({"labels": {"uri": u}}) for u, _ in SIGNED]  # shield labels
+    texts += [f"blocked GET {u} from 1.2.3.4 (rule 7)" for u, _ in SIGNED]
+    texts += ["cut off|" + u[: len(u) // 2 + 8] for u, _ in SIGNED]  # a line cut short
+    for text in texts:
+        for policy in (TRUNCATE, HASH, PrivacyPolicy(strip_query=NAMES)):
+            scrubbed = policy.scrub_text(text) or ""
+            assert not [s for s in secrets if s in scrubbed], (text, scrubbed)
+    v1 = TRUNCATE.scrub_text(texts[0]) or ""
+    assert v1.split("|")[7] == SIGNED[0][1] and v1.split("|")[6] == SIGNED[-1][1]
 
 
 def test_rows_leave_request_id_and_path() -> None:
@@ -266,6 +366,8 @@ def test_column_and_one_by_one_agree_on_random_urls() -> None:
 
     rng = random.Random(40)
     pieces = ["token", "TOKEN", "expires", "token_path", "tok%65n", "x", "tokens", "a%20b", ""]
+    pieces += ["bcdn_token", "x;token", JWT, "HS256-abc", "n=https://x/?token"]
+    paths = ["/p", "/bcdn_token=s&expires=1&token_path=%2Fp%2F/p", "/BCDN_TOKEN%3Ds/p", "/a=1/p"]
     urls = []
     for _ in range(3000):
         params = [
@@ -273,7 +375,8 @@ def test_column_and_one_by_one_agree_on_random_urls() -> None:
             for _ in range(rng.randint(0, 5))
         ]
         query = ("?" + "&".join(params)) if rng.random() < 0.9 else ""
-        urls.append(f"https://h/p{query}" + rng.choice(["", "#f", "#f?token=1"]))
+        fragment = rng.choice(["", "", "#f", "#f?token=1"])
+        urls.append(f"https://h{rng.choice(paths)}{query}{fragment}")
     column = pl.Series("url", urls)
     assert TRUNCATE.urls(column).to_list() == [TRUNCATE.strip_url(u) for u in urls]
 

@@ -62,8 +62,28 @@ _V6_TOKEN = re.compile(
     r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{0,4})"
     r"(?:%[\w.]+)?(?![\w:])"
 )
-_QUERY_IN_TEXT = re.compile(r"\?[^\s|\"'<>#\\]*")
-_PARAM_IN_TEXT = re.compile(r"(?<![\w%.~-])([\w%.~-]+)=[^&\s|\"'<>#\\]*")  # name=value
+# The provider's token authentication (its README: "Token authentication"): the names of
+# its signing parameters, in a query string or, for directory tokens, as a path segment
+# (``/bcdn_token=...&expires=...&token_path=%2Fv%2F/v/seg.ts``). They always go while
+# URLs are scrubbed at all (``strip_query`` not empty).
+SIGNING_NAMES = (
+    "token",
+    "bcdn_token",
+    "expires",
+    "token_path",
+    "token_countries",
+    "token_countries_blocked",
+)
+# A token standing on its own: a JWT (three base64url parts, the first a JSON header) or
+# the provider's newer ``HS256-<base64url>``; replaced by MARKER wherever it is.
+_BEARER = re.compile(r"eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*|(?i:hs256-)[A-Za-z0-9_-]+=*")
+MARKER = "[token]"
+# What a path segment needs before it can hold a token (else it is kept as it is).
+_MAY_SIGN = re.compile(r"[=%;]|eyJ|(?i:hs256-)")
+_SEPARATORS = re.compile(r"([&;])")  # between query parameters (and matrix parameters)
+_DECODINGS = 3  # percent-decoding rounds before a value counts as undecodable
+# A URL-ish run of free text (a rejected line, a shield event's log or labels).
+_URLISH_IN_TEXT = re.compile(r"[^\s|\"'<>\\]*(?:[=%;]|eyJ|(?i:hs256-))[^\s|\"'<>\\]*")
 V1_IP_FIELD, V1_URL_FIELD, V1_REFERER_FIELD = 5, 7, 6  # 0-based fields of a v1 line
 _FINGERPRINT = b"cdnlake privacy key id"
 
@@ -137,6 +157,10 @@ class Setting:
     ipv6_prefix: int = 0
     strip_id: int = 0  # 16 bits of a digest of the strip_query names (0: none)
     key_id: int = 0  # 30 bits of an HMAC of a fixed text under the hash key (hash only)
+    # 1: every signed-URL form scrubbed (directory tokens in the path, ";" parameters,
+    # bearer tokens); 0: query parameters only, as before. Rows stored under 0 are
+    # rewritten by ``maintain --apply-privacy``.
+    url_rules: int = 0
 
     def code(self) -> int:
         return (
@@ -145,6 +169,7 @@ class Setting:
             | self.ipv6_prefix << 8
             | self.strip_id << 16
             | self.key_id << 32
+            | self.url_rules << 62
         )
 
     @classmethod
@@ -155,6 +180,7 @@ class Setting:
             (code >> 8) & 0xFF,
             (code >> 16) & 0xFFFF,
             (code >> 32) & 0x3FFFFFFF,
+            (code >> 62) & 1,
         )
 
     def describe_ip(self) -> str:
@@ -168,12 +194,14 @@ class Setting:
     def describe(self) -> str:
         """The setting in a few words: ``ip truncate /24 /64, query parameters removed``."""
         query = "URLs whole" if self.strip_id == 0 else "query parameters removed"
+        if self.strip_id and not self.url_rules:
+            query += " (signed paths whole)"
         return f"ip {self.describe_ip()}, {query}"
 
     def same_as(self, other: Setting) -> bool:
         """Equal, but where one key id is unknown (0: the key is not in this environment)."""
         if self.ip == other.ip == "hash" and 0 in (self.key_id, other.key_id):
-            return self.strip_id == other.strip_id
+            return (self.strip_id, self.url_rules) == (other.strip_id, other.url_rules)
         return self == other
 
     def cannot_become(self, wanted: Setting) -> str | None:
@@ -247,9 +275,16 @@ class PrivacyPolicy:
     erasure_key: bytes = field(default=b"", repr=False)
     _names: frozenset[str] = field(init=False, repr=False, compare=False)
     _mac: hmac.HMAC = field(init=False, repr=False, compare=False)
+    _assigned: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_names", frozenset(n.lower() for n in self.strip_query))
+        names = {n.lower() for n in self.strip_query}
+        if names:
+            names |= set(SIGNING_NAMES)
+        object.__setattr__(self, "_names", frozenset(names))
+        # A listed name given a value, anywhere in a decoded, lower-cased piece of URL.
+        listed = "|".join(re.escape(n) for n in sorted(names)) or "(?!)"
+        object.__setattr__(self, "_assigned", re.compile(rf"(?:^|[/?&;#=])(?:{listed})="))
         object.__setattr__(self, "_mac", hmac.new(self.key, digestmod=hashlib.sha256))
         if self.ip == "hash" and not self.key:
             raise ValueError("a hash policy needs a key")
@@ -284,7 +319,8 @@ class PrivacyPolicy:
             digest = hmac.new(self.key, _FINGERPRINT, hashlib.sha256).digest()
             key_id = int.from_bytes(digest[:4], "big") & 0x3FFFFFFF
         v4, v6 = (self.ipv4_prefix, self.ipv6_prefix) if self.ip == "truncate" else (0, 0)
-        return Setting(self.ip, v4, v6, _strip_id(self.strip_query), key_id)
+        strip_id = _strip_id(self.strip_query)
+        return Setting(self.ip, v4, v6, strip_id, key_id, url_rules=int(strip_id != 0))
 
     def describe(self) -> str:
         """One line for ``status`` and the report."""
@@ -362,29 +398,36 @@ class PrivacyPolicy:
         return column.str.replace(pattern, f"{keep}.{zeros}" if whole else zeros)
 
     def urls(self, column: pl.Series) -> pl.Series:
-        """A ``url`` (or ``referer``) column without the listed query parameters: the
-        rows whose query string may hold one are treated apart, by regex replacements
-        (their names percent-encoded: one by one)."""
+        """A ``url``, ``path`` or ``referer`` column as :meth:`strip_url` leaves each value:
+        rows whose query string may hold a listed name plainly by regex replacements; the
+        rows that may hold anything else (a ``%``, a ``;``, a ``=`` before the query, a
+        fragment, a bearer token), or still a listed name after them, one by one."""
+        import polars as pl
+
         if not self._names or column.len() == 0:
             return column
         names = "|".join(re.escape(n) for n in sorted(self._names))
-        touched = column.str.contains(rf"(?i)\?[^#]*(?:{names}|%)").fill_null(False)
-        if not touched.any():
+        slow = column.str.contains(r"(?i)[%;#]|^[^?]*=|eyj|hs256-").fill_null(False)
+        fast = column.str.contains(rf"(?i)\?.*(?:{names})").fill_null(False) & ~slow
+        if not (slow.any() or fast.any()):
             return column
-        rows = touched.arg_true()
-        picked = column.gather(rows)
-        query = picked.str.extract(r"^[^#?]*\?([^#]*)", 1)
-        stripped = self._strip_fast(picked, query, names)
-        encoded = query.str.contains("%").fill_null(False)
-        if encoded.any():  # names may be percent-encoded: decoded one by one
-            slow = encoded.arg_true()
-            stripped = stripped.scatter(
-                slow, [self.strip_url(url) for url in picked.gather(slow).to_list()]
-            )
-        return column.clone().scatter(rows, stripped)
+        out = column.clone()
+        if fast.any():
+            rows = fast.arg_true()
+            picked = column.gather(rows)
+            stripped = self._strip_fast(picked, picked.str.extract(r"^[^?]*\?(.*)$", 1), names)
+            out = out.scatter(rows, stripped)
+            # A listed name left (inside another parameter's value): one by one as well.
+            slow = slow | (fast & out.str.contains(rf"(?i)[/?&=](?:{names})=").fill_null(False))
+        if slow.any():
+            rows = slow.arg_true()
+            treated = [self.strip_url(url) for url in column.gather(rows).to_list()]
+            out = out.scatter(rows, pl.Series(treated, dtype=pl.String))
+        return out
 
     def _strip_fast(self, urls: pl.Series, query: pl.Series, names: str) -> pl.Series:
-        """URLs less the parameters named (plainly) in their query strings ``query``."""
+        """URLs (without a fragment) less the parameters named plainly in their query
+        strings ``query``."""
         import polars as pl
 
         # Between "&"s, a listed name alone or with its "=value" goes; one pass removes
@@ -400,38 +443,88 @@ class PrivacyPolicy:
         changed = kept.str.len_bytes() < query.str.len_bytes()
         frame = pl.DataFrame({"url": urls, "kept": kept})
         url = pl.col("url")
-        base = url.str.extract(r"^([^#?]*)", 1)
-        fragment = url.str.extract(r"^[^#]*(#.*)$", 1).fill_null("")
+        base = url.str.extract(r"^([^?]*)", 1)
         new = pl.concat_str(
             base,
             pl.when(pl.col("kept") != "").then("?" + pl.col("kept")).otherwise(pl.lit("")),
-            fragment,
         )
         out = frame.select(pl.when(changed).then(new).otherwise(url).alias(urls.name))
         return out.to_series()
 
     def strip_url(self, url: str | None) -> str | None:
-        """One URL without the listed query parameters (the reference :meth:`urls` keeps
-        to): names percent-decoded and compared case-insensitively."""
+        """One URL (or path, or URL-ish run of text) as it may be stored, the reference
+        :meth:`urls` keeps to. Query (and ``;``) parameters of a listed name go (names
+        percent-decoded, any case); a path segment that is a directory token (its first
+        parameter of a listed name, e.g. ``bcdn_token=...&expires=...&token_path=...``)
+        goes whole, the rest of the path stays; a JWT or ``HS256-`` token anywhere becomes
+        :data:`MARKER`. Fails closed: a parameter that, decoded, still assigns a listed
+        name (a URL inside a value) goes; such a path segment or fragment, or one that
+        does not decode, becomes :data:`MARKER`."""
         if url is None or not self._names:
             return url
         head, hash_mark, fragment = url.partition("#")
         base, question, query = head.partition("?")
-        if not question:
-            return url
-        kept = self._strip_params(query)
-        if kept is None:
-            return url
-        return base + ("?" + kept if kept else "") + hash_mark + fragment
+        segments = [self._path_segment(s) for s in base.split("/")]
+        stored = "/".join(s for s in segments if s is not None)
+        if base.startswith("/") and not stored:
+            stored = "/"  # a path of nothing but a directory token: the root
+        if question:
+            kept = self._strip_params(query)
+            if kept is None:
+                stored += "?" + query
+            elif kept:
+                stored += "?" + kept
+        if hash_mark:
+            fragment = _BEARER.sub(MARKER, fragment)
+            stored += "#" + (MARKER if self._holds_token(fragment) else fragment)
+        return stored
+
+    def _path_segment(self, segment: str) -> str | None:
+        """One segment of a path as it may be stored (None: dropped, with its slash)."""
+        if not _MAY_SIGN.search(segment):
+            return segment
+        decoded = _decoded(segment)
+        if decoded is None:
+            return MARKER
+        name, eq, _ = _SEPARATORS.split(decoded, 1)[0].partition("=")
+        if eq and name.lower() in self._names:
+            return None  # a directory token: the signing segment goes whole
+        kept = self._strip_params(segment)  # its ";" (matrix) parameters
+        segment = segment if kept is None else kept
+        return MARKER if not segment or self._holds_token(segment) else segment
 
     def _strip_params(self, query: str) -> str | None:
-        """The query (without its ``?``) less the listed parameters; None if none was."""
-        parts = query.split("&")
-        kept = [p for p in parts if unquote(p.partition("=")[0]).lower() not in self._names]
-        return None if len(kept) == len(parts) else "&".join(kept)
+        """The query (without its ``?``) less the listed parameters, ``&`` or ``;``
+        separated, and bearer tokens as :data:`MARKER`; None if nothing changed."""
+        parts = _SEPARATORS.split(query)
+        kept: list[str] = []
+        changed = False
+        for i in range(0, len(parts), 2):
+            part = parts[i]
+            name = unquote(part.partition("=")[0]).lower()
+            marked = _BEARER.sub(MARKER, part)
+            if name in self._names or self._holds_token(marked):
+                changed = True
+                continue
+            changed |= marked != part
+            kept += [parts[i - 1], marked] if i else ["", marked]
+        if not changed:
+            return None
+        if kept:
+            kept[0] = ""  # the first one kept has no separator before it
+        return "".join(kept)
+
+    def _holds_token(self, piece: str) -> bool:
+        """Whether ``piece`` of a URL, percent-decoded, still assigns a listed name or
+        holds a bearer token, or does not decode (fails closed)."""
+        decoded = _decoded(piece)
+        if decoded is None:
+            return True
+        return bool(self._assigned.search(decoded.lower()) or _BEARER.search(decoded))
 
     def rows(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """Rows of a table as they may be stored: ``remote_ip``, ``url``, ``referer`` and a
+        """Rows of a table as they may be stored: ``remote_ip``, ``url``, ``path`` (a
+        directory token is in the path), ``referer`` and a
         shield event's ``log`` text and ``labels_json`` (the provider's labels, free-form),
         where the frame has them."""
         if self.changes_nothing or frame.height == 0:
@@ -439,7 +532,7 @@ class PrivacyPolicy:
         changed: list[pl.Series] = []
         if "remote_ip" in frame.columns and self.ip != "keep":
             changed.append(self.addresses(frame["remote_ip"]))
-        for name in ("url", "referer"):
+        for name in ("url", "path", "referer"):
             if name in frame.columns and self._names:
                 changed.append(self.urls(frame[name]))
         for name in ("log", "labels_json"):  # a shield event's free text and its labels
@@ -458,26 +551,20 @@ class PrivacyPolicy:
     def scrub_text(self, text: str | None) -> str | None:
         """A raw line or record as it may be stored: a v2 record's ``remoteIp`` and
         ``url``, a v1 line's fields 6 and 8 treated as the columns are; then, whatever
-        the text, every address-looking token and every listed query parameter."""
+        the text, every address-looking token and every URL-ish run (one holding a ``=``,
+        ``%``, ``;`` or a bearer token) as :meth:`strip_url` leaves it."""
         if text is None or self.changes_nothing:
             return text
         text = self._v2_record(text) or self._v1_line(text) or text
         if self._names:
-            text = _QUERY_IN_TEXT.sub(self._strip_query_match, text)
-            text = _PARAM_IN_TEXT.sub(self._strip_param_match, text)
+            text = _URLISH_IN_TEXT.sub(self._strip_url_match, text)
         if self.ip != "keep":
             text = _V6_TOKEN.sub(self._address_match, text)
             text = _V4_TOKEN.sub(self._address_match, text)
         return text
 
-    def _strip_query_match(self, match: re.Match[str]) -> str:
-        kept = self._strip_params(match[0][1:])
-        if kept is None:
-            return match[0]
-        return "?" + kept if kept else ""
-
-    def _strip_param_match(self, match: re.Match[str]) -> str:
-        return "" if unquote(match[1]).lower() in self._names else match[0]
+    def _strip_url_match(self, match: re.Match[str]) -> str:
+        return self.strip_url(match[0]) or ""
 
     def _address_match(self, match: re.Match[str]) -> str:
         token = match[0]
@@ -501,7 +588,7 @@ class PrivacyPolicy:
         for name in ("remoteIp", "RemoteIp"):  # the v2 spelling, the management API's
             if isinstance(record.get(name), str):
                 record[name] = self.stored_as(record[name])
-        for name in ("url", "Url", "referer", "Referer"):
+        for name in ("url", "Url", "path", "Path", "referer", "Referer"):
             if isinstance(record.get(name), str):
                 record[name] = self.strip_url(record[name])
         if record == before:
@@ -515,11 +602,22 @@ class PrivacyPolicy:
         if self.ip != "keep":
             fields[V1_IP_FIELD] = self.stored_as(fields[V1_IP_FIELD]) or "-"
         for i in (V1_URL_FIELD, V1_REFERER_FIELD):
-            fields[i] = self.strip_url(fields[i]) or fields[i]
+            fields[i] = self.strip_url(fields[i]) or ""
         return "|".join(fields)
 
 
 KEEP = PrivacyPolicy()  # stores everything as received: the lake before [privacy]
+
+
+def _decoded(text: str) -> str | None:
+    """``text`` percent-decoded until nothing changes (a value encoded twice holds what
+    it holds once), or None when that takes more than :data:`_DECODINGS` rounds."""
+    for _ in range(_DECODINGS + 1):
+        decoded = unquote(text)
+        if decoded == text:
+            return text
+        text = decoded
+    return None
 
 
 def _by_distinct(column: pl.Series, treat: Callable[[str | None], str | None]) -> pl.Series:
