@@ -76,7 +76,9 @@ SIGNING_NAMES = (
 )
 # A token standing on its own: a JWT (three base64url parts, the first a JSON header) or
 # the provider's newer ``HS256-<base64url>``; replaced by MARKER wherever it is.
-_BEARER = re.compile(r"eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*|(?i:hs256-)[A-Za-z0-9_-]+=*")
+_BEARER = re.compile(
+    r"eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*|(?i:hs256-)[A-Za-z0-9_-]+=*"
+)
 MARKER = "[token]"
 # What a path segment needs before it can hold a token (else it is kept as it is).
 _MAY_SIGN = re.compile(r"[=%;]|eyJ|(?i:hs256-)")
