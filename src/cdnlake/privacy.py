@@ -16,13 +16,19 @@ rejected line's raw text before a byte is written (``docs/privacy.md``).
   as they are but under ``drop``. A value that is no address is stored as NULL under
   ``truncate`` and ``hash``: never as given. Under ``hash`` a value that is already 64
   lower-case hex digits is taken for a hash stored earlier and left as it is.
-- ``url`` and ``referer``: the query parameters named in ``strip_query`` are removed
-  (names compared case-insensitively after percent-decoding); the other parameters, their
-  order, the path and the fragment stay as they were. ``path`` has no query: untouched.
+- ``url``, ``path`` and ``referer``: every signed-URL form of the provider goes
+  (:meth:`PrivacyPolicy.strip_url`): query and ``;`` parameters named in ``strip_query``
+  or signing ones (:data:`SIGNING_NAMES`; names compared case-insensitively after
+  percent-decoding), a directory token's path segment (``/bcdn_token=...&expires=...``)
+  whole, a JWT or ``HS256-`` token anywhere as :data:`MARKER`. The other parameters,
+  their order, the rest of the path and the fragment stay as they were. It fails closed:
+  what still holds a signing parameter once decoded (a signed URL inside a value), or
+  does not decode, goes (a parameter) or becomes :data:`MARKER` (a segment, a fragment).
 - A rejected line's raw text: a v1 line (``|``-separated: address in field 6, URL in
-  field 8) or a v2 record's JSON (``remoteIp``, ``url``) is treated field by field, and
-  then, whatever the text is, every IPv4- or IPv6-looking token in it is treated as an
-  address and every listed query parameter removed.
+  field 8) or a v2 record's JSON (``remoteIp``, ``url``, ``path``) is treated field by
+  field, and then, whatever the text is, every IPv4- or IPv6-looking token in it is
+  treated as an address and every URL-ish run (one holding ``=``, ``%``, ``;`` or a
+  bearer token) as a URL.
 - A shield event's ``log`` text and its labels (``labels_json``) are scrubbed the same
   way (they are free text).
 
@@ -51,7 +57,6 @@ if TYPE_CHECKING:
 
 IpMode = Literal["keep", "truncate", "drop", "hash"]
 MODES: tuple[IpMode, ...] = ("keep", "truncate", "hash", "drop")  # in code order
-DEFAULT_STRIP = ("token", "expires", "token_path")
 HASH_PATTERN = r"^[0-9a-f]{64}$"
 _HASHED = re.compile(HASH_PATTERN)
 _V4 = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"

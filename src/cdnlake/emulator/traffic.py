@@ -9,6 +9,7 @@ two renderings of the same record.
 
 from __future__ import annotations
 
+import base64
 import bisect
 import functools
 import hashlib
@@ -19,6 +20,7 @@ import zlib
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
+from urllib.parse import quote
 
 from cdnlake.emulator.records import HOUR_MS, MAX_DELAY_MS, Record, WireRecord, ZoneSpec
 from cdnlake.emulator.sustained import SustainedTraffic
@@ -152,13 +154,37 @@ def full_client_ip(zone_id: int, k: int) -> str:
     return network[:-1] + str(1 + host % 254)
 
 
-def signed(url: str, zone_id: int, ts: int) -> str:
-    """One URL of five with the provider's token authentication in its query string."""
+SIGNED_FORMS = 6  # query, ";", JWT, directory, directory percent-encoded, directory HS256
+
+
+def signed(url: str, path: str, zone_id: int, ts: int) -> tuple[str, str]:
+    """One request of five with the provider's token authentication (its README, "Token
+    authentication"), as ``(url, path)``: the token in the query string (``&`` or ``;``
+    separated, or a JWT), or a directory token, the path's first segment (plainly, percent-
+    encoded in upper case, or of the ``HS256-`` format). Each token holds ``tk`` and 22 hex
+    digits, so a test can look for it; ``path`` holds a directory token as the log does."""
     digest = hashlib.sha256(f"token:{zone_id}:{ts}:{url}".encode()).hexdigest()
     if int(digest[:2], 16) % 5:
-        return url
+        return url, path
+    token = f"tk{digest[2:24]}"
+    expires = ts // 1000 + 3600
+    form = int(digest[24:28], 16) % SIGNED_FORMS
     joiner = "&" if "?" in url else "?"
-    return f"{url}{joiner}token=tk{digest[2:24]}&expires={ts // 1000 + 3600}"
+    if form == 0:
+        return f"{url}{joiner}token={token}&expires={expires}", path
+    if form == 1:
+        return f"{url}{';' if '?' in url else '?'}token={token};expires={expires}", path
+    if form == 2:
+        claims = base64.urlsafe_b64encode(f'{{"exp":{expires}}}'.encode()).rstrip(b"=")
+        return f"{url}{joiner}jwt=eyJhbGciOiJIUzI1NiJ9.{claims.decode()}.{token}", path
+    folder = quote(path.rsplit("/", 1)[0] + "/", safe="")
+    segment = f"bcdn_token={token}&expires={expires}&token_path={folder}"
+    if form == 4:  # names in upper case, the whole segment percent-encoded
+        segment = quote(f"BCDN_TOKEN={token}&EXPIRES={expires}&TOKEN_PATH={folder}", safe="")
+    elif form == 5:
+        segment = f"bcdn_token=HS256-{token}&expires={expires}&token_path={folder}"
+    origin = url[: url.index("/", url.index("//") + 2)]
+    return f"{origin}/{segment}{url[len(origin) :]}", f"/{segment}{path}"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -356,7 +382,7 @@ class Traffic:
         client = int(rng.paretovariate(0.8)) % CLIENTS
         ip = full_client_ip(zone_id, client) if spec.full_ips else client_ip(zone_id, client)
         if spec.signed_urls:  # no draw of rng: the zone's other fields stay as they are
-            url = signed(url, zone_id, ts)
+            url, path = signed(url, path, zone_id, ts)
         ua: str | None = (
             rng.choice(HOSTILE_AGENTS)
             if hostile
