@@ -48,7 +48,7 @@ from cdnlake.privacy import HASH_PATTERN, PrivacyPolicy, Setting
 
 log = logging.getLogger(__name__)
 
-TREATED = ("remote_ip", "url", "referer", "log", "labels_json")  # what a policy may change
+TREATED = ("remote_ip", "url", "path", "referer", "log", "labels_json")  # what a policy may change
 
 
 @dataclass
