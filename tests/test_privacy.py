@@ -437,3 +437,21 @@ def test_marks_say_what_the_rows_were_stored_under() -> None:
     assert stored_settings(marks.get) == [HASH.setting, KEEP_ALL]  # the oldest kept
     marks.update(privacy_applied(HASH.setting.code()))
     assert stored_settings(marks.get) == [HASH.setting]
+
+
+def test_rows_stored_before_signed_paths_were_scrubbed_are_pending() -> None:
+    """A setting that removed query parameters only (``url_rules`` 0, what lakes stored
+    before every signed-URL form was scrubbed) is not the one configured now: ``status``
+    says so and ``maintain --apply-privacy`` rewrites those rows."""
+    from cdnlake.lake.apply_privacy import _mixed
+    from cdnlake.lake.progress import PRIVACY, WATERMARK
+
+    now = TRUNCATE.setting
+    assert now.url_rules == 1 and Setting.decode(now.code()) == now
+    older = Setting.decode(now.code() & ~(1 << 62))
+    assert older.url_rules == 0 and not older.same_as(now)
+    assert older.describe() == "ip truncate /24 /64, query parameters removed (signed paths whole)"
+    assert PrivacyPolicy().setting.url_rules == 0  # URLs whole: nothing to scrub
+    marks = {WATERMARK: 1, PRIVACY: older.code()}
+    assert _mixed(marks.get, TRUNCATE)
+    assert not _mixed({WATERMARK: 1, PRIVACY: now.code()}.get, TRUNCATE)
