@@ -7,8 +7,8 @@ on: no pass fails twice for the same missing file, each zone's watermark in the 
 daemon's latest, and every request it acknowledged, less the erased, is read once by
 delta-rs and by delta-kernel.
 
-A lease the vacuum cannot have (another holder keeps it) is refused in one line naming
-that holder, nothing erased or deleted.
+A lease the vacuum cannot have (another holder keeps it, or PostgreSQL is away) is refused
+in one line naming that holder (or the database), nothing erased or deleted.
 """
 
 from __future__ import annotations
@@ -84,23 +84,35 @@ def test_forget_vacuum_now_holds_the_fleets_leases_and_its_daemon_loses_nothing(
         common = frame["remote_ip"].value_counts(sort=True)["remote_ip"].to_list()
         address_a, address_b = common[0], common[1]
 
-        # Another holder keeps one zone's lease: refused in one line naming it, nothing
-        # erased (the lease is asked for and not had within the wait, shortened here).
-        blocker = MaintainHold(postgres.dsn, fleet, "blocker:77", lease_seconds=60, wait=60)
-        with blocker(REQUESTS.name, ZONES[1]):
+        def vacuum_now_refused(*named: str) -> None:
+            """Exit 1, one line naming each of ``named``, nothing erased or deleted."""
             refused = subprocess.run(
                 [sys.executable, "-c", SHORT_WAIT, "--config", str(path), "forget", "--ip",
                  address_a, "--vacuum-now"],
                 capture_output=True, text=True, timeout=120,
                 env={**os.environ, **KEY_ENV, "CDNLAKE_ACCESS_KEY": KEY},
             )  # fmt: skip
-        assert refused.returncode == 1, (refused.stdout, refused.stderr)
-        (line,) = refused.stderr.strip().splitlines()
-        assert "refused" in line and "blocker:77/maintain" in line, line
-        assert f"{REQUESTS.name}/{ZONES[1]}" in line, line
-        assert refused.stdout == ""
-        assert lake_frame(where).filter(pl.col("remote_ip") == address_a).height  # kept
+            assert refused.returncode == 1, (refused.stdout, refused.stderr)
+            (line,) = refused.stderr.strip().splitlines()
+            assert "refused" in line and "nothing vacuumed" in line, line
+            assert all(name in line for name in named), line
+            assert refused.stdout == ""
+            assert lake_frame(where).filter(pl.col("remote_ip") == address_a).height  # kept
+
+        # Another holder keeps one zone's lease: refused, naming it (the lease is asked for
+        # and not had within the wait, shortened here).
+        blocker = MaintainHold(postgres.dsn, fleet, "blocker:77", lease_seconds=60, wait=60)
+        with blocker(REQUESTS.name, ZONES[1]):
+            vacuum_now_refused("blocker:77/maintain", f"{REQUESTS.name}/{ZONES[1]}")
         more_passes(daemon, 1)  # the daemon has its zones back
+
+        # PostgreSQL away: no lease can be had, so no writer is known to be held off.
+        postgres.stop()
+        try:
+            vacuum_now_refused("could not be asked for", "PostgreSQL")
+        finally:
+            postgres.start()
+        more_passes(daemon, 1)  # back: the daemon takes its zones again
 
         # Held: the vacuum waits for each pass in flight, holds every lease, and runs.
         erasures = []
