@@ -58,6 +58,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 SLOW_FIRST = [
     "tests/ingest/test_crash_safety.py",
     "tests/reliability/test_s3_faults.py",
+    "tests/lake/test_vacuum_beside_daemon.py",
+    "tests/coordination/test_fleet_vacuum_now.py",
     "tests/bench/test_bench_smoke.py",
     "tests/cli/test_backfill_cli.py",
     "tests/audit/test_reread.py",

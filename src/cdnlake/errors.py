@@ -31,6 +31,7 @@ will fail the same way until something is changed by a person.
         ├── ZoneBusyError              another cdnlake process holds the zone
         ├── FencedError                the zone was rewound or taken over since this pass began
         ├── DataError                  damaged lake, state or warehouse file
+        │   ├── FileGoneError          a data file a reader's snapshot names has left storage
         │   ├── DamagedInputError      an input file or body that ends early or is corrupt
         │   ├── CorruptDownloadError   a download that kept mismatching its checksum
         │   └── RejectedInputError     input of which not one line or record could be taken
@@ -208,6 +209,11 @@ class FencedError(TerminalError):
 
 class DataError(TerminalError):
     pass
+
+
+class FileGoneError(DataError):
+    """A data file the reader's snapshot names has left storage since it was taken (a
+    vacuum): the table read as it is now answers."""
 
 
 class DamagedInputError(DataError):

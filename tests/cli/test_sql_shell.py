@@ -218,3 +218,32 @@ def test_the_shell_on_a_root_without_a_lake_says_so(tmp_path):
     shell.close()
     assert shell.exitstatus == 1
     assert f"cdnlake: error: no lake at {tmp_path / 'nothing' / 'lake'}" in str(shell.before)
+
+
+def test_a_file_vacuumed_under_the_shell_is_read_again_not_failed_query_after_query(tmp_path):
+    """The shell reads the lake as it was when it opened; ``forget --vacuum-now`` beside it
+    deletes a file that snapshot names. The next query reads the lake as it is now (said in
+    a line) and answers; it never fails query after query for the file."""
+    shell = spawn_shell(tmp_path)
+    try:
+        assert "│ 12 │" in ask(shell, "SELECT count(*) AS n FROM requests;")
+        forget = ["forget", "--request-id", "r06", "--vacuum-now"]
+        done = subprocess.run(
+            [*CLI, "--config", str(tmp_path / "config.toml"), *forget],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "CDNLAKE_ACCESS_KEY": KEY},
+        )
+        assert done.returncode == 0, done.stderr
+        assert "the old bytes have left storage (--vacuum-now)" in done.stdout
+        answer = ask(shell, "SELECT count(*) AS n FROM requests;")
+        assert "│ 11 │" in answer and "error" not in answer, answer
+        assert "a file of the lake left storage since the shell read it" in answer, answer
+        answer = ask(shell, "SELECT count(*) AS n FROM requests;")
+        assert "│ 11 │" in answer and "left storage" not in answer, answer
+        shell.sendeof()
+        shell.expect(pexpect.EOF)
+    finally:
+        shell.close()
+    assert shell.exitstatus == 0

@@ -106,8 +106,14 @@ def digest(rows: list[tuple[Any, ...]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def as_delta_rs_reads(uri: str, key: str, columns: list[str], version: int | None) -> Any:
-    table = DeltaTable(uri) if version is None else DeltaTable(uri, version=version)
+def as_delta_rs_reads(
+    uri: str,
+    key: str,
+    columns: list[str],
+    version: int | None,
+    options: dict[str, str] | None = None,
+) -> Any:
+    table = DeltaTable(uri, version=version, storage_options=options)
     data = table.to_pyarrow_table(columns=[key, *columns])
     values = []
     for name in [key, *columns]:

@@ -7,6 +7,10 @@ it runs, and the daemon started again carries on.
 Afterwards every request the daemon acknowledged (up to each zone's watermark in the log),
 less the erased ones, is read exactly once by delta-rs and by delta-kernel; each zone's
 watermark in the log is the daemon's latest; no pass failed for a missing file twice.
+
+Run on local disk and on S3 (moto's server on 127.0.0.1): the same steps, the same checks.
+delta-kernel reads the S3 lake from a copy of its bucket (the kernel reader's DuckDB has no
+S3 access offline), delta-rs reads it on S3 itself and must agree with the copy.
 """
 
 from __future__ import annotations
@@ -24,13 +28,17 @@ from typing import Any
 import polars as pl
 import pytest
 
+from cdnlake.config import Config
+from cdnlake.emulator import Emulator
 from cdnlake.lake.progress import from_ms
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.retention import oldest_served
 from cdnlake.scheduler import wait_for
 from tests.conftest import (
+    S3Server,
     lake_frame,
     lake_of,
+    load_test_config,
     run_cli,
     spawn_cli,
     start_emulator,
@@ -67,14 +75,14 @@ def passes(proc: subprocess.Popen[str], zone: int) -> int:
     return sum(1 for r in records(proc) if r["zone"] == zone and r["outcome"] == "ok")
 
 
-def watermark(root: Path, zone: int) -> datetime | None:
-    table = lake_of(root).open(REQUESTS)
+def watermark(where: Config, zone: int) -> datetime | None:
+    table = lake_of(where).open(REQUESTS)
     return None if table is None else from_ms(table.transaction_version(REQUESTS.app_id(zone)))
 
 
-def caught_up(root: Path) -> bool:
+def caught_up(where: Config) -> bool:
     now = datetime.now(UTC)
-    marks = [watermark(root, z) for z in ZONES]
+    marks = [watermark(where, z) for z in ZONES]
     return all(m is not None and m > now - LAG - timedelta(seconds=30) for m in marks)
 
 
@@ -111,12 +119,20 @@ def old_day(path: Path, at: datetime) -> Path:
 
 
 @pytest.mark.timeout(300)
-def test_forget_maintain_and_expiry_beside_a_daemon_lose_nothing_it_acknowledged(tmp_path):
+def test_forget_maintain_and_expiry_beside_a_daemon_lose_nothing_it_acknowledged(
+    tmp_path, lake_kind, request
+):
     emu = start_emulator(",".join(map(str, ZONES)), rpm=2, now=None, frozen=False)
     procs: list[subprocess.Popen[str]] = []
+    s3 = request.getfixturevalue("s3_server") if lake_kind == "s3" else None
     try:
         path = write_config(
-            tmp_path, emu, zones=[(z, "v2") for z in ZONES], page_size=2000, window_seconds=10
+            tmp_path,
+            emu,
+            zones=[(z, "v2") for z in ZONES],
+            s3=s3,
+            page_size=2000,
+            window_seconds=10,
         )
         text = path.read_text().replace("poll_seconds = 1", "poll_seconds = 2")
         # Passes alone: no daily job is due before 23:59.
@@ -124,7 +140,7 @@ def test_forget_maintain_and_expiry_beside_a_daemon_lose_nothing_it_acknowledged
             "[schedule]\n", '[schedule]\nreport_at = "23:59"\nmaintain_at = "23:59"\n'
         )
         path.write_text(text + "[retention]\nrequests_days = 4\n")
-        root = tmp_path / "data"
+        where = load_test_config(path)
         ten_days_ago = datetime.now(UTC) - timedelta(days=10)
         imported = run_cli(
             "--config", str(path), "import-v1", str(old_day(tmp_path / "old.log", ten_days_ago)),
@@ -134,8 +150,8 @@ def test_forget_maintain_and_expiry_beside_a_daemon_lose_nothing_it_acknowledged
         launched = datetime.now(UTC)
         first = spawn_daemon(path, "first")
         procs.append(first)
-        assert wait_for(lambda: caught_up(root), 120), first.log.read_text()[-3000:]
-        frame = lake_frame(root).filter(pl.col("pull_zone_id").is_in(ZONES))
+        assert wait_for(lambda: caught_up(where), 120), first.log.read_text()[-3000:]
+        frame = lake_frame(where).filter(pl.col("pull_zone_id").is_in(ZONES))
         common = frame["remote_ip"].value_counts(sort=True)["remote_ip"].to_list()
         address_a, address_b = common[0], common[1]
 
@@ -182,34 +198,65 @@ def test_forget_maintain_and_expiry_beside_a_daemon_lose_nothing_it_acknowledged
                 proc.wait()
         emu.stop()
 
-    # Each zone's watermark in the log is the daemon's latest.
-    daemon_records = records(first) + records(second)
+    assert_nothing_lost(
+        tmp_path,
+        where,
+        emu,
+        launched,
+        [first, second],
+        [(address_a, erased_a, erased_a_end), (address_b, erased_b, erased_b_end)],
+        s3,
+    )
+    assert (
+        not lake_frame(where)
+        .filter(pl.col("remote_ip").is_in([address_a, address_b]))
+        .filter(pl.col("ts") < erased_a)
+        .height
+    )
+
+
+Erasure = tuple[str, datetime, datetime]  # an address, when its forget began and ended
+
+
+def assert_nothing_lost(
+    tmp_path: Path,
+    where: Config,
+    emu: Emulator,
+    launched: datetime,
+    daemons: list[subprocess.Popen[str]],
+    erasures: list[Erasure],
+    s3: S3Server | None = None,
+) -> None:
+    """Each zone's watermark in the log is the last daemon's latest; no pass of any failed
+    twice for the same missing file; every request acknowledged (up to each zone's
+    watermark, from the first pass on), less the erased, is read once by delta-rs and by
+    delta-kernel; something was erased."""
+    daemon_records = [r for proc in daemons for r in records(proc)]
     for zone in ZONES:
         reached = [
             datetime.strptime(found[1], "%Y-%m-%d %H:%M:%SZ").replace(tzinfo=UTC)
-            for r in records(second)
+            for r in records(daemons[-1])
             if r["zone"] == zone and (found := REACHED.search(r["message"]))
         ]
-        assert reached, f"zone {zone}: no pass of the second daemon reached anything"
-        mark = watermark(root, zone)
+        assert reached, f"zone {zone}: no pass of the last daemon reached anything"
+        mark = watermark(where, zone)
         assert mark is not None and mark.replace(microsecond=0) == max(reached), zone
-    # No pass failed twice for the same missing file.
     missing = Counter(
         r["error"] for r in daemon_records if r.get("error") and "not found" in r["error"]
     )
     assert all(n < 2 for n in missing.values()), missing
 
     # Every acknowledged request, less the erased, exactly once (delta-rs).
-    stored = lake_frame(root).filter(pl.col("pull_zone_id").is_in(ZONES))
+    stored = lake_frame(where).filter(pl.col("pull_zone_id").is_in(ZONES))
     ids = stored["request_id"].to_list()
     assert len(ids) == len(set(ids)), "a request stored twice"
-    runs = lake_frame(root, "ingest_runs")
+    runs = lake_frame(where, "ingest_runs")
     erased_anywhere = 0
     for zone in ZONES:
         start = runs.filter(pl.col("zone") == zone)["window_from"].min()
         assert isinstance(start, datetime)
         start = max(start, oldest_served(launched) + timedelta(seconds=5))
-        end = watermark(root, zone)
+        end = watermark(where, zone)
         assert end is not None
         span = (int(start.timestamp() * 1000), int(end.timestamp() * 1000))
         held = {
@@ -220,10 +267,7 @@ def test_forget_maintain_and_expiry_beside_a_daemon_lose_nothing_it_acknowledged
         def erased(rid: str, held: dict[str, tuple[str, int]] = held) -> bool | None:
             """True: erased; False: kept; None: either (it came during the forget)."""
             ip, ts_ms = held[rid]
-            for address, began, ended in (
-                (address_a, erased_a, erased_a_end),
-                (address_b, erased_b, erased_b_end),
-            ):
+            for address, began, ended in erasures:
                 if ip == address:
                     if ts_ms < began.timestamp() * 1000:
                         return True
@@ -238,22 +282,25 @@ def test_forget_maintain_and_expiry_beside_a_daemon_lose_nothing_it_acknowledged
         assert kept <= mine, f"zone {zone}: {len(kept - mine)} acknowledged request(s) lost"
         assert not gone_ids & mine, f"zone {zone}: erased requests still stored"
     assert erased_anywhere, "nothing erased: the test proves nothing"
-    assert (
-        not stored.filter(pl.col("remote_ip").is_in([address_a, address_b]))
-        .filter(pl.col("ts") < erased_a)
-        .height
-    )
-    assert_kernel_reads_alike(tmp_path, root)
+    assert_kernel_reads_alike(tmp_path, where, s3)
 
 
-def assert_kernel_reads_alike(tmp_path: Path, root: Path) -> None:
-    """delta-kernel reads the requests table as delta-rs does: the same rows, once."""
+def assert_kernel_reads_alike(tmp_path: Path, where: Config, s3: S3Server | None) -> None:
+    """delta-kernel reads the requests table as delta-rs does: the same rows, once. On S3
+    the kernel reads a copy of the bucket, which delta-rs must read as it reads S3."""
     from tests.lake.test_other_readers import KERNEL_PYTHON, READER, as_delta_rs_reads
 
     if not KERNEL_PYTHON.exists():  # (make test builds .venv-kernel): delta-rs alone then
         return
-    uri = str(root / "lake" / REQUESTS.name)
+    lake = lake_of(where)
     columns = ["ts", "bytes_sent", "pull_zone_id"]
+    want = as_delta_rs_reads(
+        lake.table_uri(REQUESTS), "request_id", columns, None, lake.storage_options
+    )
+    uri = lake.table_uri(REQUESTS) if s3 is None else mirror(s3, lake.table_uri(REQUESTS), tmp_path)
+    if s3 is not None:
+        copy = as_delta_rs_reads(uri, "request_id", columns, None)
+        assert copy["digest"] == want["digest"], "the bucket's copy is not the table on S3"
     request = {
         "tables": [{"uri": uri, "key": "request_id", "columns": columns, "versions": [None]}]
     }
@@ -270,7 +317,6 @@ def assert_kernel_reads_alike(tmp_path: Path, root: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     (seen,) = json.loads(done.stdout)["tables"]
     assert "error" not in seen, seen.get("error")
-    want = as_delta_rs_reads(uri, "request_id", columns, None)
     got = seen["seen"][0]
     assert (got["rows"], got["distinct"], got["digest"]) == (
         want["rows"],
@@ -278,3 +324,18 @@ def assert_kernel_reads_alike(tmp_path: Path, root: Path) -> None:
         want["digest"],
     )
     assert got["rows"] == got["distinct"], "delta-kernel reads a request twice"
+
+
+def mirror(s3: S3Server, uri: str, tmp_path: Path) -> str:
+    """Every object under the S3 table ``uri`` copied to a local folder: its path."""
+    import boto3
+
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    client = boto3.client("s3", endpoint_url=s3.url, region_name="us-east-1")
+    local = tmp_path / "bucket-copy" / prefix
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            target = local / item["Key"].removeprefix(prefix).lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            client.download_file(bucket, item["Key"], str(target))
+    return str(local)

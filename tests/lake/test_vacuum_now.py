@@ -14,13 +14,14 @@ from deltalake import DeltaTable
 
 from cdnlake.config import build_config
 from cdnlake.coordination.sole import SoleDaemon, lock_path
-from cdnlake.errors import DaemonRunningError, StorageError, ZoneBusyError
+from cdnlake.errors import DaemonRunningError, DataError, StorageError, ZoneBusyError
 from cdnlake.lake.dedup import Dedup, Reads
 from cdnlake.lake.files import prepare
 from cdnlake.lake.lock import writers_held, zone_lock
 from cdnlake.lake.schema import REQUESTS
 from cdnlake.lake.store import Lake
 from cdnlake.lake.zone import ZoneWriter
+from cdnlake.warehouse.db import Warehouse
 from tests.conftest import run_cli
 from tests.lake.test_commit import BASE, rows
 from tests.sessions import session_of
@@ -72,6 +73,41 @@ def test_a_file_vacuumed_under_a_writer_is_chosen_again_and_the_pass_carries_on(
     table = DeltaTable(lake.table_uri(REQUESTS), storage_options=lake.storage_options)
     ids = table.to_pyarrow_table(columns=["request_id"])["request_id"].to_pylist()
     assert sorted(ids) == [f"r{i:08d}" for i in range(260)]
+
+
+def test_a_file_vacuumed_under_a_reader_is_said_once_then_read_as_the_table_is_now(storage):
+    """A process's reader (:meth:`LakeSession.reader`: ``status``, ``/healthz``, the
+    audit, the report's checks) whose state names files another process compacted and
+    vacuumed away between its snapshot and its read: that read fails in one line, and the
+    next brings the same state up to date (not reopened) and answers; it never fails twice
+    for the files."""
+    lake = Lake.from_config(storage)
+    writer = ZoneWriter(session_of(lake), REQUESTS, ZONE)
+    writer.commit(rows(0, 100, BASE), {})
+    writer.commit(rows(100, 100, BASE + timedelta(seconds=1)), {})
+    session = session_of(Lake(lake.uri, lake.storage_options))  # the reading process
+    state = session.reader(REQUESTS)
+    vacuumed: list[str] = []
+
+    def reader_then_vacuum(spec):  # the interleaving, forced: the files go after the read
+        table = session.reader(spec)
+        if spec is REQUESTS and not vacuumed:
+            vacuumed.extend(compact_and_vacuum(lake))
+        return table
+
+    warehouse = Warehouse(storage, session.lake, tables=reader_then_vacuum)
+
+    def count() -> int:
+        with warehouse.connect([REQUESTS.name]) as con:
+            (found,) = con.execute("SELECT count(DISTINCT request_id) FROM requests").fetchone()
+        return int(found)
+
+    with pytest.raises(DataError, match=r"removed while the table was read.*run it again"):
+        count()
+    assert len([p for p in vacuumed if p.endswith(".parquet")]) == 2, vacuumed
+    assert count() == 200  # and again: the state is the table as it is now
+    assert count() == 200
+    assert session.reader(REQUESTS) is state  # brought up to date, never opened anew
 
 
 def test_a_file_missing_again_is_an_error_not_a_loop(tmp_path):

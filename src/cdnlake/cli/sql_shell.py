@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cdnlake.errors import CdnlakeError, UsageError
+from cdnlake.errors import CdnlakeError, FileGoneError, UsageError
 
 if TYPE_CHECKING:
     from cdnlake.config import Config
@@ -170,9 +170,8 @@ class Shell:
         from cdnlake.cli.sql_common import hide_internal, run_cancellable
 
         limit = self.limit or None if self.format == "table" else None
-        session = self.session
 
-        def run() -> Result:
+        def run(session: Session) -> Result:
             log.debug("sql: running a statement")  # never its text: it may hold personal data
             return run_cancellable(session, lambda: session.run(statement, limit=limit))
 
@@ -182,10 +181,18 @@ class Shell:
                 hide_internal(result)
             self.show(result, limit)
 
-    def guarded(self, call: Callable[[], Result]) -> Result | None:
-        """``call()``; an error or a cancel said in one line, and None."""
+    def guarded(self, call: Callable[[Session], Result]) -> Result | None:
+        """``call(session)``; an error or a cancel said in one line, and None. A data file
+        the session's snapshot names that has left storage since (a vacuum): the session
+        reads the lake as it is now and ``call`` runs once more (a shell never fails query
+        after query for it)."""
         try:
-            return call()
+            try:
+                return call(self.session)
+            except FileGoneError as exc:
+                log.info("sql: %s", exc)
+                self.refresh(said="a file of the lake left storage since the shell read it")
+                return call(self.session)
         except KeyboardInterrupt:
             print("\nquery cancelled", file=sys.stderr)
         except CdnlakeError as exc:
@@ -265,8 +272,7 @@ class Shell:
 
     def describe(self, name: str) -> Result | None:
         # An identifier cannot be a bound parameter: the name is checked (_NAME) and quoted.
-        session = self.session
-        return self.guarded(lambda: session.run(f'DESCRIBE "{name}"'))
+        return self.guarded(lambda session: session.run(f'DESCRIBE "{name}"'))
 
     def tables(self) -> None:
         from cdnlake.warehouse.output import render
@@ -303,19 +309,25 @@ class Shell:
         except UsageError as exc:  # said as the command line's options: in the shell's words
             raise UsageError(shell_words(str(exc))) from None
         limit = self.limit or None if self.format == "table" else None
-        session = self.session
         result = self.guarded(
-            lambda: run_cancellable(session, lambda: session.run_named(named, params, limit=limit))
+            lambda session: run_cancellable(
+                session, lambda: session.run_named(named, params, limit=limit)
+            )
         )
         if result is not None:
             self.show(result, limit)
 
-    def refresh(self) -> None:
+    def refresh(self, said: str | None = None) -> None:
+        """The session anew, over the lake as it is now (``.refresh``; ``said``: why, on
+        stderr, when the shell does it by itself)."""
         fresh = ExitStack()
         self.session = fresh.enter_context(self.connect())
         self.stack.close()
         self.stack = fresh
-        print("the lake as it is now")
+        if said is None:
+            print("the lake as it is now")
+        else:
+            print(f"{said}: it reads the lake as it is now", file=sys.stderr)
 
 
 def shell_words(text: str) -> str:

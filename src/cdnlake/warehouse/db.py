@@ -24,7 +24,14 @@ import duckdb
 from deltalake import DeltaTable
 
 from cdnlake.config import StorageConfig
-from cdnlake.errors import DataError, NoLakeError, QueryError, StorageError, first_line
+from cdnlake.errors import (
+    DataError,
+    FileGoneError,
+    NoLakeError,
+    QueryError,
+    StorageError,
+    first_line,
+)
 from cdnlake.lake.rollups import ROLLUP, Partitions, fresh, partitions, stale
 from cdnlake.lake.schema import (
     REQUESTS,
@@ -61,13 +68,15 @@ def damaged_file(exc: duckdb.Error) -> DataError | None:
     if found is None or not isinstance(exc, duckdb.InvalidInputException | duckdb.IOException):
         return None
     reason = _DAMAGED_FILE.sub("", text.split(" Error: ", 1)[-1]).rstrip(".")
+    kind: type[DataError] = DataError
     if _DAMAGE.search(reason):
         advice = "`cdnlake maintain --check-all` checks every file and sets damaged ones aside"
     elif _GONE.search(reason):
+        kind = FileGoneError  # the table as it is now does not name it
         advice = "it was removed while the table was read (a compaction); run it again"
     else:
         advice = "check the lake's permissions and storage"
-    return DataError(f"lake file {found['path']} cannot be read ({reason}); {advice}")
+    return kind(f"lake file {found['path']} cannot be read ({reason}); {advice}")
 
 
 # The schema of the views the relations are built on (``_requests``, ``_rollup``...).
