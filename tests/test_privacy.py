@@ -308,7 +308,7 @@ def test_raw_text_with_nothing_to_treat_is_kept_byte_for_byte() -> None:
 
 
 def test_marks_say_what_the_rows_were_stored_under() -> None:
-    from cdnlake.lake.progress import (
+    from cdnlake.lake.log.progress import (
         PRIVACY_MIXED,
         WATERMARK,
         describe_stored,

@@ -14,7 +14,7 @@ Every write is a MERGE on the row's key, so that no row is ever written twice:
   a gap that continues one (an outage that goes on) extends that row instead of adding
   one (see :meth:`Bookkeeping.record_gaps`).
 
-Each write goes through its table's one committer (:mod:`cdnlake.lake.table`). Why a
+Each write goes through its table's one committer (:mod:`cdnlake.lake.log.table`). Why a
 MERGE and not an append: when the store applied a commit but its answer was lost,
 delta-rs finds the commit's version taken and commits the same actions again as the next
 version. An append then adds its file a second time, which doubles its rows once a
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from cdnlake.errors import StorageError
-from cdnlake.lake.schema import (
+from cdnlake.lake.log.schema import (
     ARCHIVE_PARTS,
     AUDIT_DAYS,
     INGEST_GAPS,
@@ -42,12 +42,12 @@ from cdnlake.lake.schema import (
     TableSpec,
     polars_schema,
 )
-from cdnlake.lake.table import Merge
+from cdnlake.lake.log.table import Merge
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
 
 Span = tuple[datetime, datetime]
 ClaimKey = tuple[int, bool]  # a zone, and whether its gaps are a shield zone's
@@ -61,7 +61,7 @@ def _frame(spec: TableSpec, zone_id: int, rows: list[dict[str, Any]]) -> pl.Data
 class Bookkeeping:
     """The bookkeeping writes of a session: each through its table's one committer, so the
     runs and rejected lines of the passes that end together go in one MERGE per table
-    (:mod:`cdnlake.lake.committer`); a gap's claim and an audit's days go at once."""
+    (:mod:`cdnlake.lake.log.committer`); a gap's claim and an audit's days go at once."""
 
     def __init__(self, session: LakeSession) -> None:
         self.session = session

@@ -1,6 +1,6 @@
 """A zone's data files removed, or rewritten without some rows: retention and erasure.
 
-A rewrite is a commit of the zone like any other (:mod:`cdnlake.lake.zone`): prepared on
+A rewrite is a commit of the zone like any other (:mod:`cdnlake.lake.zone.writer`): prepared on
 a snapshot, fence checked, submitted to the table's one committer, and carrying the
 zone's application transactions, so it conflicts with every other commit of the zone: a
 pass prepared before it lands goes back and prepares again on the table after it (and
@@ -31,14 +31,14 @@ from cdnlake.errors import (
     ZoneBusyError,
     first_line,
 )
-from cdnlake.lake.dedup import Reads
-from cdnlake.lake.delta_log import File, Removal
-from cdnlake.lake.files import write_files
-from cdnlake.lake.progress import FENCE
-from cdnlake.lake.schema import TableSpec, conform
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.table import Prepared
-from cdnlake.lake.zone import Plan, Written, ZoneWriter, _Attempt
+from cdnlake.lake.log.delta_log import File, Removal
+from cdnlake.lake.log.files import write_files
+from cdnlake.lake.log.progress import FENCE
+from cdnlake.lake.log.schema import TableSpec, conform
+from cdnlake.lake.log.table import Prepared
+from cdnlake.lake.zone.dedup import Reads
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import Plan, Written, ZoneWriter, _Attempt
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class Rewriter(ZoneWriter):
         return _Attempt(share, snapshot, versions, new.clear(), written_kept, written)
 
     def empty_rows(self) -> pl.DataFrame:
-        from cdnlake.lake.schema import polars_schema
+        from cdnlake.lake.log.schema import polars_schema
 
         return pl.DataFrame(schema=polars_schema(self.spec.schema))
 

@@ -20,8 +20,8 @@ import polars as pl
 from deltalake.transaction import AddAction
 
 from cdnlake.errors import first_line
-from cdnlake.lake.schema import TableSpec, conform
-from cdnlake.lake.store import Lake
+from cdnlake.lake.log.schema import TableSpec, conform
+from cdnlake.lake.log.store import Lake
 
 log = logging.getLogger(__name__)
 

@@ -3,13 +3,13 @@ erased rows from coming back.
 
 While the provider still serves a span (3 days), a later pass, a re-read, the forwarding
 receiver or an ``import-v1`` of an old file could bring an erased row back. Every row that
-enters ``requests`` goes through a zone's writer (:mod:`cdnlake.lake.zone`), and there,
+enters ``requests`` goes through a zone's writer (:mod:`cdnlake.lake.zone.writer`), and there,
 before deduplication, :class:`ErasureFilter` drops the rows an erasure covers: its zone
 (or every zone), its days, a ``ts`` up to the erasure's instant (later requests of the same
 client are new data), and its filter: the request id, or the address as stored, matched by
-its keyed hash (:mod:`cdnlake.lake.erasure_key`: the address is never kept).
+its keyed hash (:mod:`cdnlake.lake.zone.erasure_key`: the address is never kept).
 
-The filter is the session's (one per process, :class:`~cdnlake.lake.session.LakeSession`):
+The filter is the session's (one per process, :class:`~cdnlake.lake.zone.session.LakeSession`):
 it reads ``erasures`` only when an *erasure mark* names an erasure it has not read: the
 zone's (``progress.ERASED``, the instant of the zone's last erasure, committed by
 ``forget`` to every zone it concerns after its row is recorded), or the lake's (the same
@@ -34,16 +34,16 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from cdnlake.errors import ConfigError, StorageError
-from cdnlake.lake.erasure_key import KeySource
-from cdnlake.lake.progress import ERASED
-from cdnlake.lake.schema import ERASURES, REQUESTS, SHIELD_EVENTS, TableSpec, polars_schema
-from cdnlake.lake.store import Lake
+from cdnlake.lake.log.progress import ERASED
+from cdnlake.lake.log.schema import ERASURES, REQUESTS, SHIELD_EVENTS, TableSpec, polars_schema
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone.erasure_key import KeySource
 from cdnlake.privacy import parse_address
 
 if TYPE_CHECKING:
     import polars as pl
 
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def record(session: LakeSession, rows: list[dict[str, Any]]) -> None:
     again, a row is updated (its counts, once the rewrite is done)."""
     import polars as pl
 
-    from cdnlake.lake.table import Merge
+    from cdnlake.lake.log.table import Merge
 
     frame = pl.DataFrame(rows, schema=polars_schema(ERASURES.schema))
     zones = sorted({int(row["zone"]) for row in rows})

@@ -2,7 +2,7 @@
 
 ``requests`` and ``shield_events`` lose whole ``date`` partitions: a day is expired once
 it is more than ``requests_days`` days before today (UTC), and each zone's expired days go
-in one commit of the zone (:mod:`cdnlake.lake.rewrite`: fenced, through the table's one
+in one commit of the zone (:mod:`cdnlake.lake.upkeep.rewrite`: fenced, through the table's one
 committer, its progress unchanged). The bookkeeping tables lose the rows whose time is
 older than ``bookkeeping_days`` (a delta-rs delete on the session's table, as their
 MERGEs are). The removed files stay in storage, for readers of older versions, until a
@@ -22,8 +22,7 @@ from datetime import date, datetime
 
 from cdnlake.config import RetentionConfig
 from cdnlake.errors import StopRequested, StorageError, first_line
-from cdnlake.lake.rewrite import Rewriter, rewrite
-from cdnlake.lake.schema import (
+from cdnlake.lake.log.schema import (
     AUDIT_DAYS,
     INGEST_GAPS,
     INGEST_RUNS,
@@ -32,8 +31,9 @@ from cdnlake.lake.schema import (
     SHIELD_EVENTS,
     TableSpec,
 )
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import add_actions_table
+from cdnlake.lake.log.store import add_actions_table
+from cdnlake.lake.upkeep.rewrite import Rewriter, rewrite
+from cdnlake.lake.zone.session import LakeSession
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ Up to five per zone and table (its *marks*), committed with the rows they cover:
   write makes Delta refuse the commit as concurrent, and the retry sees the new token;
 - the erasure mark (``cdnlake/<table>/<zone>/erased``): epoch milliseconds of the last
   erasure (``cdnlake forget``) that concerns the zone. A writer that sees it newer than the
-  erasures it holds reads them again before it stores a row (:mod:`cdnlake.lake.erasures`),
+  erasures it holds reads them again before it stores a row (:mod:`cdnlake.lake.zone.erasures`),
   so a pass in flight while an erasure lands never stores the erased rows again.
 
 Outside a rewind a commit never moves the watermark back: it keeps the later of the

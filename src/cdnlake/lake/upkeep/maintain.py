@@ -1,17 +1,17 @@
 """Keeping the lake small and fast to open: expire, compact, checkpoint, vacuum.
 
-First, what ``[retention]`` no longer keeps is removed (:mod:`cdnlake.lake.expire`): whole
+First, what ``[retention]`` no longer keeps is removed (:mod:`cdnlake.lake.upkeep.expire`): whole
 days of ``requests`` and ``shield_events``, old rows of the bookkeeping tables; their files
 leave storage at the vacuum of a run ``retention.vacuum_hours`` later.
 
 Every pass adds a few small files (a daemon polling each minute: over a thousand a day
 per zone and table). ``maintain`` rewrites each partition's files into one: a day of
 ``requests`` or ``shield_events`` sorted by ``ts`` in row groups as every commit writes
-them (:mod:`cdnlake.lake.files`), so that the row groups' statistics let a pass's
+them (:mod:`cdnlake.lake.log.files`), so that the row groups' statistics let a pass's
 deduplication, and any query on a time range, read only the rows of its minutes; a key
 found twice in a partition it rewrites is reported and kept once (deduplication's
 assumption, checked). Those rewrites, and the removal of a damaged file, go through the
-table's one door (:meth:`cdnlake.lake.table.LogTable.replace`) as every commit does;
+table's one door (:meth:`cdnlake.lake.log.table.LogTable.replace`) as every commit does;
 a bookkeeping table is compacted by delta-rs. It then writes a checkpoint (so opening a table
 reads one file, not every commit since the first), vacuums data files that no version
 within the retention period needs, as well as data files that no log entry ever named (a
@@ -44,19 +44,19 @@ from cdnlake.errors import (
     ZoneBusyError,
     first_line,
 )
-from cdnlake.lake import rollups
-from cdnlake.lake.damage import BeforeMove, DamagedFile, unreadable_files
-from cdnlake.lake.delta_log import write_checkpoint
-from cdnlake.lake.expire import expire
-from cdnlake.lake.files import prepare
-from cdnlake.lake.lock import zone_lock
-from cdnlake.lake.progress import ZoneHold
-from cdnlake.lake.rollups import ROLLUP
-from cdnlake.lake.schema import REQUESTS, TABLES, TableSpec
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import add_actions_table
-from cdnlake.lake.table import Replacement
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.delta_log import write_checkpoint
+from cdnlake.lake.log.files import prepare
+from cdnlake.lake.log.progress import ZoneHold
+from cdnlake.lake.log.schema import REQUESTS, TABLES, TableSpec
+from cdnlake.lake.log.store import add_actions_table
+from cdnlake.lake.log.table import Replacement
+from cdnlake.lake.upkeep import rollups
+from cdnlake.lake.upkeep.expire import expire
+from cdnlake.lake.upkeep.rollups import ROLLUP
+from cdnlake.lake.zone.damage import BeforeMove, DamagedFile, unreadable_files
+from cdnlake.lake.zone.lock import zone_lock
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.retention import RETENTION
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,7 @@ def maintain(
 
     ``retention``: what ``[retention]`` no longer keeps is removed first (whole days of
     ``requests`` and ``shield_events``, old rows of the bookkeeping tables:
-    :mod:`cdnlake.lake.expire`); its files leave storage at the vacuum of a run
+    :mod:`cdnlake.lake.upkeep.expire`); its files leave storage at the vacuum of a run
     ``retention_hours`` later.
 
     The check reads every data file that the provider could still serve again (all of
@@ -258,7 +258,7 @@ def vacuum_removed(session: LakeSession, specs: list[TableSpec]) -> int:
     """``--vacuum-now``: delete at once every data file these tables have removed (no
     retention: a reader of an older version loses it), the data files deleted. Only while
     no other process writes the lake: the caller holds every writer off
-    (:func:`cdnlake.lake.lock.writers_held`). The log is kept whole: its entries leave
+    (:func:`cdnlake.lake.zone.lock.writers_held`). The log is kept whole: its entries leave
     with Delta's log cleanup (``delta.logRetentionDuration``), and since the tables'
     ``delta.dataSkippingStatsColumns`` they name no personal value."""
     deleted = 0
@@ -342,7 +342,7 @@ def compact(
     rewritten as one, sorted by ``ts`` in row groups as every commit writes them, each key
     once (its earliest row), ``treat`` applied to the rows first (apply-privacy's policy:
     then one file chosen is enough). Committed through the table's
-    door (:meth:`~cdnlake.lake.table.LogTable.replace`): the share removes exactly the
+    door (:meth:`~cdnlake.lake.log.table.LogTable.replace`): the share removes exactly the
     files read and carries no progress, so the files a pass adds meanwhile stay and no
     watermark moves; one that lost its race to another replacement of those files is
     planned again. The files replaced and the repeated rows removed, or None."""

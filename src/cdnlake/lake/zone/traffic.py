@@ -3,7 +3,7 @@
 The lake knows the one moment a request is counted: when a commit that newly stores it
 (after deduplication) has landed, whichever path made the commit (a pass, forwarding, an
 import, an archive). A process that counts its traffic (the daemon serving /metrics)
-gives its :class:`~cdnlake.lake.session.LakeSession` a sink; the session tells it the rows
+gives its :class:`~cdnlake.lake.zone.session.LakeSession` a sink; the session tells it the rows
 of every landed commit of the ``requests`` table. The lake does not know what the sink
 does with them (it lives in ``monitoring/``, which the lake never imports).
 """

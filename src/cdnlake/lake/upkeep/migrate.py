@@ -25,9 +25,8 @@ from deltalake import write_deltalake
 
 from cdnlake.config import StorageConfig
 from cdnlake.errors import StorageError, first_line
-from cdnlake.lake.legacy import LEGACY_TABLES, legacy_lake
-from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, to_ms
-from cdnlake.lake.schema import (
+from cdnlake.lake.log.progress import DAYS, WATERMARK, DayCursor, to_ms
+from cdnlake.lake.log.schema import (
     INGEST_GAPS,
     INGEST_RUNS,
     REJECTED_LINES,
@@ -35,9 +34,10 @@ from cdnlake.lake.schema import (
     TableSpec,
     polars_schema,
 )
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.upkeep.legacy import LEGACY_TABLES, legacy_lake
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import ZoneWriter
 
 if TYPE_CHECKING:
     import duckdb
@@ -105,7 +105,7 @@ def _import(folder: Path, session: LakeSession, report: MigrationReport) -> None
 
 
 def _progress(path: Path) -> dict[str, int]:
-    """An earlier state file as app-transaction versions (see :mod:`cdnlake.lake.progress`)."""
+    """An earlier state file as app-transaction versions (see :mod:`cdnlake.lake.log.progress`)."""
     try:
         data: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -11,7 +11,7 @@ A damaged file is moved to ``<lake>/_quarantine/<table>/<its path>.<stamp>`` and
 from the table through its door (:func:`drop`: a share removing it, without progress).
 Its time range, from the log's statistics, tells the runner what to read again while the
 provider still has it, or to record as a gap. ``cdnlake maintain --restore`` puts back what decodes
-(:mod:`cdnlake.lake.restore`).
+(:mod:`cdnlake.lake.upkeep.restore`).
 """
 
 from __future__ import annotations
@@ -33,16 +33,16 @@ from cdnlake.errors import (
     ZoneBusyError,
     first_line,
 )
-from cdnlake.lake.retry import retrying
-from cdnlake.lake.schema import TableSpec
-from cdnlake.lake.store import Lake, add_actions_table
-from cdnlake.lake.table import Replacement
+from cdnlake.lake.log.retry import retrying
+from cdnlake.lake.log.schema import TableSpec
+from cdnlake.lake.log.store import Lake, add_actions_table
+from cdnlake.lake.log.table import Replacement
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
 
-    from cdnlake.lake.table import LogTable
+    from cdnlake.lake.log.table import LogTable
 
 log = logging.getLogger(__name__)
 QUARANTINE = "_quarantine"

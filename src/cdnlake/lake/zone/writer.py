@@ -10,7 +10,7 @@ Delta gives the rest, as an existing protocol:
   that another commit of the zone has passed since goes back (``AGAIN``) and is prepared
   again on the table as it is then: two processes on one zone never store a request
   twice;
-- every commit carries the writer's fence token (:mod:`cdnlake.lake.progress`): a writer
+- every commit carries the writer's fence token (:mod:`cdnlake.lake.log.progress`): a writer
   whose token a rewind or a new holder moved past is refused (:class:`FencedError`), so
   progress computed before a rewind is never sent over it.
 
@@ -20,8 +20,8 @@ over (a newer fleet holder) starts from the marks its take-over commit landed wi
 rewind that came before it is read again, never skipped.
 
 The process's commits of a table go through the table's one committer
-(:mod:`cdnlake.lake.table`), which lands the shares waiting at once as one Delta commit.
-Deduplication is :mod:`cdnlake.lake.dedup`; the data files, :mod:`cdnlake.lake.files`.
+(:mod:`cdnlake.lake.log.table`), which lands the shares waiting at once as one Delta commit.
+Deduplication is :mod:`cdnlake.lake.zone.dedup`; the data files, :mod:`cdnlake.lake.log.files`.
 """
 
 from __future__ import annotations
@@ -49,10 +49,8 @@ from cdnlake.errors import (
     ZoneBusyError,
     first_line,
 )
-from cdnlake.lake.bookkeeping import Bookkeeping
-from cdnlake.lake.dedup import Dedup, Reads
-from cdnlake.lake.files import prepare, take_back, write_files
-from cdnlake.lake.progress import (
+from cdnlake.lake.log.files import prepare, take_back, write_files
+from cdnlake.lake.log.progress import (
     ERASED,
     FENCE,
     PRIVACY,
@@ -63,9 +61,11 @@ from cdnlake.lake.progress import (
     rewind,
     taken_by,
 )
-from cdnlake.lake.schema import REQUESTS, TableSpec, polars_schema
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.table import AGAIN, Prepared, Snapshot
+from cdnlake.lake.log.schema import REQUESTS, TableSpec, polars_schema
+from cdnlake.lake.log.table import AGAIN, Prepared, Snapshot
+from cdnlake.lake.zone.bookkeeping import Bookkeeping
+from cdnlake.lake.zone.dedup import Dedup, Reads
+from cdnlake.lake.zone.session import LakeSession
 from cdnlake.retention import oldest_served
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ class ZoneWriter:
     @contextmanager
     def passing(self) -> Iterator[None]:
         """While this writer's pass reads and commits: a group commit may wait for its
-        next share, to land it with the others (:mod:`cdnlake.lake.committer`)."""
+        next share, to land it with the others (:mod:`cdnlake.lake.log.committer`)."""
         with self.table.committer.passing():
             self._in_pass = True
             try:

@@ -203,7 +203,7 @@ class TableSpec:
     def stats_columns(self) -> tuple[str, ...]:
         """The columns whose statistics (smallest, largest, nulls) the log records for a
         file: the table's ``delta.dataSkippingStatsColumns``, which delta-rs honours in
-        its writes and cdnlake's writer too (:mod:`cdnlake.lake.files`). Never a personal
+        its writes and cdnlake's writer too (:mod:`cdnlake.lake.log.files`). Never a personal
         column."""
         if self.stats is not None:
             return self.stats

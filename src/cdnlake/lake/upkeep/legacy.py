@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cdnlake.config import StorageConfig
-from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS
+from cdnlake.lake.log.schema import REQUESTS, SHIELD_EVENTS
 
 # (table, the state folder of its zones' watermarks)
 LEGACY_TABLES = ((REQUESTS, "zones"), (SHIELD_EVENTS, "shield"))

@@ -6,10 +6,10 @@ In this order, so that whatever is killed midway, the erasure is never lost:
    and, made without ``--zone``, the lake's erasure mark is committed (zone 0's in
    ``requests``): from then on every zone, those configured later too, holds its rows
    against it;
-2. each zone concerned is rewritten (:mod:`cdnlake.lake.rewrite`): the files holding
+2. each zone concerned is rewritten (:mod:`cdnlake.lake.upkeep.rewrite`): the files holding
    matching rows are replaced by files without them, in one fenced commit of the zone
    that also carries the zone's erasure mark, so every writer of the zone, in this process
-   or another, holds its next rows against the erasure (:mod:`cdnlake.lake.erasures`);
+   or another, holds its next rows against the erasure (:mod:`cdnlake.lake.zone.erasures`);
    ``shield_events`` whose text holds the address likewise;
 3. the rows of ``rejected_lines`` whose raw text holds the address or the request id go
    (a delete on the session's table);
@@ -39,13 +39,13 @@ from datetime import date, datetime, timedelta
 import polars as pl
 
 from cdnlake.errors import StopRequested, StorageError, UsageError, first_line
-from cdnlake.lake.erasures import EVERY_ZONE, IP, REQUEST_ID, Erasure, canonical, record
-from cdnlake.lake.maintain import vacuum_removed
-from cdnlake.lake.progress import ERASED, PRIVACY, PRIVACY_BEFORE, to_ms
-from cdnlake.lake.rewrite import Rewriter, rewrite
-from cdnlake.lake.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, TableSpec
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import add_actions_table
+from cdnlake.lake.log.progress import ERASED, PRIVACY, PRIVACY_BEFORE, to_ms
+from cdnlake.lake.log.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, TableSpec
+from cdnlake.lake.log.store import add_actions_table
+from cdnlake.lake.upkeep.maintain import vacuum_removed
+from cdnlake.lake.upkeep.rewrite import Rewriter, rewrite
+from cdnlake.lake.zone.erasures import EVERY_ZONE, IP, REQUEST_ID, Erasure, canonical, record
+from cdnlake.lake.zone.session import LakeSession
 from cdnlake.privacy import PrivacyPolicy, Setting
 
 log = logging.getLogger(__name__)
@@ -300,8 +300,8 @@ def _quarantined(session: LakeSession, zones: list[int] | None) -> int:
     """How many files set aside in ``_quarantine/`` belong to ``zones`` (all without)."""
     import pyarrow.fs as pafs
 
-    from cdnlake.lake.damage import QUARANTINE
-    from cdnlake.lake.restore import KEPT
+    from cdnlake.lake.upkeep.restore import KEPT
+    from cdnlake.lake.zone.damage import QUARANTINE
 
     selector = pafs.FileSelector(QUARANTINE, recursive=True, allow_not_found=True)
     try:

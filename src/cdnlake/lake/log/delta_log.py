@@ -16,7 +16,7 @@ cleanup), a metadata or protocol change, reload the whole state from a fresh del
 snapshot. A protocol or a writer feature cdnlake's writer does not honour refuses every
 commit (:class:`StorageError`), never a silent write. A commit landing on a
 ``delta.checkpointInterval`` version says so (:meth:`TableLog.checkpoint_due`): its
-table writes the checkpoint off the commit path (:mod:`cdnlake.lake.table`).
+table writes the checkpoint off the commit path (:mod:`cdnlake.lake.log.table`).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from deltalake import DeltaTable
 from deltalake.transaction import AddAction
 
 from cdnlake.errors import StorageError, first_line
-from cdnlake.lake.schema import TableSpec
-from cdnlake.lake.store import Lake, sync_folder, write_durably
+from cdnlake.lake.log.schema import TableSpec
+from cdnlake.lake.log.store import Lake, sync_folder, write_durably
 from cdnlake.version import __version__
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class Learned:
 class TableLog:
     """One exactly-once table's state, as of :attr:`version`, advanced entry by entry.
 
-    Not thread-safe: its owner (:class:`cdnlake.lake.table.LogTable`) holds a lock."""
+    Not thread-safe: its owner (:class:`cdnlake.lake.log.table.LogTable`) holds a lock."""
 
     def __init__(self, lake: Lake, spec: TableSpec) -> None:
         self.lake = lake

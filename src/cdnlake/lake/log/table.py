@@ -1,13 +1,13 @@
 """A table of the lake as one process holds it: its state, its committer, its checkpoints.
 
 An exactly-once table (``requests``, ``shield_events``: :class:`LogTable`) is followed and
-written through its log (:class:`~cdnlake.lake.delta_log.TableLog`): a snapshot costs the
+written through its log (:class:`~cdnlake.lake.log.delta_log.TableLog`): a snapshot costs the
 entries that are new since the last one, and a commit writes the next entry itself.
 
 **Its one door.** Every change to it is a share (:class:`Prepared`) submitted to its
-committer (:mod:`cdnlake.lake.committer`), which drains the shares waiting into one Delta
-commit: passes, forwarding, backfill and rewinds (:mod:`cdnlake.lake.zone`); forget and
-expiry (:mod:`cdnlake.lake.rewrite`); compaction, nightly and daytime, apply-privacy, a
+committer (:mod:`cdnlake.lake.log.committer`), which drains the shares waiting into one Delta
+commit: passes, forwarding, backfill and rewinds (:mod:`cdnlake.lake.zone.writer`); forget and
+expiry (:mod:`cdnlake.lake.upkeep.rewrite`); compaction, nightly and daytime, apply-privacy, a
 damaged file's removal (:meth:`LogTable.replace`); restore (a zone's commit). delta-rs
 reads the table, writes its checkpoints and vacuums it; it commits nothing to it.
 One rule decides every share: it lands on the newest version when
@@ -48,8 +48,8 @@ from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties
 from deltalake.exceptions import CommitFailedError
 
 from cdnlake.errors import StopRequested, StorageError, first_line
-from cdnlake.lake.committer import Committer
-from cdnlake.lake.delta_log import (
+from cdnlake.lake.log.committer import Committer
+from cdnlake.lake.log.delta_log import (
     DEFAULT_CHECKPOINT_INTERVAL,
     File,
     Learned,
@@ -57,10 +57,10 @@ from cdnlake.lake.delta_log import (
     TableLog,
     write_checkpoint,
 )
-from cdnlake.lake.progress import MARKS
-from cdnlake.lake.retry import retrying
-from cdnlake.lake.schema import TableSpec, conform
-from cdnlake.lake.store import Lake
+from cdnlake.lake.log.progress import MARKS
+from cdnlake.lake.log.retry import retrying
+from cdnlake.lake.log.schema import TableSpec, conform
+from cdnlake.lake.log.store import Lake
 
 if TYPE_CHECKING:
     import polars as pl
@@ -83,7 +83,7 @@ REPLACE_ROUNDS = 5  # plans of a replacement whose files other commits kept repl
 @dataclass(frozen=True)
 class Snapshot:
     """What a zone's writer reads of the table, all of one version: the zone's progress
-    marks (:mod:`cdnlake.lake.progress`) and, when asked for, its data files."""
+    marks (:mod:`cdnlake.lake.log.progress`) and, when asked for, its data files."""
 
     version: int
     marks: dict[str, int | None]
@@ -110,7 +110,7 @@ class Prepared:
 @dataclass(frozen=True)
 class Replacement:
     """Files of one zone that go (``paths``, as the log names them) and the rows written
-    in their place (rows as :func:`~cdnlake.lake.files.prepare` makes them; none: the
+    in their place (rows as :func:`~cdnlake.lake.log.files.prepare` makes them; none: the
     files simply go)."""
 
     paths: list[str]
@@ -202,7 +202,7 @@ class LogTable:
         do). The share goes back when one of its files left the table meanwhile: its new
         files are taken back and ``plan`` asked again, up to ``REPLACE_ROUNDS`` times.
         What landed, or None."""
-        from cdnlake.lake.files import take_back, write_files
+        from cdnlake.lake.log.files import take_back, write_files
 
         for _round in range(REPLACE_ROUNDS):
             version = self.snapshot(zone_id).version

@@ -24,7 +24,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from cdnlake.config import StorageConfig
 from cdnlake.errors import ConfigError, DataError, StorageError, first_line
-from cdnlake.lake.schema import TableSpec
+from cdnlake.lake.log.schema import TableSpec
 from cdnlake.sqlfiles import internal_sql
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class Lake:
     """The lake at one URI: ``file:///…`` or a local path, or ``s3://bucket/prefix``.
 
     A location and how to reach it, nothing more: what a process shares of the lake (each
-    table's state and committer) is its :class:`~cdnlake.lake.session.LakeSession`."""
+    table's state and committer) is its :class:`~cdnlake.lake.zone.session.LakeSession`."""
 
     uri: str
     storage_options: dict[str, str]
@@ -276,7 +276,7 @@ class Lake:
         ``partitions``: ``(column, "=" | "in", value)`` conditions on the zone and date
         partition columns. DuckDB chooses the files on the add actions as delta-rs hands
         them over (Arrow, read in place): only the chosen ones become Python objects (a
-        writer's commit chooses from its own state instead, :mod:`cdnlake.lake.delta_log`).
+        writer's commit chooses from its own state instead, :mod:`cdnlake.lake.log.delta_log`).
         """
         return Lake.chosen_actions(spec, add_actions_table(table), partitions, stats=stats)
 

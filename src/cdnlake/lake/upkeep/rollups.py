@@ -24,8 +24,8 @@ import duckdb
 from deltalake import DeltaTable, write_deltalake
 
 from cdnlake.errors import StorageError, first_line
-from cdnlake.lake.schema import DATE, INTEGER, LONG, REQUESTS, STRING, TableSpec
-from cdnlake.lake.store import Lake, add_actions_table
+from cdnlake.lake.log.schema import DATE, INTEGER, LONG, REQUESTS, STRING, TableSpec
+from cdnlake.lake.log.store import Lake, add_actions_table
 from cdnlake.sqlfiles import internal_sql
 
 if TYPE_CHECKING:  # loaded by the refresh alone: status reads this module's bookkeeping
