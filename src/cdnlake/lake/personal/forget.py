@@ -35,16 +35,25 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
+from typing import Any
 
 import polars as pl
 
 from cdnlake.errors import StopRequested, StorageError, UsageError, first_line
 from cdnlake.lake.log.progress import ERASED, PRIVACY, PRIVACY_BEFORE, to_ms
-from cdnlake.lake.log.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, TableSpec
+from cdnlake.lake.log.schema import (
+    ERASURES,
+    REJECTED_LINES,
+    REQUESTS,
+    SHIELD_EVENTS,
+    TableSpec,
+    polars_schema,
+)
 from cdnlake.lake.log.store import add_actions_table
+from cdnlake.lake.log.table import Merge
 from cdnlake.lake.upkeep.maintain import vacuum_removed
 from cdnlake.lake.upkeep.rewrite import Rewriter, rewrite
-from cdnlake.lake.zone.erasures import EVERY_ZONE, IP, REQUEST_ID, Erasure, canonical, record
+from cdnlake.lake.zone.erasures import EVERY_ZONE, IP, REQUEST_ID, Erasure, canonical
 from cdnlake.lake.zone.session import LakeSession
 from cdnlake.privacy import PrivacyPolicy, Setting
 
@@ -118,6 +127,21 @@ class ForgetReport:
     @property
     def rows(self) -> int:
         return sum(self.requests.values()) + self.shield + self.rejected
+
+
+def record(session: LakeSession, rows: list[dict[str, Any]]) -> None:
+    """Erasure rows (each with its ``zone``), MERGEd on (zone, ``erasure_id``): recorded
+    again, a row is updated (its counts, once the rewrite is done)."""
+    frame = pl.DataFrame(rows, schema=polars_schema(ERASURES.schema))
+    zones = sorted({int(row["zone"]) for row in rows})
+    columns = [c for c in ERASURES.columns if c != "erasure_id"]
+    merge = Merge(
+        lambda: frame,
+        "t.erasure_id = s.erasure_id",
+        zones,
+        update={c: f"s.{c}" for c in columns},
+    )
+    session.merge_table(ERASURES).committer.run(merge, patient=False)
 
 
 def forget(

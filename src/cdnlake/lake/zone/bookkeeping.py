@@ -210,7 +210,7 @@ class Bookkeeping:
         lines an erasure covers are left out first, by their text as received (an
         address erased before a change of ``[privacy]`` is found whole there); then
         the raw text and the reason are stored as the session's privacy policy allows."""
-        frame = self.session.erasures.kept_rejects(self.session, pl.concat(frames))
+        frame = self.session.erasures.kept_rejects(pl.concat(frames))
         privacy = self.session.privacy
         if not privacy.changes_nothing and frame.height:
             frame = frame.with_columns(

@@ -34,16 +34,13 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from cdnlake.errors import ConfigError, StorageError
-from cdnlake.lake.log.progress import ERASED
-from cdnlake.lake.log.schema import ERASURES, REQUESTS, SHIELD_EVENTS, TableSpec, polars_schema
+from cdnlake.lake.log.schema import ERASURES, REQUESTS, SHIELD_EVENTS, TableSpec
 from cdnlake.lake.log.store import Lake
 from cdnlake.lake.zone.erasure_key import KeySource
 from cdnlake.privacy import parse_address
 
 if TYPE_CHECKING:
     import polars as pl
-
-    from cdnlake.lake.zone.session import LakeSession
 
 log = logging.getLogger(__name__)
 
@@ -113,25 +110,6 @@ def read_erasures(lake: Lake) -> list[Erasure]:
     return [from_row(row) for row in rows]
 
 
-def record(session: LakeSession, rows: list[dict[str, Any]]) -> None:
-    """Erasure rows (each with its ``zone``), MERGEd on (zone, ``erasure_id``): recorded
-    again, a row is updated (its counts, once the rewrite is done)."""
-    import polars as pl
-
-    from cdnlake.lake.log.table import Merge
-
-    frame = pl.DataFrame(rows, schema=polars_schema(ERASURES.schema))
-    zones = sorted({int(row["zone"]) for row in rows})
-    columns = [c for c in ERASURES.columns if c != "erasure_id"]
-    merge = Merge(
-        lambda: frame,
-        "t.erasure_id = s.erasure_id",
-        zones,
-        update={c: f"s.{c}" for c in columns},
-    )
-    session.merge_table(ERASURES).committer.run(merge, patient=False)
-
-
 class ErasureFilter:
     """A session's erasures, read when a zone's erasure mark says there are new ones, and
     the rows of a commit they cover, dropped (see the module docstring)."""
@@ -140,15 +118,16 @@ class ErasureFilter:
         self,
         lake: Lake,
         keys: KeySource,
-        lake_mark: Callable[[], int | None] = lambda: None,
+        marks: Callable[[TableSpec, list[int]], dict[int, int | None]] = lambda s, zones: {},
         stored: Callable[[str], str | None] = lambda address: address,
     ) -> None:
-        """``lake_mark``: the lake's erasure mark as the table has it now (zone 0's in
-        ``requests``). ``stored``: an address as the privacy policy stores it (a raw
-        line's address is held against the erasures both as received and so)."""
+        """``marks``: the erasure marks of a table's zones as the table has it now (the
+        lake's is zone 0's in ``requests``). ``stored``: an address as the privacy policy
+        stores it (a raw line's address is held against the erasures both as received
+        and so)."""
         self.lake = lake
         self.keys = keys
-        self.lake_mark = lake_mark
+        self.marks = marks
         self.stored = stored
         self._lock = threading.Lock()
         self._erasures: list[Erasure] = []
@@ -170,7 +149,7 @@ class ErasureFilter:
     def concerning(self, zone: int, mark: int | None) -> list[Erasure]:
         """The erasures that concern ``zone``, whose own erasure mark is ``mark``: those
         of the zone and those of every zone (by the lake's mark)."""
-        lake_mark = self.lake_mark()
+        lake_mark = self.marks(REQUESTS, [EVERY_ZONE]).get(EVERY_ZONE)
         if not mark and not lake_mark:
             return []
         return [e for e in self.erasures(mark, lake_mark) if e.concerns(zone)]
@@ -198,7 +177,7 @@ class ErasureFilter:
             return frame.filter(~covered)
         return frame
 
-    def kept_rejects(self, session: LakeSession, frame: pl.DataFrame) -> pl.DataFrame:
+    def kept_rejects(self, frame: pl.DataFrame) -> pl.DataFrame:
         """``rejected_lines`` rows (of pull and shield zones, their raw text as received:
         held before it is scrubbed) less those whose request id was erased, or whose raw
         text holds an erased address (by the keyed hash of each address-looking token,
@@ -214,7 +193,7 @@ class ErasureFilter:
             zones = [int(z) for z in frame.filter(shield == is_shield)["zone"].unique()]
             if not zones:
                 continue
-            for zone, mark in session.log_table(spec).marks(zones, ERASED).items():
+            for zone, mark in self.marks(spec, zones).items():
                 wanted[(zone, is_shield)] = self.concerning(zone, mark)
         if not any(wanted.values()):
             return frame

@@ -114,17 +114,15 @@ class LakeSession:
         with self._lock:
             if self._erasures is None:
                 self._erasures = ErasureFilter(
-                    self.lake, self.erasure_keys, self._lake_erasure_mark, self.privacy.stored_as
+                    self.lake, self.erasure_keys, self._erasure_marks, self.privacy.stored_as
                 )
             return self._erasures
 
-    def _lake_erasure_mark(self) -> int | None:
-        """The erasure mark of every zone (zone 0's in ``requests``), as the table has it
-        now: an erasure made without ``--zone`` holds for zones that came after it."""
+    def _erasure_marks(self, spec: TableSpec, zones: list[int]) -> dict[int, int | None]:
+        """The erasure marks of ``zones`` in ``spec`` as the table has it now."""
         from cdnlake.lake.log.progress import ERASED
-        from cdnlake.lake.zone.erasures import EVERY_ZONE
 
-        return self.log_table(REQUESTS).marks([EVERY_ZONE], ERASED)[EVERY_ZONE]
+        return self.log_table(spec).marks(zones, ERASED)
 
     def log_table(self, spec: TableSpec) -> LogTable:
         """The exactly-once table ``spec`` (``requests``, ``shield_events``), loaded at the
