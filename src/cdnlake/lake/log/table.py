@@ -1,31 +1,22 @@
 """A table of the lake as one process holds it: its state, its committer, its checkpoints.
 
-An exactly-once table (``requests``, ``shield_events``: :class:`LogTable`) is followed and
-written through its log (:class:`~cdnlake.lake.log.delta_log.TableLog`): a snapshot costs the
-entries that are new since the last one, and a commit writes the next entry itself.
-
-**Its one door.** Every change to it is a share (:class:`Prepared`) submitted to its
-committer (:mod:`cdnlake.lake.log.committer`), which drains the shares waiting into one Delta
-commit: passes, forwarding, backfill and rewinds (:mod:`cdnlake.lake.zone.writer`); forget and
-expiry (:mod:`cdnlake.lake.upkeep.rewrite`); compaction, nightly and daytime, apply-privacy, a
-damaged file's removal (:meth:`LogTable.replace`); restore (a zone's commit). delta-rs
-reads the table, writes its checkpoints and vacuums it; it commits nothing to it.
-One rule decides every share: it lands on the newest version when
+**The one door.** Every change to an exactly-once table (``requests``, ``shield_events``:
+:class:`LogTable`) is a share (:class:`Prepared`) submitted to its committer
+(:mod:`cdnlake.lake.log.committer`), which lands the shares waiting as one entry of its log
+(:class:`~cdnlake.lake.log.delta_log.TableLog`). delta-rs reads the table, writes its
+checkpoints and vacuums it; it commits nothing to it. One rule decides every share: it
+lands on the newest version when
 
 1. no version since its snapshot is one whose commit is not known (a metadata or protocol
    change, an entry unread);
-2. a share that carries progress (its zone's app transactions: every commit of a zone's
-   writer does) finds no commit since its snapshot that carried its zone's app id;
+2. a share that carries progress (its zone's app transactions) finds no commit since its
+   snapshot that carried its zone's app id;
 3. every file it removes is still in the table;
 
 and within one group, a zone's progress goes once and a file is removed once. A share
-that fails the rule goes back to its writer (``AGAIN``), which takes its files back and
-prepares it again on the table as it is then (and may find itself fenced). A share
-without progress (a compaction, a damaged file's removal) moves no mark and conflicts
-with no pass: the files a pass adds beside the ones it replaces stay, and the pass's
-watermark is the pass's. Two shares replacing the same file: the first lands, the other
-goes back. A commit landing on a checkpoint version hands the checkpoint to a thread of
-its own, off the commit path: a slow store delays readers' next checkpoint, never a commit.
+that fails goes back to its writer (``AGAIN``), which takes its files back and prepares it
+again. A share without progress (a compaction, a damaged file's removal) conflicts with no
+pass. A checkpoint is written by a thread of its own, off the commit path.
 
 A bookkeeping table (:class:`MergeTable`) is one delta-rs table brought up to date for
 each MERGE, which its committer runs for a group of rows at once.

@@ -1,29 +1,13 @@
 """``cdnlake forget``: one client's rows (an address) or one request removed from the lake.
 
-In this order, so that whatever is killed midway, the erasure is never lost:
-
-1. the erasure is recorded in ``erasures`` (the address as a keyed hash, never itself),
-   and, made without ``--zone``, the lake's erasure mark is committed (zone 0's in
-   ``requests``): from then on every zone, those configured later too, holds its rows
-   against it;
-2. each zone concerned is rewritten (:mod:`cdnlake.lake.upkeep.rewrite`): the files holding
-   matching rows are replaced by files without them, in one fenced commit of the zone
-   that also carries the zone's erasure mark, so every writer of the zone, in this process
-   or another, holds its next rows against the erasure (:mod:`cdnlake.lake.zone.erasures`);
-   ``shield_events`` whose text holds the address likewise;
-3. the rows of ``rejected_lines`` whose raw text holds the address or the request id go
-   (a delete on the session's table);
-4. the erasure's row gets its counts, the requests removed per zone and hour among them
-   (``hours_removed``), so that the audit explains an hour short by them;
-5. with ``vacuum_now``, the removed files leave storage at once (a vacuum with no
-   retention of those tables; its caller holds every other writer off meanwhile); else
-   at the first vacuum past ``[retention] vacuum_hours``.
-
-An address is looked for in every form the zone's data may hold it in (:func:`forms`):
-as received, its network (``truncate``), the keyed hash of either (``hash``, also after
-``maintain --apply-privacy`` hashed what was truncated); the report says which matched.
-
-Running it again is harmless: it finds nothing more to remove, and records another row.
+In this order, so that whatever is killed midway, the erasure is never lost: the erasure
+is recorded in ``erasures`` (an address as a keyed hash) and, without ``--zone``, the
+lake's erasure mark committed; each zone concerned is rewritten
+(:mod:`cdnlake.lake.upkeep.rewrite`) in one fenced commit carrying its erasure mark;
+``rejected_lines`` loses the matching lines; the erasure's row gets its counts
+(``hours_removed``, for the audit); with ``vacuum_now`` the removed files leave at once.
+An address is looked for in every form the data may hold it (:func:`forms`). Running it
+again finds nothing more to remove.
 """
 
 from __future__ import annotations

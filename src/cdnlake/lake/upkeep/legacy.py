@@ -1,7 +1,5 @@
-"""The hour-file lake of an earlier cdnlake: how to recognise it.
-
-Every command checks for it at start-up, so this stays apart from the migration itself
-(which loads the writer and polars).
+"""The hour-file lake of an earlier cdnlake: how to recognise it (apart from the migration,
+as every command checks it at start-up).
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
-"""Keeping the lake small and fast to open: expire, compact, checkpoint, vacuum.
+"""Keeping the lake small and fast to open: expire, check, compact, checkpoint, vacuum.
 
-First, what ``[retention]`` no longer keeps is removed (:mod:`cdnlake.lake.upkeep.expire`): whole
-days of ``requests`` and ``shield_events``, old rows of the bookkeeping tables; their files
-leave storage at the vacuum of a run ``retention.vacuum_hours`` later.
-
-Every pass adds a few small files (a daemon polling each minute: over a thousand a day
-per zone and table). ``maintain`` rewrites each partition's files into one: a day of
-``requests`` or ``shield_events`` sorted by ``ts`` in row groups as every commit writes
-them (:mod:`cdnlake.lake.log.files`), so that the row groups' statistics let a pass's
-deduplication, and any query on a time range, read only the rows of its minutes; a key
-found twice in a partition it rewrites is reported and kept once (deduplication's
-assumption, checked). Those rewrites, and the removal of a damaged file, go through the
-table's one door (:meth:`cdnlake.lake.log.table.LogTable.replace`) as every commit does;
-a bookkeeping table is compacted by delta-rs. It then writes a checkpoint (so opening a table
-reads one file, not every commit since the first), vacuums data files that no version
-within the retention period needs, as well as data files that no log entry ever named (a
-process killed between writing a file and its commit) once they are as old, and drops log
-files older than Delta's log retention.
-Application transactions (the zones' watermarks and cursors) live in the log and its
-checkpoints and are kept.
+Each (zone, day) of ``requests`` and ``shield_events`` is rewritten as one file sorted by
+``ts`` (deduplication and time-range queries then read only their minutes), each key once,
+through the table's door (:meth:`~cdnlake.lake.log.table.LogTable.replace`); a bookkeeping
+table is compacted by delta-rs. Then a checkpoint, and a vacuum of the files no version
+within the retention needs and of files no entry ever named. The log and its app
+transactions are kept.
 """
 
 from __future__ import annotations

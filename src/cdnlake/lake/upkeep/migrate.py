@@ -1,13 +1,9 @@
 """``migrate-lake``: an hour-file lake of an earlier cdnlake into the Delta tables.
 
-The earlier layout: ``<root>/lake/requests/pull_zone_id=<id>/date=<day>/part-<HH>.parquet``
-(and ``shield_events`` likewise), watermarks in ``<root>/state/{zones,shield}/<id>.json``,
-bookkeeping in ``<root>/warehouse.duckdb``. Migration first moves all three into
-``<root>/migrated-<stamp>/`` (renames, so the Delta tables can take the lake's place and
-nothing of the old is lost or deleted), then copies them in through the same
-exactly-once commits as ingestion, and marks the folder done. A run that was cut off is
-finished by the next; a run over a migrated lake finds nothing to do. So migrating twice
-gives the same lake as once.
+The old lake, state files and ``warehouse.duckdb`` are first moved (renamed) into
+``<root>/migrated-<stamp>/``, then copied in through the same exactly-once commits as
+ingestion, and the folder marked done. A run cut off is finished by the next; migrating
+twice gives the same lake as once.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """``cdnlake maintain --restore``: put back into the lake what was set aside, if it decodes.
 
-A file in ``<lake>/_quarantine/<table>/<its path>.<stamp>`` (see :mod:`cdnlake.lake.zone.damage`)
-is read whole; one whose bytes still do not decode stays where it is. The rows of one that
-decodes are committed again to their zone (:class:`~cdnlake.lake.zone.writer.ZoneWriter`: new
-data files with their statistics, one atomic commit), less those whose key the table holds
-already: the span may have been read again since it was set aside. Only once that commit
-landed is the quarantined copy removed: every one of its rows is then in the table. Running
-it twice is harmless.
+A quarantined file (:mod:`cdnlake.lake.zone.damage`) that decodes is committed again to its
+zone, less the keys the table holds already; only then is the copy removed. A file that
+still does not decode stays. Running it twice is harmless.
 """
 
 from __future__ import annotations

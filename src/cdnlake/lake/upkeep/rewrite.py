@@ -1,17 +1,9 @@
 """A zone's data files removed, or rewritten without some rows: retention and erasure.
 
-A rewrite is a commit of the zone like any other (:mod:`cdnlake.lake.zone.writer`): prepared on
-a snapshot, fence checked, submitted to the table's one committer, and carrying the
-zone's application transactions, so it conflicts with every other commit of the zone: a
-pass prepared before it lands goes back and prepares again on the table after it (and
-its rows are held against the erasures then). Its progress is the zone's own, unchanged:
-the watermark is never moved back (nor forward) by it. It removes the files it read, and
-only while they are all still in the table (a compaction that replaced one meanwhile
-sends it back to be prepared again); the rows it keeps of a file go in a new file,
-written as every commit writes them.
-
-A file's rows are read once per rewrite: files never change once written, so a rewrite
-prepared again reads only the files that are new since.
+A rewrite is a commit of the zone like any other (:mod:`cdnlake.lake.zone.writer`): fenced,
+through the door, carrying the zone's progress unchanged, so it conflicts with every other
+commit of the zone. It removes the files it read, only while they are all still in the
+table. Files never change, so a rewrite prepared again reads only the files new since.
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
 """Erasures: what ``cdnlake forget`` removed, kept in ``erasures``, and the filter that keeps
 erased rows from coming back.
 
-While the provider still serves a span (3 days), a later pass, a re-read, the forwarding
-receiver or an ``import-v1`` of an old file could bring an erased row back. Every row that
-enters ``requests`` goes through a zone's writer (:mod:`cdnlake.lake.zone.writer`), and there,
-before deduplication, :class:`ErasureFilter` drops the rows an erasure covers: its zone
-(or every zone), its days, a ``ts`` up to the erasure's instant (later requests of the same
-client are new data), and its filter: the request id, or the address as stored, matched by
-its keyed hash (:mod:`cdnlake.lake.zone.erasure_key`: the address is never kept).
-
-The filter is the session's (one per process, :class:`~cdnlake.lake.zone.session.LakeSession`):
-it reads ``erasures`` only when an *erasure mark* names an erasure it has not read: the
-zone's (``progress.ERASED``, the instant of the zone's last erasure, committed by
-``forget`` to every zone it concerns after its row is recorded), or the lake's (the same
-mark of zone 0 in ``requests``, committed by every erasure made without ``--zone``). So
-a pass never reads the table in a lake where nothing was erased, a pass in flight while
-an erasure lands prepares its commit again (the mark's commit touches its zone) and drops
-the rows then, and a zone configured after an erasure of every zone holds its first rows
-against it all the same.
-
-It fails closed: a process that cannot match an erasure concerning a zone (an address
-erasure made under a key it does not hold) refuses to store that zone's rows, in one
-line naming the key to set, rather than store what may be erased.
+Every row that enters ``requests`` or ``shield_events`` goes through a zone's writer, where
+:class:`ErasureFilter` (the session's) drops the rows an erasure covers: its zone or every
+zone, its days, a ``ts`` up to its instant, its request id or address (by keyed hash). It
+reads ``erasures`` only when a zone's or the lake's (zone 0's) erasure mark names one it
+has not read. It fails closed: an erasure made under a key this process does not hold
+stops the zone's rows, in one line naming the key.
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
 """What one process shares of the lake: each table's one state and committer.
 
-A session is built once at the composition root (each CLI command, the daemon) and passed
-to everything that touches the lake: passes, the forwarding receiver, ``maintain``, the
-daytime compaction, the audit, the metrics. So a process holds one state of each table,
-by construction, and every change to ``requests`` and ``shield_events`` (rows, progress,
-rewrites, compactions, a damaged file's removal), and every bookkeeping MERGE, whoever
-makes it, goes through that table's one committer (:mod:`cdnlake.lake.log.table`; delta-rs
-reads, checkpoints and vacuums them). Closing the session commits what is queued and
-finishes a checkpoint under way.
-
-A process that counts its traffic gives the session its sink (:mod:`cdnlake.lake.zone.traffic`):
-the requests each landed commit newly stored are told to it there, once, whoever made
-the commit.
-
-The session also carries the process's ``[privacy]`` policy (:mod:`cdnlake.privacy`):
-every writer of rows (:class:`cdnlake.lake.zone.writer.ZoneWriter`) and of rejected lines
-(:class:`cdnlake.lake.zone.bookkeeping.Bookkeeping`) applies it before a byte is written, so
-every path that commits through a session stores what the setting allows and no more.
-It also holds the erasures (:mod:`cdnlake.lake.zone.erasures`) those writers hold rows of
-``requests`` and ``shield_events`` against, so that what ``cdnlake forget`` removed is
-never stored again.
+Built once at the composition root (each CLI command, the daemon) and passed to everything
+that touches the lake, so a process holds one state of each table and every change goes
+through that table's one committer (:mod:`cdnlake.lake.log.table`). It also carries the
+process's ``[privacy]`` policy, the erasures every writer holds rows against, and the
+traffic sink told what each landed commit newly stored.
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """A zone's writer: exactly-once commits of one zone's rows, its progress in the same commit.
 
-Delta gives the rest, as an existing protocol:
-
-- a commit is atomic: readers see all of its files or none;
-- the zone's progress (its marks: watermark, cursors) travels as Delta *application
-  transactions* (app id ``cdnlake/<table>/<zone>...``) inside the very commit that adds
-  the rows it covers, so data and progress can never disagree;
-- every commit of a zone carries the zone's app id, so a commit prepared on a snapshot
-  that another commit of the zone has passed since goes back (``AGAIN``) and is prepared
-  again on the table as it is then: two processes on one zone never store a request
-  twice;
-- every commit carries the writer's fence token (:mod:`cdnlake.lake.log.progress`): a writer
-  whose token a rewind or a new holder moved past is refused (:class:`FencedError`), so
-  progress computed before a rewind is never sent over it.
-
-Where a pass starts reading, the fence it commits under and the snapshot they come from
-are one value (:attr:`ZoneWriter.start`), taken together: a writer that takes the zone
-over (a newer fleet holder) starts from the marks its take-over commit landed with, so a
-rewind that came before it is read again, never skipped.
-
-The process's commits of a table go through the table's one committer
-(:mod:`cdnlake.lake.log.table`), which lands the shares waiting at once as one Delta commit.
-Deduplication is :mod:`cdnlake.lake.zone.dedup`; the data files, :mod:`cdnlake.lake.log.files`.
+Each commit carries the zone's marks as app transactions beside the rows they cover, so a
+commit prepared on a snapshot another commit of the zone has passed goes back (``AGAIN``)
+and is prepared again, and one whose fence token was moved past is refused
+(:class:`FencedError`). Where a pass starts, the fence it commits under and their snapshot
+are one value (:attr:`ZoneWriter.start`). Deduplication is :mod:`cdnlake.lake.zone.dedup`;
+the data files, :mod:`cdnlake.lake.log.files`.
 """
 
 from __future__ import annotations
