@@ -146,13 +146,6 @@ class LogTable:
             chosen = self._log.files(zone_id, days) if files else None
             return Snapshot(self._log.version, marks, chosen)
 
-    def apps(self, zone_id: int, marks: list[str]) -> dict[str, int | None]:
-        """Marks of one zone beyond its progress (an archive's imported parts), all of one
-        version, the table brought up to date first."""
-        with self._lock:
-            self._refresh()
-            return {mark: self._log.app(self.spec.app_id(zone_id, mark)) for mark in marks}
-
     def marks(self, zone_ids: list[int], mark: str) -> dict[int, int | None]:
         """One mark of each of ``zone_ids``, all of one version (one refresh for all)."""
         with self._lock:

@@ -124,27 +124,15 @@ def maintain(
     stop: Callable[[], bool] = lambda: False,
     retention: RetentionConfig | None = None,
 ) -> MaintainReport:
-    """Expire, check, compact the zones' partitions (all without ``zones``), checkpoint,
-    vacuum.
+    """Expire (``retention``), check, compact the zones' partitions (all without
+    ``zones``), checkpoint, vacuum.
 
-    ``retention``: what ``[retention]`` no longer keeps is removed first (whole days of
-    ``requests`` and ``shield_events``, old rows of the bookkeeping tables:
-    :mod:`cdnlake.lake.upkeep.expire`); its files leave storage at the vacuum of a run
-    ``retention_hours`` later.
-
-    The check reads every data file that the provider could still serve again (all of
-    them with ``check_all``): one that does not decode is set aside and its span read
-    again by the next pass, or recorded in ``ingest_gaps`` when it is past retention. A
-    store that keeps failing (5xx, throttling, timeouts) stops it with
-    :class:`~cdnlake.errors.StorageUnavailableError`, nothing set aside. Each partition
-    it compacts is checked for repeated keys, which are removed (``TableReport.repeats``).
-    ``locks``: this machine's zone locks (``<work>/locks``), and in a fleet ``hold``, the
-    zones' leases: held while a zone is rewound. A zone whose lease is not had in time
-    keeps its damaged file in place, reported (``DamagedFile.left``, ``MaintainReport.left``):
-    nothing is moved before its zone is rewound, and the partitions (zone, day) holding
-    such a file are neither compacted nor rolled up; the rest is maintained as usual.
-    ``stop``: checked between files and partitions (a daemon stopping); when it turns true,
-    :class:`~cdnlake.errors.StopRequested` ends the work where each step is whole.
+    The check reads every data file the provider could still serve again (all with
+    ``check_all``): one that does not decode is set aside and its span read again, or
+    recorded as a gap past retention. ``locks`` (this machine's zone locks) and ``hold``
+    (a fleet's leases) hold a zone while it is rewound; a zone not had in time keeps its
+    damaged file, reported (``MaintainReport.left``), and its partitions are neither
+    compacted nor rolled up. ``stop``: checked between files and partitions.
     """
     lake = session.lake
     now = now or datetime.now(UTC)
@@ -373,20 +361,10 @@ def _frame(table: Any) -> pl.DataFrame:
 
 
 class OpenDays:
-    """A daemon's compaction of its zones' open day, during the day.
-
-    Every pass adds a small file to its zone's day; between two nightly ``maintain`` runs a
-    zone polled each minute would gather over a thousand. Here, a zone whose day holds
-    more than ``OPEN_DAY_FILES`` files under ``SMALL_FILE_BYTES`` has them rewritten as
-    one, sorted by ``ts`` in row groups as every commit writes them (a key found twice
-    among them is kept once, reported). Larger files stay as they are: a zone-day holds
-    at most its bytes / ``SMALL_FILE_BYTES`` + ``OPEN_DAY_FILES`` files, plus one per pass
-    since the last run. Each table's snapshot is kept between runs and brought up to
-    date, not opened anew.
-
-    Exactly-once as ``maintain``'s compaction (:func:`compact`): a pass committing at
-    the same time keeps its files and its progress; no watermark moves.
-    """
+    """A daemon's compaction of its zones' open day, during the day: a zone-day with more
+    than ``OPEN_DAY_FILES`` files under ``SMALL_FILE_BYTES`` has them rewritten as one, as
+    :func:`compact` does (a pass committing meanwhile keeps its files and its progress).
+    Each table's snapshot is kept between runs and brought up to date."""
 
     def __init__(self, session: LakeSession) -> None:
         self.session = session
