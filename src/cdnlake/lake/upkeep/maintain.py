@@ -230,12 +230,9 @@ def _vacuum(spec: TableSpec, table: DeltaTable, retention_hours: int) -> tuple[i
 
 
 def vacuum_removed(session: LakeSession, specs: list[TableSpec]) -> int:
-    """``--vacuum-now``: delete at once every data file these tables have removed (no
-    retention: a reader of an older version loses it), the data files deleted. Only while
-    no other process writes the lake: the caller holds every writer off
-    (:func:`cdnlake.lake.zone.lock.writers_held`). The log is kept whole: its entries leave
-    with Delta's log cleanup (``delta.logRetentionDuration``), and since the tables'
-    ``delta.dataSkippingStatsColumns`` they name no personal value."""
+    """``--vacuum-now``: delete at once every data file these tables have removed; the
+    count. Only while the caller holds every other writer off
+    (:func:`cdnlake.lake.zone.lock.writers_held`). The log is kept whole."""
     deleted = 0
     for spec in specs:
         table = session.lake.open(spec)
@@ -313,14 +310,11 @@ def compact(
     choose: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
     treat: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
 ) -> tuple[int, int] | None:
-    """One (zone, day)'s files that ``choose`` picks of its add actions (two at least)
-    rewritten as one, sorted by ``ts`` in row groups as every commit writes them, each key
-    once (its earliest row), ``treat`` applied to the rows first (apply-privacy's policy:
-    then one file chosen is enough). Committed through the table's
-    door (:meth:`~cdnlake.lake.log.table.LogTable.replace`): the share removes exactly the
-    files read and carries no progress, so the files a pass adds meanwhile stay and no
-    watermark moves; one that lost its race to another replacement of those files is
-    planned again. The files replaced and the repeated rows removed, or None."""
+    """One (zone, day)'s files that ``choose`` picks (two at least; one with ``treat``,
+    apply-privacy's policy, applied to the rows first) rewritten as one sorted by ``ts``,
+    each key once, through the door (:meth:`~cdnlake.lake.log.table.LogTable.replace`:
+    exactly the files read, no progress). The files replaced and the repeats removed, or
+    None."""
     partition = [(spec.zone_column, "=", str(zone)), ("date", "=", day)]
     read: list[int] = []
 

@@ -110,17 +110,11 @@ class ZoneWriter:
         counted_as: str | None = None,
     ) -> None:
         """Take the zone as the table has it now: :attr:`start`, and its fence token.
-
-        ``counted_as``: the traffic counters' source for the rows its commits store,
-        instead of each row's own (an archive import's: ``archive``, so that alert rules
-        can leave catch-up out).
-
-        ``clock``: the pass's own (the provider's retention, when a damaged file's span is
-        judged still readable or lost, is counted from it).
-        ``holder``: the generation of the fleet lease this writer's pass runs under
-        (None without a fleet). A newer one than the table's takes the zone, by a commit
-        of progress alone, and the writer starts from what that commit landed on; an
-        older one is refused at once (:class:`FencedError`)."""
+        ``counted_as``: the traffic counters' source instead of each row's own
+        (``archive``). ``clock``: the pass's own (retention is counted from it).
+        ``holder``: the fleet lease's generation (None without a fleet): a newer one than
+        the table's takes the zone by a commit of progress alone, and the writer starts
+        from what it landed on; an older one is refused (:class:`FencedError`)."""
         if spec.key is None:
             raise ValueError(f"{spec.name} has no key")
         self.session = session
