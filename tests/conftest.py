@@ -382,7 +382,7 @@ def truth_ids(
 
 def lake_of(where: Path | Config) -> Any:
     """The lake of a config, or the local lake under a storage root."""
-    from cdnlake.lake.store import Lake
+    from cdnlake.lake.log.store import Lake
 
     if isinstance(where, Config):
         return Lake.from_config(where.storage)
@@ -393,7 +393,7 @@ def lake_frame(where: Path | Config, table: str = "requests") -> Any:
     """A whole lake table as a polars frame (empty if the table does not exist yet)."""
     import polars as pl
 
-    from cdnlake.lake.schema import TABLES_BY_NAME, polars_schema
+    from cdnlake.lake.log.schema import TABLES_BY_NAME, polars_schema
 
     spec = TABLES_BY_NAME[table]
     delta = lake_of(where).open(spec)
@@ -482,7 +482,7 @@ def lake_text_contains(where: Path | Config, needle: str) -> list[str]:
     """Every lake table and text column holding ``needle`` (files are compressed: read them)."""
     import polars as pl
 
-    from cdnlake.lake.schema import TABLES
+    from cdnlake.lake.log.schema import TABLES
 
     hits = []
     for spec in TABLES:

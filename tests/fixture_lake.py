@@ -7,9 +7,9 @@ from pathlib import Path
 import polars as pl
 
 from cdnlake.config import Config, build_config
-from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.schema import REQUEST_SCHEMA, REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.sessions import session_of
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -1,6 +1,6 @@
 """The lake sessions tests write through.
 
-A test that plays several processes holds a :class:`~cdnlake.lake.store.Lake` object per
+A test that plays several processes holds a :class:`~cdnlake.lake.log.store.Lake` object per
 process: :func:`session_of` gives each Lake object its one session, as each process has
 one. :func:`session_for` is a new process's session for a config.
 """
@@ -8,9 +8,9 @@ one. :func:`session_for` is a new process's session for a config.
 from __future__ import annotations
 
 from cdnlake.config import Config
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.privacy import PrivacyPolicy
 
 _SESSIONS: dict[int, tuple[Lake, LakeSession]] = {}

@@ -411,7 +411,7 @@ def test_raw_text_with_nothing_to_treat_is_kept_byte_for_byte() -> None:
 
 
 def test_marks_say_what_the_rows_were_stored_under() -> None:
-    from cdnlake.lake.progress import (
+    from cdnlake.lake.log.progress import (
         PRIVACY_MIXED,
         WATERMARK,
         describe_stored,
@@ -443,8 +443,8 @@ def test_rows_stored_before_signed_paths_were_scrubbed_are_pending() -> None:
     """A setting that removed query parameters only (``url_rules`` 0, what lakes stored
     before every signed-URL form was scrubbed) is not the one configured now: ``status``
     says so and ``maintain --apply-privacy`` rewrites those rows."""
-    from cdnlake.lake.apply_privacy import _mixed
-    from cdnlake.lake.progress import PRIVACY, WATERMARK
+    from cdnlake.lake.log.progress import PRIVACY, WATERMARK
+    from cdnlake.lake.personal.apply_privacy import _mixed
 
     now = TRUNCATE.setting
     assert now.url_rules == 1 and Setting.decode(now.code()) == now

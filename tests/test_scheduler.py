@@ -15,8 +15,8 @@ import polars as pl
 from apscheduler.triggers.interval import IntervalTrigger
 
 from cdnlake.coordination.sole import job_marker
-from cdnlake.lake.progress import from_ms
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.progress import from_ms
+from cdnlake.lake.log.schema import REQUESTS
 from cdnlake.retention import oldest_served
 from cdnlake.scheduler import Daemon, wait_for
 from cdnlake.warehouse.db import Warehouse

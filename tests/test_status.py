@@ -8,11 +8,11 @@ import polars as pl
 from deltalake import write_deltalake
 
 from cdnlake.config import build_config
-from cdnlake.lake.bookkeeping import Bookkeeping
-from cdnlake.lake.progress import to_ms
-from cdnlake.lake.schema import INGEST_GAPS, REQUESTS, polars_schema
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import to_ms
+from cdnlake.lake.log.schema import INGEST_GAPS, REQUESTS, polars_schema
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone.bookkeeping import Bookkeeping
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.status import zone_statuses
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import cli_heavy_modules

@@ -33,7 +33,7 @@ def connect(config_path: str | os.PathLike[str] | None = None) -> duckdb.DuckDBP
     """
     from cdnlake.config import load_config
     from cdnlake.errors import ConfigError
-    from cdnlake.lake.legacy import legacy_lake
+    from cdnlake.lake.upkeep.legacy import legacy_lake
     from cdnlake.warehouse.db import Warehouse
 
     config = load_config(config_path)

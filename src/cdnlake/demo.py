@@ -38,7 +38,7 @@ def demo_config(config: Config, url: str, key: str) -> Config:
 
 def run_demo(config: Config, reporter: Reporter | None = None, seed: int = 1) -> DemoResult:
     from cdnlake.client import ApiClient, BudgetRegistry, LoggingClient, ShieldApi
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
     from cdnlake.reports.build import collect, write_reports
 

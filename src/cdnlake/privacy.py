@@ -278,7 +278,7 @@ class PrivacyPolicy:
     strip_query: tuple[str, ...] = ()
     key: bytes = field(default=b"", repr=False)
     # The configured key (hash_key_env) whatever ``ip`` is: it hashes the addresses
-    # ``cdnlake forget`` records; empty: the storage root's own key (lake/erasure_key.py).
+    # ``cdnlake forget`` records; empty: the storage root's own key (lake/zone/erasure_key.py).
     erasure_key: bytes = field(default=b"", repr=False)
     _names: frozenset[str] = field(init=False, repr=False, compare=False)
     _mac: hmac.HMAC = field(init=False, repr=False, compare=False)

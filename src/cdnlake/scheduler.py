@@ -46,8 +46,8 @@ from cdnlake.forwarding.receiver import Receiver
 from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
 from cdnlake.ingest.result import ZoneResult, this_daemon, utcnow
 from cdnlake.ingest.runner import PASSES_IN_FLIGHT, AnyStop
-from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS
-from cdnlake.lake.session import LakeSession
+from cdnlake.lake.log.schema import REQUESTS, SHIELD_EVENTS
+from cdnlake.lake.zone.session import LakeSession
 from cdnlake.monitoring.metrics import DaemonMetrics
 from cdnlake.privacy import PrivacyPolicy
 
@@ -431,7 +431,7 @@ class Daemon:
         job stays open: this daemon runs it again at its next compaction round
         (:meth:`compact_open_days`), as would the next daemon to start."""
         from cdnlake.errors import ZoneBusyError
-        from cdnlake.lake.maintain import maintain
+        from cdnlake.lake.upkeep.maintain import maintain
 
         day = day or self.clock().date()
         job = f"maintain/{day}"
@@ -464,11 +464,11 @@ class Daemon:
 
     def compact_open_days(self) -> None:
         """Every ``COMPACT_MINUTES``: today's partition of each zone held here that holds
-        too many small files is compacted (:class:`~cdnlake.lake.maintain.OpenDays`), so
+        too many small files is compacted (:class:`~cdnlake.lake.upkeep.maintain.OpenDays`), so
         files per zone-day stay bounded between nightly maintenance runs. The daily jobs
         left to run again are run first: a maintenance that left a damaged file in place,
         an audit not kept, a job whose turn could not be known."""
-        from cdnlake.lake.maintain import OpenDays
+        from cdnlake.lake.upkeep.maintain import OpenDays
 
         with self._lock:
             again, self._again = self._again, {}

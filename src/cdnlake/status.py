@@ -20,8 +20,8 @@ from deltalake import DeltaTable
 from cdnlake.audit.days import from_row
 from cdnlake.config import FUTURE_TOLERANCE_SECONDS, Config, ForwardingConfig
 from cdnlake.coordination import lease_key, lease_keys
-from cdnlake.lake.progress import WATERMARK, describe_stored, from_ms, stored_settings
-from cdnlake.lake.schema import (
+from cdnlake.lake.log.progress import WATERMARK, describe_stored, from_ms, stored_settings
+from cdnlake.lake.log.schema import (
     ARCHIVE_PARTS,
     AUDIT_DAYS,
     INGEST_GAPS,
@@ -30,8 +30,8 @@ from cdnlake.lake.schema import (
     SHIELD_EVENTS,
     TableSpec,
 )
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import Lake, add_actions_table
+from cdnlake.lake.log.store import Lake, add_actions_table
+from cdnlake.lake.zone.session import LakeSession
 from cdnlake.privacy import Setting, configured_setting
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.db import Warehouse

@@ -12,8 +12,8 @@ import httpx
 import polars as pl
 
 from cdnlake.emulator import Faults
-from cdnlake.lake.progress import DAYS, FENCE, FRESH, WATERMARK
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.progress import DAYS, FENCE, FRESH, WATERMARK
+from cdnlake.lake.log.schema import REQUESTS
 from cdnlake.scheduler import Daemon, wait_for
 from tests.conftest import (
     lake_frame,
@@ -246,7 +246,7 @@ def test_a_failed_or_fenced_re_read_says_so_and_to_run_it_again() -> None:
     """Not a pass's words ("reached", "the next pass reads from"): what the re-read did."""
     from cdnlake.errors import FencedError, TransportError
     from cdnlake.ingest.result import ZoneResult, classify
-    from cdnlake.lake.zone import ZoneWriter
+    from cdnlake.lake.zone.writer import ZoneWriter
 
     start = datetime(2026, 11, 23, 5, tzinfo=UTC)
     span = "2026-11-23 05:00:00Z..2026-11-23 06:00:00Z"

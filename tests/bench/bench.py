@@ -470,10 +470,10 @@ def bench_ingest_v2(work: Path, records: int) -> Figure:
             lag_seconds=300,
         )
         # The first pass reads 72h; give it a watermark so both read the same window.
-        from cdnlake.lake.progress import to_ms
-        from cdnlake.lake.schema import REQUESTS
-        from cdnlake.lake.store import Lake
-        from cdnlake.lake.zone import ZoneWriter
+        from cdnlake.lake.log.progress import to_ms
+        from cdnlake.lake.log.schema import REQUESTS
+        from cdnlake.lake.log.store import Lake
+        from cdnlake.lake.zone.writer import ZoneWriter
 
         writer = ZoneWriter(session_of(Lake(str(work / "data" / "lake"), {})), REQUESTS, 1234)
         writer.commit(writer.empty(), {"": to_ms(start)})
@@ -653,9 +653,9 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
     zone is past the bound: the verdict is known."""
     from deltalake import CommitProperties, Transaction
 
-    from cdnlake.lake.progress import FENCE, FRESH, WATERMARK, to_ms
-    from cdnlake.lake.schema import REQUESTS, TABLES
-    from cdnlake.lake.store import Lake
+    from cdnlake.lake.log.progress import FENCE, FRESH, WATERMARK, to_ms
+    from cdnlake.lake.log.schema import REQUESTS, TABLES
+    from cdnlake.lake.log.store import Lake
 
     ids = list(range(1, zones + 1))
     emu = EmulatorProcess("--zones", ",".join(map(str, ids)), "--rpm", "2", "--rate", "30/10")
@@ -990,10 +990,10 @@ def bench_busy_zone(work: Path, rate: int, seconds: float, poll: int, lag: int) 
     ``ingest_runs`` tells each pass's length. Each pass reads its slice of the safety
     margin (``overlap_seconds / 3600`` of its span), so the run's amplification includes
     it."""
-    from cdnlake.lake.progress import FRESH, WATERMARK, to_ms
-    from cdnlake.lake.schema import REQUESTS
-    from cdnlake.lake.store import Lake
-    from cdnlake.lake.zone import ZoneWriter
+    from cdnlake.lake.log.progress import FRESH, WATERMARK, to_ms
+    from cdnlake.lake.log.schema import REQUESTS
+    from cdnlake.lake.log.store import Lake
+    from cdnlake.lake.zone.writer import ZoneWriter
 
     overlap = 2 * lag
     now = datetime.now(UTC).replace(microsecond=0)
@@ -1203,7 +1203,7 @@ def make_month_lake(root: Path, zones: int, days: int, per_zone_day: int) -> Pat
     """``zones`` x ``days`` partitions of ``per_zone_day`` requests, as one Delta table,
     laid out as ``maintain`` leaves a day: one file sorted by ``ts`` in row groups of
     ``ROW_GROUP_ROWS``."""
-    from cdnlake.lake.files import ROW_GROUP_ROWS
+    from cdnlake.lake.log.files import ROW_GROUP_ROWS
 
     lake = root / "lake" / "requests"
     lake.parent.mkdir(parents=True, exist_ok=True)
@@ -1242,8 +1242,8 @@ def bench_range_report(work: Path, zones: int, days: int, per_zone_day: int) -> 
     """The range report's figures from rollups against a full scan of requests, in-process
     (the same session set-up on both sides); maintain builds the rollups first."""
     from cdnlake.config import build_config
-    from cdnlake.lake.rollups import refresh
-    from cdnlake.lake.store import Lake
+    from cdnlake.lake.log.store import Lake
+    from cdnlake.lake.upkeep.rollups import refresh
     from cdnlake.reports.build import RANGE_SECTIONS, collect
     from cdnlake.warehouse.db import Warehouse
     from cdnlake.warehouse.named import get_named
@@ -1287,7 +1287,7 @@ def requests_window(rows: int, tag: str, day: date = DAY, columns: int = 5) -> p
     pass hands them to the commit; ``columns``: how many carry values (the rest null)."""
     import polars as pl
 
-    from cdnlake.lake.schema import REQUEST_SCHEMA, polars_schema
+    from cdnlake.lake.log.schema import REQUEST_SCHEMA, polars_schema
 
     start = datetime(day.year, day.month, day.day, 23, 58, tzinfo=UTC)
     values = {
@@ -1318,9 +1318,9 @@ def bench_commit_on_history(work: Path, zones: int, days: int, per_zone_day: int
     commit on an empty zone of the same lake: cdnlake's cost must follow the window, not
     the zone's history. The note gives the same commit on an empty lake too: the rest is
     delta-rs's, whose snapshot grows with the table's files."""
-    from cdnlake.lake.schema import REQUESTS
-    from cdnlake.lake.store import Lake
-    from cdnlake.lake.zone import ZoneWriter
+    from cdnlake.lake.log.schema import REQUESTS
+    from cdnlake.lake.log.store import Lake
+    from cdnlake.lake.zone.writer import ZoneWriter
 
     root = work / "month"
     if not (root / "lake" / "requests" / "_delta_log").exists():
@@ -1356,10 +1356,10 @@ def bench_traffic_counting(work: Path, rows: int, turns: int = 9) -> Figure:
     """What the traffic counters add to a commit of ``rows`` new requests (the daemon's,
     with /metrics on: its session tells them each landed commit's rows, which they group
     once) against the commit itself: counting must stay a small part of storing."""
-    from cdnlake.lake.schema import REQUESTS
-    from cdnlake.lake.session import LakeSession
-    from cdnlake.lake.store import Lake
-    from cdnlake.lake.zone import ZoneWriter
+    from cdnlake.lake.log.schema import REQUESTS
+    from cdnlake.lake.log.store import Lake
+    from cdnlake.lake.zone.session import LakeSession
+    from cdnlake.lake.zone.writer import ZoneWriter
     from cdnlake.monitoring.traffic import TrafficCounters
 
     writer = ZoneWriter(LakeSession(Lake(str(work / "lake"), {})), REQUESTS, 1)
@@ -1390,9 +1390,9 @@ def make_files_lake(root: Path, zones: int, days: int, per_file: int = 100) -> P
 
     from deltalake.transaction import AddAction
 
-    from cdnlake.lake.files import ROW_GROUP_ROWS, _stats
-    from cdnlake.lake.schema import REQUESTS
-    from cdnlake.lake.store import Lake
+    from cdnlake.lake.log.files import ROW_GROUP_ROWS, _stats
+    from cdnlake.lake.log.schema import REQUESTS
+    from cdnlake.lake.log.store import Lake
 
     lake = Lake(str(root / "lake"), {})
     table = lake.open_or_create(REQUESTS)
@@ -1432,9 +1432,9 @@ def bench_commit_on_files(work: Path, days: int, few: int, many: int) -> Figure:
     ``requests`` table of ``many`` files against the same commit on one of ``few``, the
     zone's own history (``days`` days) alike: the cost of choosing the zone-day's files
     must not grow with the other zones' files. The note splits out that choice."""
-    from cdnlake.lake.schema import REQUESTS
-    from cdnlake.lake.store import Lake
-    from cdnlake.lake.zone import ZoneWriter
+    from cdnlake.lake.log.schema import REQUESTS
+    from cdnlake.lake.log.store import Lake
+    from cdnlake.lake.zone.writer import ZoneWriter
 
     lakes = {}
     for files in (few, many):
@@ -1608,9 +1608,9 @@ def add_daemon_history(root: Path, zones: int, days: int) -> None:
     import pyarrow as pa
     from deltalake import Schema, convert_to_deltalake
 
-    from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
-    from cdnlake.lake.store import Lake
-    from cdnlake.lake.zone import ZoneWriter
+    from cdnlake.lake.log.schema import INGEST_RUNS, REQUESTS
+    from cdnlake.lake.log.store import Lake
+    from cdnlake.lake.zone.writer import ZoneWriter
 
     runs = root / "lake" / "ingest_runs"
     now = datetime.now(UTC).replace(second=0, microsecond=0)
@@ -1726,8 +1726,8 @@ def bench_top(work: Path, rate: int, minutes: int) -> list[Figure]:
     minute and the last hour, against DuckDB's own scan of the same window's rows grouped
     by path alone (the least a question of that window costs, given the files; top groups
     them eight ways, the sparklines' spans and seven dimensions, in one scan)."""
-    from cdnlake.lake.session import LakeSession
-    from cdnlake.lake.store import Lake
+    from cdnlake.lake.log.store import Lake
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.warehouse.live import WINDOWS, LiveView
 
     root, now = make_live_lake(work / "live", rate, minutes)

@@ -29,9 +29,9 @@ from tests.sessions import session_for  # noqa: E402
 
 from cdnlake.config import build_config  # noqa: E402
 from cdnlake.ingest.runner import Chunk, PassContext, Runner  # noqa: E402
-from cdnlake.lake.progress import WATERMARK, to_ms  # noqa: E402
-from cdnlake.lake.schema import INGEST_RUNS, REQUESTS  # noqa: E402
-from cdnlake.lake.store import Lake  # noqa: E402
+from cdnlake.lake.log.progress import WATERMARK, to_ms  # noqa: E402
+from cdnlake.lake.log.schema import INGEST_RUNS, REQUESTS  # noqa: E402
+from cdnlake.lake.log.store import Lake  # noqa: E402
 
 START = datetime(2026, 11, 20, 12, tzinfo=UTC)
 

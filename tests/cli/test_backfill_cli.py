@@ -360,8 +360,8 @@ def test_the_archive_job_runs_only_where_the_zone_is_held_and_is_fenced(tmp_path
     """Within the fleet's assignment: a daemon that does not hold the zone imports nothing;
     the one that does commits under its lease's generation, so a stale holder's commits are
     refused as a pass's would be."""
-    from cdnlake.lake.progress import FENCE, holder_of
-    from cdnlake.lake.schema import REQUESTS
+    from cdnlake.lake.log.progress import FENCE, holder_of
+    from cdnlake.lake.log.schema import REQUESTS
     from cdnlake.scheduler import Daemon
 
     emu = archived_emulator(2)

@@ -162,7 +162,7 @@ def test_sigint_stops_import_v1_between_chunks(tmp_path):
 
 def test_a_zone_another_process_ingests_is_skipped_not_failed(tmp_path):
     """A cron job's ingest beside its last one still going: exit 0, the zone skipped."""
-    from cdnlake.lake.lock import zone_lock
+    from cdnlake.lake.zone.lock import zone_lock
 
     emu = start_emulator("1234,1236")
     try:

@@ -18,8 +18,8 @@ import polars as pl
 import pytest
 
 from cdnlake.coordination.postgres import fleet_view
-from cdnlake.lake.progress import from_ms
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.progress import from_ms
+from cdnlake.lake.log.schema import REQUESTS
 from cdnlake.scheduler import wait_for
 from tests.conftest import (
     lake_frame,

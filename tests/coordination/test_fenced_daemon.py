@@ -24,9 +24,9 @@ import polars as pl
 import pytest
 
 from cdnlake.coordination.postgres import fleet_view
-from cdnlake.lake.progress import day_start, from_ms, rewind
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import day_start, from_ms, rewind
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.scheduler import wait_for
 from tests.conftest import (
     KEY,
@@ -46,7 +46,7 @@ POLL = 2  # lease time
 # (after re-reading the table and checking its token) and waits there for GO.
 HOOKED_DAEMON = """
 import pathlib, sys, time
-from cdnlake.lake import zone
+from cdnlake.lake.zone import writer as zone
 
 arm, go = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 write_files = zone.write_files

@@ -23,7 +23,7 @@ from cdnlake.config import Config, ZoneConfig, build_config
 from cdnlake.coordination import lease_key
 from cdnlake.coordination.postgres import PostgresFleet, fleet_view
 from cdnlake.ingest.result import ZoneResult
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.schema import REQUESTS
 from cdnlake.scheduler import Daemon, wait_for
 from tests.conftest import KEY, make_client
 

@@ -23,7 +23,7 @@ import polars as pl
 import pytest
 
 from cdnlake.coordination.postgres import MaintainHold, fleet_view
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.schema import REQUESTS
 from cdnlake.scheduler import wait_for
 from tests.conftest import KEY, lake_frame, load_test_config, run_cli, start_emulator, write_config
 from tests.lake.test_vacuum_beside_daemon import (

@@ -22,10 +22,10 @@ from cdnlake import coordination
 from cdnlake.cli.main import main
 from cdnlake.config import Config, build_config
 from cdnlake.coordination.postgres import PostgresFleet
-from cdnlake.lake import maintain as maintain_module
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.upkeep import maintain as maintain_module
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.scheduler import Daemon, wait_for
 from tests.conftest import make_client
 from tests.lake.test_fencing import MIDNIGHT, ZONE, provider, seed, watermark

@@ -27,11 +27,11 @@ from cdnlake.coordination.postgres import MaintainHold, PostgresFleet, fleet_vie
 from cdnlake.errors import FencedError, StopRequested
 from cdnlake.ingest.result import ZoneResult
 from cdnlake.ingest.runner import AnyStop, Runner
-from cdnlake.lake.maintain import _read_again_first, maintain
-from cdnlake.lake.progress import FENCE, WATERMARK, holder_of
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import FENCE, WATERMARK, holder_of
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.upkeep.maintain import _read_again_first, maintain
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.scheduler import wait_for
 from tests.lake.test_fencing import (
     MIDNIGHT,

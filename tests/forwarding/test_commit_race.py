@@ -12,11 +12,11 @@ from cdnlake.config import load_config
 from cdnlake.forwarding import batch
 from cdnlake.forwarding.batch import Buffer, Flusher
 from cdnlake.ingest.v1_parser import Block, parse_block
-from cdnlake.lake import zone as zone_module
-from cdnlake.lake.progress import from_ms, rewind, to_ms
-from cdnlake.lake.schema import REQUESTS, TableSpec
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import from_ms, rewind, to_ms
+from cdnlake.lake.log.schema import REQUESTS, TableSpec
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone import writer as zone_module
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.sessions import mark_of, session_for, session_of
 
 START_MS = to_ms(datetime(2026, 11, 20, 11, 0, tzinfo=UTC))

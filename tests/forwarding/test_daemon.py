@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
-from cdnlake.lake.progress import to_ms
+from cdnlake.lake.log.progress import to_ms
 from tests.conftest import (
     free_port,
     lake_frame,

@@ -15,9 +15,9 @@ import pytest
 from cdnlake.cli.emulator_cmd import add_arguments, build_config
 from cdnlake.emulator.forwarding import UDP, Delay, Target
 from cdnlake.errors import UsageError
-from cdnlake.lake.progress import to_ms
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import to_ms
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.conftest import (
     ingest_all,
     lake_frame,

@@ -13,7 +13,7 @@ import polars as pl
 from cdnlake.client.logging_wire import V2Query
 from cdnlake.ingest.decode import decode_v2_batch
 from cdnlake.ingest.normalize import normalize_v2
-from cdnlake.lake.schema import REQUEST_SCHEMA, polars_schema
+from cdnlake.lake.log.schema import REQUEST_SCHEMA, polars_schema
 from tests.conftest import (
     NOW,
     lake_frame,

@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 
 from cdnlake.forwarding import receiver as receiver_module
-from cdnlake.lake.progress import from_ms
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import from_ms
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.conftest import NOW, ingest_all, lake_frame, lake_ids, lake_of
 from tests.forwarding.helpers import (
     forwarding_config,

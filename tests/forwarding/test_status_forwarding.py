@@ -11,9 +11,9 @@ import polars as pl
 
 from cdnlake.cli.status_cmd import _forwarding
 from cdnlake.config import build_config
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.scheduler import wait_for
 from cdnlake.status import FORWARDING_DELAY_SECONDS, LIVE_SECONDS, live_seconds, zone_statuses
 from tests.conftest import free_port, lake_frame, load_test_config, run_cli, start_emulator
@@ -129,10 +129,10 @@ def test_a_compaction_does_not_make_a_silent_forwarding_look_live(tmp_path, monk
     import time as real_time
     from types import SimpleNamespace
 
-    from cdnlake.lake import delta_log as delta_log_module
-    from cdnlake.lake import files as files_module
-    from cdnlake.lake import maintain as maintain_module
-    from cdnlake.lake.maintain import OpenDays
+    from cdnlake.lake.log import delta_log as delta_log_module
+    from cdnlake.lake.log import files as files_module
+    from cdnlake.lake.upkeep import maintain as maintain_module
+    from cdnlake.lake.upkeep.maintain import OpenDays
 
     monkeypatch.setattr(maintain_module, "OPEN_DAY_FILES", 5)
     config = lake_config(tmp_path, "127.0.0.1:6514")

@@ -142,7 +142,7 @@ def test_a_crash_between_a_parts_rows_and_its_ledger_row(tmp_path, monkeypatch):
     """``archive_parts`` says a part is done, written after its rows: that row lost, the
     part costs one download again, and its rows, all in the lake, are dropped as
     repeats."""
-    from cdnlake.lake.bookkeeping import Bookkeeping
+    from cdnlake.lake.zone.bookkeeping import Bookkeeping
 
     config = make_config(tmp_path)
     store = FakeStore()
@@ -442,10 +442,10 @@ def test_archived_parts_leave_the_requests_log_bounded(tmp_path):
 
     import pyarrow.parquet as pq
 
-    from cdnlake.lake.bookkeeping import Bookkeeping
-    from cdnlake.lake.progress import WATERMARK
-    from cdnlake.lake.schema import REQUESTS
-    from cdnlake.lake.store import Lake
+    from cdnlake.lake.log.progress import WATERMARK
+    from cdnlake.lake.log.schema import REQUESTS
+    from cdnlake.lake.log.store import Lake
+    from cdnlake.lake.zone.bookkeeping import Bookkeeping
 
     def app_ids(config) -> set[str]:
         log = Lake.from_config(config.storage).local / "requests" / "_delta_log"  # type: ignore[operator]
@@ -515,7 +515,7 @@ def test_archived_parts_leave_the_requests_log_bounded(tmp_path):
 
 def test_an_archive_import_counts_its_traffic_under_source_archive(tmp_path):
     """Catch-up is no live traffic: rules leave ``source="archive"`` out (alerts.yml)."""
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.monitoring.traffic import TrafficCounters
     from cdnlake.privacy import PrivacyPolicy
 

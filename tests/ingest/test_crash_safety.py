@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cdnlake.lake.progress import from_ms
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.progress import from_ms
+from cdnlake.lake.log.schema import REQUESTS
 from cdnlake.retention import RETENTION, oldest_served
 from cdnlake.scheduler import wait_for
 from tests.conftest import (

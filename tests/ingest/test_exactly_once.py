@@ -13,7 +13,7 @@ from deltalake import DeltaTable
 from cdnlake.emulator import Faults
 from cdnlake.ingest.local_import import import_v1_files
 from cdnlake.ingest.passes import Ingestor
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.schema import REQUESTS
 from cdnlake.retention import RETENTION, oldest_served
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (

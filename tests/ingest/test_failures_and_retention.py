@@ -6,9 +6,9 @@ from datetime import timedelta
 
 from cdnlake.emulator import Faults
 from cdnlake.ingest.passes import Ingestor
-from cdnlake.lake.progress import to_ms
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import to_ms
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.monitoring.metrics import DaemonMetrics
 from cdnlake.retention import RETENTION, oldest_served
 from cdnlake.status import zone_statuses

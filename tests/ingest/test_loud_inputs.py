@@ -14,7 +14,7 @@ from cdnlake.emulator.logging_routes import bad_record_kind
 from cdnlake.emulator.state import is_bad_record
 from cdnlake.ingest.passes import Ingestor
 from cdnlake.ingest.v1_parser import LogStream, iter_parsed
-from cdnlake.lake.schema import INGEST_GAPS
+from cdnlake.lake.log.schema import INGEST_GAPS
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (
     FAULT_RETRY,

@@ -14,9 +14,9 @@ import polars as pl
 from cdnlake.config import build_config
 from cdnlake.ingest.normalize import REJECT_SCHEMA
 from cdnlake.ingest.runner import Chunk, PassContext, Runner
-from cdnlake.lake.progress import WATERMARK, to_ms
-from cdnlake.lake.schema import INGEST_GAPS, INGEST_RUNS, REJECTED_LINES, REQUESTS
-from cdnlake.lake.store import Lake
+from cdnlake.lake.log.progress import WATERMARK, to_ms
+from cdnlake.lake.log.schema import INGEST_GAPS, INGEST_RUNS, REJECTED_LINES, REQUESTS
+from cdnlake.lake.log.store import Lake
 from cdnlake.scheduler import wait_for
 from tests.conftest import lake_frame
 from tests.lake.test_commit import rows
@@ -103,7 +103,7 @@ class EndsApart(QuietZone):
 def test_passes_ending_apart_record_their_runs_in_one_merge(tmp_path, monkeypatch):
     """The first pass to end waits for the others in flight beside it: one MERGE into
     ingest_runs for the six, not one per pass ending after the last MERGE began."""
-    monkeypatch.setattr("cdnlake.lake.committer.GROUP_WAIT", 60.0)  # a busy machine
+    monkeypatch.setattr("cdnlake.lake.log.committer.GROUP_WAIT", 60.0)  # a busy machine
     raw = {"storage": {"root": str(tmp_path / "data")}, "ingest": {"concurrency": 6}}
     run = Runner(
         build_config(raw, base_dir=tmp_path, env={}),
@@ -124,7 +124,7 @@ def test_passes_ending_apart_commit_their_rows_together(tmp_path, monkeypatch):
     only for shares already being prepared: passes that end a little apart land in one
     commit, and a daemon's commits per poll do not follow its zones. (Waiting only for
     shares being prepared, each of these went alone.)"""
-    monkeypatch.setattr("cdnlake.lake.committer.GROUP_WAIT", 60.0)  # a busy machine
+    monkeypatch.setattr("cdnlake.lake.log.committer.GROUP_WAIT", 60.0)  # a busy machine
     raw = {"storage": {"root": str(tmp_path / "data")}, "ingest": {"concurrency": 6}}
     run = Runner(
         build_config(raw, base_dir=tmp_path, env={}),
@@ -151,7 +151,7 @@ class Chunks(QuietZone):
 def test_a_pass_alone_waits_for_nobody(tmp_path, monkeypatch):
     """Neither its run's gathering nor its commits (each chunk's) wait: nobody else is in
     flight (a command's only zone, an import)."""
-    monkeypatch.setattr("cdnlake.lake.committer.GROUP_WAIT", 600.0)
+    monkeypatch.setattr("cdnlake.lake.log.committer.GROUP_WAIT", 600.0)
     began = time.monotonic()
     result = runner(tmp_path).run(1, Chunks([0, 0], threading.Lock()))
     assert result.outcome == "ok" and result.rows == 9
@@ -174,9 +174,9 @@ def test_a_commit_outside_a_pass_does_not_wait_for_the_passes_in_flight(tmp_path
     """The forwarding receiver's commits, a rewind's: not a pass's, so they never wait
     for the passes in flight (a receiver committing its zones one after another would
     otherwise wait GROUP_WAIT for each)."""
-    from cdnlake.lake.zone import ZoneWriter
+    from cdnlake.lake.zone.writer import ZoneWriter
 
-    monkeypatch.setattr("cdnlake.lake.committer.GROUP_WAIT", 600.0)
+    monkeypatch.setattr("cdnlake.lake.log.committer.GROUP_WAIT", 600.0)
     run = runner(tmp_path)
     release = threading.Event()
     in_flight = [threading.Thread(target=run.run, args=(zone, Blocked(release))) for zone in (1, 2)]
@@ -238,7 +238,7 @@ def test_a_loss_is_recorded_before_the_commit_that_moves_past_it(tmp_path, monke
     claims it again: the gap is recorded when it is claimed, before that commit, never
     held back with the pass's run in a gathering while other passes are in flight (a
     SIGKILL between the commit and the run's MERGE would lose the claim for good)."""
-    monkeypatch.setattr("cdnlake.lake.committer.GROUP_WAIT", 600.0)
+    monkeypatch.setattr("cdnlake.lake.log.committer.GROUP_WAIT", 600.0)
     run = runner(tmp_path)
     seen = threading.Event()
     claims = ClaimsAGap(run.session.lake)
@@ -279,7 +279,7 @@ def test_passes_ending_apart_record_their_rejects_in_one_merge(tmp_path, monkeyp
     """A pass's rejected lines wait for the other passes in flight as its commit does:
     zones whose every poll has a bad record cost a MERGE a second, not one each (about
     60 ms of CPU each). Before, each page's rejects were a MERGE of their own."""
-    monkeypatch.setattr("cdnlake.lake.committer.GROUP_WAIT", 60.0)  # a busy machine
+    monkeypatch.setattr("cdnlake.lake.log.committer.GROUP_WAIT", 60.0)  # a busy machine
     raw = {"storage": {"root": str(tmp_path / "data")}, "ingest": {"concurrency": 6}}
     run = Runner(
         build_config(raw, base_dir=tmp_path, env={}),
@@ -302,7 +302,7 @@ def test_passes_ending_apart_record_their_rejects_in_one_merge(tmp_path, monkeyp
 def test_a_chunks_rejects_are_in_the_lake_before_its_commit_moves_past_them(tmp_path, monkeypatch):
     """Recorded with the commit of the chunk whose progress covers their page, first:
     a SIGKILL between the two leaves them in the lake or the page unread, never lost."""
-    from cdnlake.lake.zone import ZoneWriter
+    from cdnlake.lake.zone.writer import ZoneWriter
 
     seen: list[int] = []
     commit = ZoneWriter.commit

@@ -14,8 +14,8 @@ from msgspec.structs import replace
 from cdnlake.client import LoggingClient
 from cdnlake.ingest.passes import Ingestor
 from cdnlake.ingest.runner import margin_slice
-from cdnlake.lake.progress import FRESH, from_ms
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.progress import FRESH, from_ms
+from cdnlake.lake.log.schema import REQUESTS
 from cdnlake.retention import oldest_served
 from tests.conftest import (
     FAST_RETRY,

@@ -10,7 +10,7 @@ import pytest
 from cdnlake.config import build_config
 from cdnlake.errors import StorageError
 from cdnlake.ingest.runner import Runner
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.ingest.test_passes_in_flight import START, QuietZone
 from tests.sessions import session_for
 

@@ -14,8 +14,8 @@ import httpx
 import polars as pl
 
 from cdnlake.ingest.passes import Ingestor
-from cdnlake.lake.progress import DAYS, DayCursor, day_start
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.progress import DAYS, DayCursor, day_start
+from cdnlake.lake.log.schema import REQUESTS
 from cdnlake.retention import RETENTION
 from tests.conftest import (
     KEY,

@@ -21,9 +21,9 @@ import pytest
 from deltalake import DeltaTable
 
 from cdnlake.ingest.normalize import REJECT_SCHEMA
-from cdnlake.lake.bookkeeping import Bookkeeping, rejects_frame
-from cdnlake.lake.schema import INGEST_GAPS, INGEST_RUNS, REJECTED_LINES, TableSpec
-from cdnlake.lake.store import Lake
+from cdnlake.lake.log.schema import INGEST_GAPS, INGEST_RUNS, REJECTED_LINES, TableSpec
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone.bookkeeping import Bookkeeping, rejects_frame
 from tests.conftest import S3Server
 from tests.sessions import session_of
 

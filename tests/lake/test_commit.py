@@ -11,13 +11,13 @@ import pytest
 from deltalake import DeltaTable
 
 from cdnlake.config import build_config
-from cdnlake.lake.bookkeeping import Bookkeeping
-from cdnlake.lake.files import ROW_GROUP_ROWS
-from cdnlake.lake.maintain import maintain
-from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, from_ms, to_ms
-from cdnlake.lake.schema import INGEST_GAPS, REQUEST_SCHEMA, REQUESTS, polars_schema
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.files import ROW_GROUP_ROWS
+from cdnlake.lake.log.progress import DAYS, WATERMARK, DayCursor, from_ms, to_ms
+from cdnlake.lake.log.schema import INGEST_GAPS, REQUEST_SCHEMA, REQUESTS, polars_schema
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.upkeep.maintain import maintain
+from cdnlake.lake.zone.bookkeeping import Bookkeeping
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.warehouse.db import Warehouse
 from tests.sessions import mark_of, session_of
 

@@ -12,11 +12,11 @@ import pyarrow.fs as pafs
 import pytest
 
 from cdnlake.errors import StorageError, StorageUnavailableError
-from cdnlake.lake import damage
-from cdnlake.lake.damage import Undecodable, read_checked
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone import damage
+from cdnlake.lake.zone.damage import Undecodable, read_checked
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.lake.test_commit import BASE, rows
 from tests.sessions import mark_of, session_of
 
@@ -137,8 +137,8 @@ def test_the_zone_is_rewound_before_a_damaged_file_is_moved(tmp_path, monkeypatc
     the table), the zone's progress already stands before the file's span, so the span is
     read again; and the commit that met the file writes nothing and says so."""
     from cdnlake.errors import DataError
-    from cdnlake.lake.progress import to_ms
-    from cdnlake.lake.table import LogTable
+    from cdnlake.lake.log.progress import to_ms
+    from cdnlake.lake.log.table import LogTable
 
     monkeypatch.setattr(damage, "FIRST_WAIT", 0.01)
     lake = Lake(str(tmp_path / "lake"), {})
@@ -183,8 +183,8 @@ def test_a_file_set_aside_by_a_process_killed_before_the_repair_is_dropped_not_s
     that is gone. The next commit and maintain drop that entry instead of failing on it."""
     import shutil
 
-    from cdnlake.lake.damage import QUARANTINE
-    from cdnlake.lake.maintain import maintain
+    from cdnlake.lake.upkeep.maintain import maintain
+    from cdnlake.lake.zone.damage import QUARANTINE
 
     lake = Lake(str(tmp_path / "lake"), {})
     ZoneWriter(session_of(lake), REQUESTS, 9).commit(rows(0, 100, BASE), {"": 1})

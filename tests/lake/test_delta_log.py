@@ -1,4 +1,4 @@
-"""The exactly-once tables' own Delta log (``lake/delta_log.py``): the state advanced from
+"""The exactly-once tables' own Delta log (``lake/log/delta_log.py``): the state advanced from
 each new entry agrees with delta-rs's, whoever wrote the entry (our writers, another
 process, delta-rs's DELETE, MERGE or ``maintain``'s compaction); put-if-absent lets one
 writer of many have each version; the protocol guard refuses what cdnlake does not
@@ -21,14 +21,14 @@ import pytest
 from deltalake import DeltaTable, TableFeatures, Transaction
 
 from cdnlake.errors import StorageError
-from cdnlake.lake import delta_log
-from cdnlake.lake import maintain as maintain_module
-from cdnlake.lake.delta_log import TableLog, entry
-from cdnlake.lake.maintain import OpenDays
-from cdnlake.lake.progress import WATERMARK
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log import delta_log
+from cdnlake.lake.log.delta_log import TableLog, entry
+from cdnlake.lake.log.progress import WATERMARK
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.upkeep import maintain as maintain_module
+from cdnlake.lake.upkeep.maintain import OpenDays
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.scheduler import wait_for
 from tests.lake.test_commit import BASE, rows, storage  # noqa: F401
 from tests.sessions import mark_of, session_of
@@ -190,9 +190,9 @@ import sys
 from datetime import timedelta
 sys.path.insert(0, {root!r})
 from cdnlake.errors import ZoneBusyError
-from cdnlake.lake.zone import ZoneWriter
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import Lake
+from cdnlake.lake.zone.writer import ZoneWriter
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import Lake
 from tests.lake.test_commit import BASE, rows
 from tests.sessions import mark_of, session_of
 lake = Lake({uri!r}, {{}})

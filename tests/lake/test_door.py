@@ -18,16 +18,16 @@ from typing import Any
 
 import polars as pl
 
-from cdnlake.lake import apply_privacy as apply_privacy_module
-from cdnlake.lake import damage
-from cdnlake.lake import zone as zone_module
-from cdnlake.lake.apply_privacy import apply_privacy
-from cdnlake.lake.maintain import compact
-from cdnlake.lake.progress import WATERMARK
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import WATERMARK
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.personal import apply_privacy as apply_privacy_module
+from cdnlake.lake.personal.apply_privacy import apply_privacy
+from cdnlake.lake.upkeep.maintain import compact
+from cdnlake.lake.zone import damage
+from cdnlake.lake.zone import writer as zone_module
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.privacy import PrivacyPolicy
 from tests.lake.test_commit import BASE, rows
 from tests.sessions import session_of
@@ -254,8 +254,8 @@ def test_a_damaged_file_leaves_the_table_through_the_door_while_a_pass_lands(tmp
 
 def test_one_group_removes_a_file_once(tmp_path):
     """Two shares removing one file, queued together: one lands, the other goes back."""
-    from cdnlake.lake.delta_log import Removal
-    from cdnlake.lake.table import AGAIN, Prepared
+    from cdnlake.lake.log.delta_log import Removal
+    from cdnlake.lake.log.table import AGAIN, Prepared
 
     lake = seeded(tmp_path, commits=2)
     door = session_of(lake).log_table(REQUESTS)

@@ -18,14 +18,14 @@ import pytest
 from cdnlake.cli.main import main
 from cdnlake.config import build_config
 from cdnlake.errors import ConfigError
-from cdnlake.lake.apply_privacy import apply_privacy
-from cdnlake.lake.bookkeeping import Bookkeeping, rejects_frame
-from cdnlake.lake.erasure_key import KEY_FILE, KeySource
-from cdnlake.lake.forget import Target, forget
-from cdnlake.lake.progress import WATERMARK, to_ms
-from cdnlake.lake.schema import ERASURES, REJECTED_LINES, REQUESTS, SHIELD_EVENTS
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import WATERMARK, to_ms
+from cdnlake.lake.log.schema import ERASURES, REJECTED_LINES, REQUESTS, SHIELD_EVENTS
+from cdnlake.lake.personal.apply_privacy import apply_privacy
+from cdnlake.lake.personal.forget import Target, forget
+from cdnlake.lake.zone.bookkeeping import Bookkeeping, rejects_frame
+from cdnlake.lake.zone.erasure_key import KEY_FILE, KeySource
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.privacy import PrivacyPolicy
 from tests.lake.test_forget import (
     ADDRESS,

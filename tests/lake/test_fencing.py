@@ -23,13 +23,13 @@ from cdnlake.config import Config, build_config
 from cdnlake.errors import FencedError
 from cdnlake.ingest.result import ZoneResult
 from cdnlake.ingest.runner import Chunk, PassContext, Runner, split_windows
-from cdnlake.lake import zone as zone_module
-from cdnlake.lake.lock import zone_lock
-from cdnlake.lake.maintain import _read_again_first
-from cdnlake.lake.progress import FENCE, WATERMARK, from_ms, rewind, taken_by, to_ms
-from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS, TableSpec, polars_schema
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import FENCE, WATERMARK, from_ms, rewind, taken_by, to_ms
+from cdnlake.lake.log.schema import REQUEST_SCHEMA, REQUESTS, TableSpec, polars_schema
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.upkeep.maintain import _read_again_first
+from cdnlake.lake.zone import writer as zone_module
+from cdnlake.lake.zone.lock import zone_lock
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.sessions import session_for, session_of
 
 ZONE = 77

@@ -18,12 +18,12 @@ import pytest
 
 from cdnlake.cli.main import main
 from cdnlake.config import Config, build_config
-from cdnlake.lake.bookkeeping import Bookkeeping, rejects_frame
-from cdnlake.lake.forget import Target, forget, leaves_storage
-from cdnlake.lake.progress import WATERMARK, to_ms
-from cdnlake.lake.schema import ERASURES, REJECTED_LINES, REQUESTS
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import WATERMARK, to_ms
+from cdnlake.lake.log.schema import ERASURES, REJECTED_LINES, REQUESTS
+from cdnlake.lake.personal.forget import Target, forget, leaves_storage
+from cdnlake.lake.zone.bookkeeping import Bookkeeping, rejects_frame
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.privacy import PrivacyPolicy
 from tests.conftest import s3_lake_lines
 from tests.lake.test_fencing import provider, watermark
@@ -263,8 +263,8 @@ def test_a_compaction_landing_while_forget_prepares_sends_it_back(tmp_path, monk
     """maintain rewrites the day (its files replaced by one) after forget read them: the
     erasure's files are no longer all in the table, so it is prepared again on the
     compacted file; nothing is doubled, nothing of the address is left."""
-    from cdnlake.lake import rewrite as rewrite_module
-    from cdnlake.lake.maintain import maintain
+    from cdnlake.lake.upkeep import rewrite as rewrite_module
+    from cdnlake.lake.upkeep.maintain import maintain
 
     config = config_at(tmp_path)
     with session_for(config) as session:
@@ -294,7 +294,7 @@ def test_a_compaction_landing_while_forget_prepares_sends_it_back(tmp_path, monk
 
 
 def shield_events(start: datetime, count: int) -> pl.DataFrame:
-    from cdnlake.lake.schema import SHIELD_SCHEMA, polars_schema
+    from cdnlake.lake.log.schema import SHIELD_SCHEMA, polars_schema
 
     rows = [
         {
@@ -313,7 +313,7 @@ def shield_events(start: datetime, count: int) -> pl.DataFrame:
 
 
 def test_shield_events_holding_the_address_go_and_stay_out(tmp_path):
-    from cdnlake.lake.schema import SHIELD_EVENTS
+    from cdnlake.lake.log.schema import SHIELD_EVENTS
 
     config = config_at(tmp_path)
     with session_for(config) as session:
@@ -342,8 +342,8 @@ def test_a_new_fleet_holder_taking_the_zone_fences_forget_which_begins_again(tmp
     """A daemon of a fleet takes the zone (a newer lease: a new fence token) while forget
     prepares: forget's commit is refused by the fence, begun again under the new token,
     and lands; the holder's token and watermark stay as the holder left them."""
-    from cdnlake.lake import rewrite as rewrite_module
-    from cdnlake.lake.progress import FENCE, taken_by
+    from cdnlake.lake.log.progress import FENCE, taken_by
+    from cdnlake.lake.upkeep import rewrite as rewrite_module
     from tests.sessions import mark_of
 
     config = config_at(tmp_path)
@@ -385,7 +385,7 @@ def test_stopped_between_zones_the_erasure_is_kept(tmp_path):
 def test_the_forwarding_receivers_flush_stores_none_of_them(tmp_path):
     """The receiver commits several zones at once (``commit_together``): the same writer's
     preparation holds each zone's rows against the erasures."""
-    from cdnlake.lake.zone import commit_together
+    from cdnlake.lake.zone.writer import commit_together
 
     config = config_at(tmp_path)
     with session_for(config) as session:
@@ -478,7 +478,7 @@ def test_a_zone_with_no_rows_yet_does_not_store_them_later(tmp_path, named):
 def test_a_shield_events_labels_are_stored_as_privacy_allows(tmp_path):
     """The provider's labels of an event are free-form (``labels_json``, the labels as
     sent): an address or a signed URL there is treated as in the event's ``log`` text."""
-    from cdnlake.lake.schema import SHIELD_EVENTS
+    from cdnlake.lake.log.schema import SHIELD_EVENTS
 
     config = config_at(tmp_path, ip="truncate", strip_query=["token"])
     labels = json.dumps({"clientIp": ADDRESS, "uri": "/a.js?token=s3cr3t&v=1"})
@@ -494,7 +494,7 @@ def test_an_erasure_outlives_bookkeeping_retention(tmp_path):
     """The provider's archive serves a zone's old days for as long as it keeps them, so a
     ``backfill`` can read an erased request again at any time: the erasure (a keyed hash,
     the operator's record of it too) is not expired with the bookkeeping rows."""
-    from cdnlake.lake.maintain import maintain
+    from cdnlake.lake.upkeep.maintain import maintain
 
     raw = {"storage": {"root": str(tmp_path / "data")}, "retention": {"bookkeeping_days": 3}}
     config = build_config(raw, base_dir=tmp_path, env={})
@@ -555,8 +555,8 @@ def test_erasures_made_before_hash_key_env_was_set_still_match(tmp_path):
 
 def test_apply_privacy_treats_a_shield_events_labels(tmp_path):
     """Labels stored under ``keep`` are rewritten by ``maintain --apply-privacy``."""
-    from cdnlake.lake.apply_privacy import apply_privacy
-    from cdnlake.lake.schema import SHIELD_EVENTS
+    from cdnlake.lake.log.schema import SHIELD_EVENTS
+    from cdnlake.lake.personal.apply_privacy import apply_privacy
 
     labels = json.dumps({"clientIp": ADDRESS})
     events = shield_events(START, 2).with_columns(
@@ -571,7 +571,7 @@ def test_apply_privacy_treats_a_shield_events_labels(tmp_path):
 
 
 def test_a_shield_zone_with_no_events_yet_does_not_store_them_later(tmp_path):
-    from cdnlake.lake.schema import SHIELD_EVENTS
+    from cdnlake.lake.log.schema import SHIELD_EVENTS
 
     config = config_at(tmp_path)
     with session_for(config) as session:

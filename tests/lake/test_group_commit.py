@@ -18,14 +18,14 @@ import polars as pl
 import pytest
 
 from cdnlake.errors import FencedError, StopRequested
-from cdnlake.lake import committer as committer_module
-from cdnlake.lake.bookkeeping import Bookkeeping
-from cdnlake.lake.committer import Committer
-from cdnlake.lake.progress import WATERMARK, from_ms, rewind, to_ms
-from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
-from cdnlake.lake.store import Lake
-from cdnlake.lake.table import LogTable
-from cdnlake.lake.zone import Written, ZoneWriter
+from cdnlake.lake.log import committer as committer_module
+from cdnlake.lake.log.committer import Committer
+from cdnlake.lake.log.progress import WATERMARK, from_ms, rewind, to_ms
+from cdnlake.lake.log.schema import INGEST_RUNS, REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.log.table import LogTable
+from cdnlake.lake.zone.bookkeeping import Bookkeeping
+from cdnlake.lake.zone.writer import Written, ZoneWriter
 from cdnlake.scheduler import wait_for
 from tests.lake.test_bookkeeping import LosingProxy, lakes, run_row  # noqa: F401
 from tests.lake.test_commit import BASE, rows, storage  # noqa: F401
@@ -241,10 +241,10 @@ KILLED = """
 import sys, threading
 from datetime import timedelta
 sys.path.insert(0, {root!r})
-from cdnlake.lake.zone import ZoneWriter
-from cdnlake.lake.progress import WATERMARK, to_ms
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import Lake
+from cdnlake.lake.zone.writer import ZoneWriter
+from cdnlake.lake.log.progress import WATERMARK, to_ms
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import Lake
 from tests.lake.test_group_commit import BASE, ZONES, zone_rows
 from tests.sessions import session_of
 lake = Lake({uri!r}, {{}})
@@ -402,7 +402,7 @@ def test_commit_together_gives_each_zone_its_own_outcome(storage):  # noqa: F811
     """The receiver's flush: zones submitted at once land in one group; a zone that cannot
     be prepared (fenced by a rewind since its writer began) gets its own error, the
     others commit."""
-    from cdnlake.lake.zone import commit_together
+    from cdnlake.lake.zone.writer import commit_together
 
     lake = Lake.from_config(storage)
     writers = {zone: ZoneWriter(session_of(lake), REQUESTS, zone) for zone in (1, 2, 3)}

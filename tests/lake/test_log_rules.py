@@ -14,12 +14,12 @@ import pytest
 from deltalake import DeltaTable
 
 from cdnlake.errors import StorageError
-from cdnlake.lake import delta_log
-from cdnlake.lake.delta_log import TableLog, TornEntry, write_checkpoint
-from cdnlake.lake.progress import WATERMARK
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log import delta_log
+from cdnlake.lake.log.delta_log import TableLog, TornEntry, write_checkpoint
+from cdnlake.lake.log.progress import WATERMARK
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.lake.test_commit import BASE, rows, storage  # noqa: F401
 from tests.sessions import session_of
 

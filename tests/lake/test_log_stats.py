@@ -12,8 +12,8 @@ from typing import Any
 import polars as pl
 from deltalake import DeltaTable, write_deltalake
 
-from cdnlake.lake.files import prepare
-from cdnlake.lake.schema import (
+from cdnlake.lake.log.files import prepare
+from cdnlake.lake.log.schema import (
     PERSONAL_COLUMNS,
     REJECTED_LINES,
     REQUESTS,
@@ -22,8 +22,8 @@ from cdnlake.lake.schema import (
     TABLES,
     TableSpec,
 )
-from cdnlake.lake.store import TABLE_CONFIGURATION, Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.store import TABLE_CONFIGURATION, Lake
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.conftest import run_cli
 from tests.lake.test_commit import BASE, rows
 from tests.sessions import session_of

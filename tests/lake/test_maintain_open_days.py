@@ -17,12 +17,12 @@ import polars as pl
 import pytest
 from apscheduler.triggers.interval import IntervalTrigger
 
-from cdnlake.lake import maintain as maintain_module
-from cdnlake.lake.maintain import OpenDays
-from cdnlake.lake.progress import WATERMARK, from_ms, to_ms
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import WATERMARK, from_ms, to_ms
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.upkeep import maintain as maintain_module
+from cdnlake.lake.upkeep.maintain import OpenDays
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.retention import oldest_served
 from cdnlake.scheduler import Daemon, wait_for
 from tests.conftest import (

@@ -78,7 +78,7 @@ def test_migration_is_lossless_and_idempotent(old_lake):
 
 
 def test_an_interrupted_migration_is_finished_by_the_next(old_lake):
-    from cdnlake.lake.migrate import DONE_MARKER
+    from cdnlake.lake.upkeep.migrate import DONE_MARKER
 
     assert run_cli("--config", str(old_lake), "migrate-lake").returncode == 0
     root = old_lake.parent / "data"

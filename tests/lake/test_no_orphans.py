@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from cdnlake.errors import ZoneBusyError
-from cdnlake.lake.maintain import UNNAMED_FILE_HOURS, maintain
-from cdnlake.lake.progress import WATERMARK
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import WATERMARK
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.upkeep.maintain import UNNAMED_FILE_HOURS, maintain
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.lake.test_commit import BASE, rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,11 +29,11 @@ ROOT = Path(__file__).resolve().parents[2]
 KILLED_BEFORE_COMMIT = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import Lake
-from cdnlake.lake.table import LogTable
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.log.table import LogTable
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.lake.test_commit import BASE, rows
 
 def killed(self, shares):

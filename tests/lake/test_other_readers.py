@@ -1,4 +1,4 @@
-"""The lake's own Delta log (``lake/delta_log.py``), held against two other Delta
+"""The lake's own Delta log (``lake/log/delta_log.py``), held against two other Delta
 implementations: delta-kernel (through DuckDB's delta extension) and delta-rs (the
 ``deltalake`` package).
 
@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS
+from cdnlake.lake.log.schema import REQUESTS, SHIELD_EVENTS
 from cdnlake.scheduler import wait_for
 from tests.conftest import REPO, free_port, run_cli, spawn_cli, start_emulator, write_config
 from tests.forwarding.helpers import send_tcp, synthetic, syslog, v1_lines

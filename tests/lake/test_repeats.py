@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import polars as pl
 
-from cdnlake.lake.maintain import maintain
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.upkeep.maintain import maintain
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.conftest import run_cli
 from tests.lake.test_commit import BASE, rows
 from tests.lake.test_commit import storage as lake_storage

@@ -6,10 +6,10 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from cdnlake.lake.damage import set_aside
-from cdnlake.lake.progress import rewind
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import rewind
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.zone.damage import set_aside
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.conftest import (
     ingest_all,
     lake_ids,

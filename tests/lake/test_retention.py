@@ -20,13 +20,13 @@ import pytest
 
 from cdnlake.config import Config, build_config
 from cdnlake.errors import ConfigError
-from cdnlake.lake import rewrite as rewrite_module
-from cdnlake.lake.bookkeeping import Bookkeeping
-from cdnlake.lake.maintain import maintain
-from cdnlake.lake.progress import WATERMARK, to_ms
-from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import WATERMARK, to_ms
+from cdnlake.lake.log.schema import INGEST_RUNS, REQUESTS
+from cdnlake.lake.upkeep import rewrite as rewrite_module
+from cdnlake.lake.upkeep.maintain import maintain
+from cdnlake.lake.zone.bookkeeping import Bookkeeping
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.conftest import make_client
 from tests.lake.test_fencing import provider, stored_ids, watermark
 from tests.sessions import session_for

@@ -9,12 +9,12 @@ from datetime import date, timedelta
 import polars as pl
 
 from cdnlake.ingest.local_import import import_v1_files
-from cdnlake.lake import rollups
-from cdnlake.lake.maintain import maintain
-from cdnlake.lake.rollups import ROLLUP
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.upkeep import rollups
+from cdnlake.lake.upkeep.maintain import maintain
+from cdnlake.lake.upkeep.rollups import ROLLUP
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.scheduler import wait_for
 from cdnlake.warehouse.db import Warehouse
 from cdnlake.warehouse.named import get_named
@@ -149,7 +149,7 @@ def test_the_partitions_asked_for_are_those_of_all_partitions(tmp_path):
     every = rollups.partitions(table)
     assert len(every.files) == 9 and len(every.files[(2, BASE.date())]) == 2
     # what maintain compacts: the partitions of more than one file, counted in Arrow
-    from cdnlake.lake.maintain import partitions_of_many_files
+    from cdnlake.lake.upkeep.maintain import partitions_of_many_files
 
     assert partitions_of_many_files(REQUESTS, table, None) == [(2, BASE.date(), 2)]
     assert partitions_of_many_files(REQUESTS, table, [1, 3]) == []

@@ -13,9 +13,9 @@ import pytest
 from deltalake import write_deltalake
 from deltalake.transaction import AddAction
 
-from cdnlake.lake.bookkeeping import Bookkeeping
-from cdnlake.lake.schema import INGEST_RUNS, REQUESTS, RUN_SCHEMA, polars_schema
-from cdnlake.lake.store import Lake
+from cdnlake.lake.log.schema import INGEST_RUNS, REQUESTS, RUN_SCHEMA, polars_schema
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone.bookkeeping import Bookkeeping
 from cdnlake.warehouse.db import Warehouse
 from tests.lake.test_commit import storage as lake_storage
 from tests.sessions import session_of

@@ -30,8 +30,8 @@ import pytest
 
 from cdnlake.config import Config
 from cdnlake.emulator import Emulator
-from cdnlake.lake.progress import from_ms
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.progress import from_ms
+from cdnlake.lake.log.schema import REQUESTS
 from cdnlake.retention import oldest_served
 from cdnlake.scheduler import wait_for
 from tests.conftest import (

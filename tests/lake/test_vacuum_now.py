@@ -15,12 +15,12 @@ from deltalake import DeltaTable
 from cdnlake.config import build_config
 from cdnlake.coordination.sole import SoleDaemon, lock_path
 from cdnlake.errors import DaemonRunningError, DataError, StorageError, ZoneBusyError
-from cdnlake.lake.dedup import Dedup, Reads
-from cdnlake.lake.files import prepare
-from cdnlake.lake.lock import writers_held, zone_lock
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.files import prepare
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone.dedup import Dedup, Reads
+from cdnlake.lake.zone.lock import writers_held, zone_lock
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import run_cli
 from tests.lake.test_commit import BASE, rows

@@ -14,7 +14,7 @@ import polars as pl
 from prometheus_client.parser import text_string_to_metric_families
 
 from cdnlake.ingest.passes import Ingestor
-from cdnlake.lake.session import LakeSession
+from cdnlake.lake.zone.session import LakeSession
 from cdnlake.monitoring.http import MetricsServer
 from cdnlake.monitoring.metrics import DaemonMetrics
 from cdnlake.monitoring.traffic import TrafficCounters

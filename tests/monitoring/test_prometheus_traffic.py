@@ -11,9 +11,9 @@ from datetime import timedelta
 
 import cdnlake
 from cdnlake.emulator.forwarding import TCP, Target
-from cdnlake.lake.progress import to_ms
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import to_ms
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.scheduler import wait_for
 from cdnlake.status import zone_watermarks
 from tests.conftest import KEY, REPO, free_port, lake_of, load_test_config, start_emulator

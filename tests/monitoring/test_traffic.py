@@ -11,11 +11,11 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cdnlake.errors import FencedError
-from cdnlake.lake.progress import rewind
-from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.progress import rewind
+from cdnlake.lake.log.schema import REQUEST_SCHEMA, REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.monitoring.traffic import TrafficCounters
 from tests.lake.test_commit import BASE, rows
 from tests.lake.test_group_commit import gathered
@@ -183,7 +183,7 @@ def test_a_group_of_zones_counts_each_zone_once_when_one_is_sent_back(tmp_path):
     # The forwarding receiver's flush: several zones in one commit_together; another
     # process commits to one of them meanwhile, so its share goes back and is prepared
     # again: it counts what it stored when it landed, the other zone counts once.
-    from cdnlake.lake.zone import commit_together
+    from cdnlake.lake.zone.writer import commit_together
 
     uri = str(tmp_path / "lake")
     ours, theirs = TrafficCounters(), TrafficCounters()

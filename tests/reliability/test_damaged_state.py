@@ -6,8 +6,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from cdnlake.lake.maintain import maintain
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.upkeep.maintain import maintain
 from cdnlake.retention import oldest_served
 from cdnlake.warehouse.db import Warehouse
 from tests.conftest import (

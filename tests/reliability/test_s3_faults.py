@@ -16,9 +16,9 @@ import boto3
 import polars as pl
 import pytest
 
-from cdnlake.lake import damage
-from cdnlake.lake.progress import from_ms
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.progress import from_ms
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.zone import damage
 from cdnlake.retention import oldest_served
 from cdnlake.scheduler import wait_for
 from tests.conftest import (

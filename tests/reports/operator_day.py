@@ -11,9 +11,9 @@ from typing import Any
 import polars as pl
 
 from cdnlake.config import Config
-from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.schema import REQUEST_SCHEMA, REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.sessions import session_of
 
 DAY = date(2026, 11, 21)
@@ -86,7 +86,7 @@ def frame(day: date, specs: list[tuple[int, str, int, int, str, str | None, str]
                     "source": "v2",
                 }
             )
-    from cdnlake.lake.schema import polars_schema
+    from cdnlake.lake.log.schema import polars_schema
 
     return pl.DataFrame(rows, schema=polars_schema(REQUEST_SCHEMA))
 

@@ -143,9 +143,9 @@ def test_every_text_field_hostile_at_once(tmp_path):
     """One day whose every text field is an attack: all exports stay inert and well-formed."""
     import polars as pl
 
-    from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS
-    from cdnlake.lake.store import Lake
-    from cdnlake.lake.zone import ZoneWriter
+    from cdnlake.lake.log.schema import REQUEST_SCHEMA, REQUESTS
+    from cdnlake.lake.log.store import Lake
+    from cdnlake.lake.zone.writer import ZoneWriter
     from tests.fixture_lake import fixture_config
 
     evil = '<script>alert(1)</script>=HYPERLINK("x")|`|\n\r'

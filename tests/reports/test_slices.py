@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 
 from cdnlake.errors import UsageError
-from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS, polars_schema
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.schema import REQUEST_SCHEMA, REQUESTS, polars_schema
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.reports.build import collect, write_reports
 from cdnlake.reports.compare import compared_period
 from cdnlake.warehouse.named import Slice

@@ -10,9 +10,9 @@ import duckdb
 import pytest
 
 from cdnlake.errors import DataError
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.warehouse.db import Warehouse
 from tests.lake.test_commit import BASE, rows
 from tests.lake.test_rollups import config_for

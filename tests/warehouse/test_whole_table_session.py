@@ -15,9 +15,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from cdnlake.errors import DataError
-from cdnlake.lake.schema import REQUEST_SCHEMA, REQUESTS, conform
-from cdnlake.lake.store import TABLE_CONFIGURATION, Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.schema import REQUEST_SCHEMA, REQUESTS, conform
+from cdnlake.lake.log.store import TABLE_CONFIGURATION, Lake
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.warehouse.db import DuckDBSession, Warehouse, damaged_file, data_files
 from tests.conftest import run_cli
 from tests.lake.test_commit import BASE, rows

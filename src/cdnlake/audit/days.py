@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from cdnlake.audit.compare import HourAudit
 from cdnlake.errors import StorageError
-from cdnlake.lake.schema import AUDIT_DAYS
+from cdnlake.lake.log.schema import AUDIT_DAYS
 from cdnlake.retention import RETENTION
 
 if TYPE_CHECKING:
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def due(
 
 def record(session: LakeSession, days: Sequence[DayAudit], audited_at: datetime) -> None:
     """Keep each day's audit in ``audit_days`` (a day audited before is replaced)."""
-    from cdnlake.lake.bookkeeping import Bookkeeping  # polars: not for ``status``
+    from cdnlake.lake.zone.bookkeeping import Bookkeeping  # polars: not for ``status``
 
     book = Bookkeeping(session)
     zones = sorted({d.zone_id for d in days})

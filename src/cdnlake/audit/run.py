@@ -16,9 +16,9 @@ from cdnlake.audit.days import DayAudit, record, summarize
 from cdnlake.client.statistics import StatisticsApi, ZoneStatistics
 from cdnlake.config import Config
 from cdnlake.errors import StorageError, first_line
-from cdnlake.lake.progress import day_start, from_ms
-from cdnlake.lake.schema import INGEST_RUNS, REQUESTS
-from cdnlake.lake.session import LakeSession
+from cdnlake.lake.log.progress import day_start, from_ms
+from cdnlake.lake.log.schema import INGEST_RUNS, REQUESTS
+from cdnlake.lake.zone.session import LakeSession
 from cdnlake.retention import RETENTION
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.engine import open_session
@@ -64,8 +64,8 @@ def erased_counts(
     zones each zone's in its own row)."""
     import json
 
-    from cdnlake.lake.erasures import EVERY_ZONE
-    from cdnlake.lake.schema import ERASURES
+    from cdnlake.lake.log.schema import ERASURES
+    from cdnlake.lake.zone.erasures import EVERY_ZONE
 
     lake = session.lake
     table = session.reader(ERASURES)
@@ -149,7 +149,7 @@ def archived_days(
     provider's idle close before ``now`` (no late part of the day can come): read whole
     from the archive, as a watermark past them would say of the API's passes."""
     from cdnlake.ingest.archive_parts import IDLE, SETTLE
-    from cdnlake.lake.schema import ARCHIVE_PARTS
+    from cdnlake.lake.log.schema import ARCHIVE_PARTS
 
     lake = session.lake
     table = session.reader(ARCHIVE_PARTS) if zones else None

@@ -83,7 +83,7 @@ def audit(args: argparse.Namespace) -> int:
     from cdnlake.audit.run import keep
     from cdnlake.cli.common import interruptible, load, open_api, say
     from cdnlake.client.statistics import StatisticsApi
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
     from cdnlake.warehouse.output import render, terminal_width, wrap
 

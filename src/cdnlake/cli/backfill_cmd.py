@@ -245,7 +245,7 @@ def backfill(args: argparse.Namespace) -> int:
     )
     from cdnlake.ingest.archive_client import archive_store
     from cdnlake.ingest.backfill import Backfill
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
 
     first, last = parse_days(args, datetime.now(UTC).date())

@@ -37,7 +37,7 @@ def load(
     (``lake``), in one line rather than the lake libraries' error chain.
     """
     from cdnlake.cli.s3_credentials import require_credentials
-    from cdnlake.lake.legacy import legacy_lake
+    from cdnlake.lake.upkeep.legacy import legacy_lake
 
     config = load_config(args.config)
     setup_logging(

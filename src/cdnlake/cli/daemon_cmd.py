@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from cdnlake.config import Config
 
 if TYPE_CHECKING:
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.monitoring.http import MetricsServer
     from cdnlake.monitoring.metrics import DaemonMetrics
     from cdnlake.monitoring.traffic import TrafficCounters
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 def daemon(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load, open_api, require_writable_root
     from cdnlake.errors import UsageError
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
     from cdnlake.scheduler import Daemon
 

@@ -12,16 +12,16 @@ from cdnlake.config import Config
 from cdnlake.errors import ConfigError, StopRequested, UsageError
 
 if TYPE_CHECKING:
-    from cdnlake.lake.forget import ForgetReport, Target
+    from cdnlake.lake.personal.forget import ForgetReport, Target
     from cdnlake.privacy import PrivacyPolicy
 
 
 def forget(args: argparse.Namespace) -> int:
     from cdnlake.cli.lake_cmd import refuse_beside_daemon, writers_held
     from cdnlake.ingest.scratch import remove_stale_downloads
-    from cdnlake.lake.forget import Target, leaves_storage
-    from cdnlake.lake.forget import forget as run_forget
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.personal.forget import Target, leaves_storage
+    from cdnlake.lake.personal.forget import forget as run_forget
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
 
     config = load(args, default_level="WARNING")

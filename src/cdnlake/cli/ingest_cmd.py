@@ -142,7 +142,7 @@ def ingest(args: argparse.Namespace) -> int:
     from cdnlake.client.logging_api import LoggingClient
     from cdnlake.client.shield import ShieldApi
     from cdnlake.ingest.passes import Ingestor, ingest_shield_zone
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
 
     if args.span_from is not None or args.span_to is not None:
@@ -256,7 +256,7 @@ def reread(args: argparse.Namespace) -> int:
     from cdnlake.client.logging_api import LoggingClient
     from cdnlake.ingest.passes import Ingestor
     from cdnlake.ingest.reread import check_span
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
 
     if args.span_from is None or args.span_to is None:
@@ -313,7 +313,7 @@ def import_v1(args: argparse.Namespace) -> int:
 
 def _import_v1(args: argparse.Namespace, config: Config, paths: list[Path]) -> int:
     from cdnlake.ingest.local_import import file_zones, import_v1_files
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
 
     labels = list(args.files)

@@ -15,12 +15,12 @@ from cdnlake.errors import StopRequested, ZoneBusyError
 VACUUM_WAIT_SECONDS = 60.0
 
 if TYPE_CHECKING:
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
 
 
 def migrate_lake(args: argparse.Namespace) -> int:
-    from cdnlake.lake.migrate import migrate_lake as migrate
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.upkeep.migrate import migrate_lake as migrate
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
 
     config = load(args, default_level="WARNING", legacy_ok=True)
@@ -50,8 +50,8 @@ def migrate_lake(args: argparse.Namespace) -> int:
 
 
 def _has_tables(config: Config) -> bool:
-    from cdnlake.lake.schema import TABLES
-    from cdnlake.lake.store import Lake
+    from cdnlake.lake.log.schema import TABLES
+    from cdnlake.lake.log.store import Lake
 
     lake = Lake.from_config(config.storage)
     return any(lake.open(spec) is not None for spec in TABLES)
@@ -60,8 +60,8 @@ def _has_tables(config: Config) -> bool:
 def maintain(args: argparse.Namespace) -> int:
     from cdnlake.coordination import maintain_hold
     from cdnlake.ingest.result import this_daemon
-    from cdnlake.lake.maintain import maintain as run_maintain
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.upkeep.maintain import maintain as run_maintain
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
 
     config = load(args, default_level="WARNING")
@@ -131,7 +131,7 @@ def apply_privacy(
     """``maintain --apply-privacy``'s rewrite, printed; whether a zone could not be done."""
     from cdnlake.coordination import maintain_hold
     from cdnlake.ingest.result import this_daemon
-    from cdnlake.lake.apply_privacy import apply_privacy as run
+    from cdnlake.lake.personal.apply_privacy import apply_privacy as run
 
     report = run(
         session,
@@ -152,8 +152,8 @@ def apply_privacy(
 def configure(session: LakeSession) -> None:
     """Tables of an older cdnlake gain their properties: from now on, no log entry names
     a value of a personal column (``delta.dataSkippingStatsColumns``)."""
-    from cdnlake.lake.rollups import ROLLUP
-    from cdnlake.lake.schema import TABLES
+    from cdnlake.lake.log.schema import TABLES
+    from cdnlake.lake.upkeep.rollups import ROLLUP
 
     for spec in (*TABLES, ROLLUP):
         session.lake.configure(spec)
@@ -185,8 +185,8 @@ def writers_held(
     from cdnlake.coordination import maintain_hold
     from cdnlake.coordination.sole import lock_path
     from cdnlake.ingest.result import this_daemon
-    from cdnlake.lake.lock import writers_held as held_here
-    from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS
+    from cdnlake.lake.log.schema import REQUESTS, SHIELD_EVENTS
+    from cdnlake.lake.zone.lock import writers_held as held_here
 
     zones = {(REQUESTS.name, z.id) for z in config.zones}
     zones |= {(SHIELD_EVENTS.name, z.id) for z in config.shield_zones}
@@ -216,8 +216,8 @@ def writers_held(
 
 def vacuum_now(session: LakeSession, config: Config, command: str, stop: Callable[[], bool]) -> int:
     """The files the lake's tables removed, deleted now, every other writer held off."""
-    from cdnlake.lake.maintain import vacuum_removed
-    from cdnlake.lake.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS
+    from cdnlake.lake.log.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS
+    from cdnlake.lake.upkeep.maintain import vacuum_removed
 
     with writers_held(session, config, command, stop):
         return vacuum_removed(session, [REQUESTS, SHIELD_EVENTS, REJECTED_LINES])
@@ -232,7 +232,7 @@ def stopped_maintain(stop: Interrupt) -> str:
 
 def restore(session: LakeSession, zones: list[int] | None) -> int:
     """``maintain --restore``: a line per file of the quarantine; 1 if one stays there."""
-    from cdnlake.lake.restore import restore as run_restore
+    from cdnlake.lake.upkeep.restore import restore as run_restore
 
     results = run_restore(session, zones)
     for item in results:

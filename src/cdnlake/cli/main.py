@@ -490,7 +490,7 @@ def _no_aws_credentials(exc: CdnlakeError) -> str | None:
 
     if not METADATA.search(str(exc)):
         return None
-    from cdnlake.lake.schema import TABLES
+    from cdnlake.lake.log.schema import TABLES
 
     return missing_credentials(str(exc), tuple(spec.name for spec in TABLES))
 

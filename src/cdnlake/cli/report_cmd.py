@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from cdnlake.errors import UsageError
 
 if TYPE_CHECKING:
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.warehouse.named import Slice
 
 MAX_RANGE_DAYS = 400
@@ -64,7 +64,7 @@ def parse_slice(args: argparse.Namespace) -> Slice:
 
 def report(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
     from cdnlake.reports.build import check_formats, write_reports
 
@@ -135,7 +135,7 @@ def check_lake_holds(
 ) -> None:
     """A report of days the lake holds nothing of, before its first day or after its last,
     is refused in one line naming the days it holds (not an empty report, exit 0)."""
-    from cdnlake.lake.schema import REQUESTS
+    from cdnlake.lake.log.schema import REQUESTS
 
     last = last or first
     table = session.reader(REQUESTS)

@@ -157,7 +157,7 @@ def archive_line(archive: dict[str, Any], wide: bool) -> str:
 
 def status(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
     from cdnlake.status import full_status
     from cdnlake.warehouse.output import render

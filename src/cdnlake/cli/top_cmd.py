@@ -61,7 +61,7 @@ def seconds(text: str) -> float:
 def top(args: argparse.Namespace) -> int:
     from cdnlake.cli.common import load
     from cdnlake.errors import ConfigError, NoLakeError
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
     from cdnlake.reports.top import ViewState, snapshot_json, snapshot_table
     from cdnlake.warehouse.live import LiveView

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 from cdnlake.config import Config
-from cdnlake.lake.progress import ZoneHold
-from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS
+from cdnlake.lake.log.progress import ZoneHold
+from cdnlake.lake.log.schema import REQUESTS, SHIELD_EVENTS
 
 
 class Hold(NamedTuple):

@@ -19,7 +19,7 @@ different machines never meet.
   tick, at once when a first pass ends) or another daemon. A lease taken is polled at
   once, not held idle while its first pass waits for a slot.
 - Every take of a lease gives it a new, larger generation; the passes run under it carry
-  it into the lake as the zone's fence token (:mod:`cdnlake.lake.progress`). The first
+  it into the lake as the zone's fence token (:mod:`cdnlake.lake.log.progress`). The first
   commit of the new owner advances the zone's fence, after which a daemon whose lease
   lapsed (a stall, a SIGSTOP) is refused on every commit, in the pass it had in flight
   and in any pass it starts before it takes the lease anew.

@@ -4,7 +4,7 @@ Each line is parsed by the v1 parser's own rules (:func:`cdnlake.ingest.v1_parse
 and its rows committed with ``source = 'forwarded'`` through :class:`ZoneWriter`, the commit
 and deduplication of every other source: whichever way a request comes first (forwarding or
 a logging API pass), it is stored once. A flush's zones are submitted together to the
-table's one committer (:func:`~cdnlake.lake.zone.commit_together`), so they land in one
+table's one committer (:func:`~cdnlake.lake.zone.writer.commit_together`), so they land in one
 commit, with the shares of the passes waiting at that moment. A forwarded commit carries no
 progress, so the zone's watermark stays where the last pass put it and the next pass fills
 what forwarding lost.
@@ -34,10 +34,10 @@ from cdnlake.errors import CdnlakeError
 from cdnlake.forwarding import json_messages
 from cdnlake.ingest.result import utcnow
 from cdnlake.ingest.v1_parser import Block, parse_block
-from cdnlake.lake.bookkeeping import Bookkeeping, rejects_frame
-from cdnlake.lake.schema import REQUESTS, polars_schema
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.zone import ZoneWriter, commit_together
+from cdnlake.lake.log.schema import REQUESTS, polars_schema
+from cdnlake.lake.zone.bookkeeping import Bookkeeping, rejects_frame
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import ZoneWriter, commit_together
 
 log = logging.getLogger("cdnlake.forwarding")
 

@@ -29,7 +29,7 @@ from cdnlake.errors import ConfigError
 from cdnlake.forwarding.batch import DEFAULT_MAX_LINES, Buffer, Counts, Flusher
 from cdnlake.forwarding.framing import MAX_FRAME_BYTES, Deframer
 from cdnlake.forwarding.syslog import NotSyslog, message_text
-from cdnlake.lake.session import LakeSession
+from cdnlake.lake.zone.session import LakeSession
 
 log = logging.getLogger("cdnlake.forwarding")
 

@@ -51,10 +51,10 @@ from cdnlake.ingest.archive_store import ArchiveStore, Entry
 from cdnlake.ingest.result import ZoneResult, utcnow
 from cdnlake.ingest.runner import Chunk, PassContext, Runner, StopSignal
 from cdnlake.ingest.v1_source import V1FileSource
-from cdnlake.lake.bookkeeping import Bookkeeping
-from cdnlake.lake.progress import day_start
-from cdnlake.lake.schema import ARCHIVE_PARTS
-from cdnlake.lake.session import LakeSession
+from cdnlake.lake.log.progress import day_start
+from cdnlake.lake.log.schema import ARCHIVE_PARTS
+from cdnlake.lake.zone.bookkeeping import Bookkeeping
+from cdnlake.lake.zone.session import LakeSession
 
 log = logging.getLogger("cdnlake.backfill")
 LEDGER_SECONDS = 10.0  # how often a long run brings archive_parts up to date

@@ -21,7 +21,7 @@ from cdnlake.errors import DamagedInputError
 from cdnlake.ingest.result import ZoneResult
 from cdnlake.ingest.runner import Chunk, PassContext, Runner
 from cdnlake.ingest.v1_source import V1FileSource
-from cdnlake.lake.session import LakeSession
+from cdnlake.lake.zone.session import LakeSession
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Turning provider records into lake rows (the normalise stage), vectorised with polars.
 
-Both sources end in the same frame: :data:`cdnlake.lake.schema.REQUEST_SCHEMA` plus
+Both sources end in the same frame: :data:`cdnlake.lake.log.schema.REQUEST_SCHEMA` plus
 rejected rows with a reason. ``-`` means "empty" in v1 and is stored as NULL for country,
 user agent and referer, whichever version it came from.
 """

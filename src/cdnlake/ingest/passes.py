@@ -18,7 +18,7 @@ from cdnlake.ingest.runner import Clock, Runner, Source, StopSignal
 from cdnlake.ingest.shield import ShieldSource
 from cdnlake.ingest.v1_source import V1DaySource
 from cdnlake.ingest.v2_source import V2Source
-from cdnlake.lake.session import LakeSession
+from cdnlake.lake.zone.session import LakeSession
 
 
 class Ingestor:

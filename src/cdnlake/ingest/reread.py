@@ -24,8 +24,8 @@ from cdnlake.errors import DamagedInputError, TransportError, UsageError
 from cdnlake.ingest.runner import Chunk, PassContext, RowBuffer, split_windows
 from cdnlake.ingest.v1_parser import iter_parsed
 from cdnlake.ingest.v2_source import read_window
-from cdnlake.lake.progress import day_start
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.progress import day_start
+from cdnlake.lake.log.schema import REQUESTS
 from cdnlake.retention import oldest_served
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from cdnlake.errors import (
     StorageError,
     ZoneBusyError,
 )
-from cdnlake.lake.zone import Written
+from cdnlake.lake.zone.writer import Written
 
 log = logging.getLogger("cdnlake.ingest")
 

@@ -3,9 +3,9 @@
 A *source* (v2 windows, v1 day files, a local v1 file, shield days) extracts and
 normalises; it yields :class:`Chunk` s: rows plus the progress they reach. The runner owns
 everything else, once: the zone lock, each chunk's exactly-once commit (rows and progress
-in one Delta commit, see :mod:`cdnlake.lake.zone`), rejected lines, damaged lake files,
+in one Delta commit, see :mod:`cdnlake.lake.zone.writer`), rejected lines, damaged lake files,
 the outcome, and the ``ingest_runs`` row. It writes through the process's
-:class:`~cdnlake.lake.session.LakeSession`, given to it.
+:class:`~cdnlake.lake.zone.session.LakeSession`, given to it.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from cdnlake.ingest.result import (
     pass_outcome,
     utcnow,
 )
-from cdnlake.lake.bookkeeping import Bookkeeping, rejects_frame
-from cdnlake.lake.lock import zone_lock
-from cdnlake.lake.progress import WATERMARK, from_ms
-from cdnlake.lake.schema import TableSpec, polars_schema
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.zone import Written, ZoneWriter
+from cdnlake.lake.log.progress import WATERMARK, from_ms
+from cdnlake.lake.log.schema import TableSpec, polars_schema
+from cdnlake.lake.zone.bookkeeping import Bookkeeping, rejects_frame
+from cdnlake.lake.zone.lock import zone_lock
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import Written, ZoneWriter
 from cdnlake.retention import oldest_served
 
 log = logging.getLogger("cdnlake.ingest")
@@ -45,7 +45,7 @@ HOUR_SECONDS = 3600
 # Passes of one process in flight at once: ``ingest.concurrency`` of them read the
 # provider; the rest have read and wait for their last commit, which the process's group
 # commit lands for all of them at once, about one a second while passes are in flight
-# (see :mod:`cdnlake.lake.committer`). So commits per poll do not follow the number of zones.
+# (see :mod:`cdnlake.lake.log.committer`). So commits per poll do not follow the number of zones.
 PASSES_IN_FLIGHT = 128
 # A last commit this small waits outside the readers' slots (a quiet zone's pass: a few
 # minutes of records); a larger one keeps its slot, so the rows held in memory by waiting
@@ -277,7 +277,7 @@ class Runner:
     ) -> ZoneResult:
         """One pass; ``stop`` ends it early as the runner's own stop does. ``holder``: the
         generation of the fleet lease it runs under, its fence token (see
-        :mod:`cdnlake.lake.progress`); a pass whose zone was rewound or taken over since
+        :mod:`cdnlake.lake.log.progress`); a pass whose zone was rewound or taken over since
         it began commits nothing more and fails. ``locked``: under the zone's lock on this
         machine (busy at once while another local process holds it); by default (None)
         only without a fleet lease; False for a source whose chunks move no progress (a

@@ -12,8 +12,8 @@ import polars as pl
 from cdnlake.client.shield import BadEvent, EventLog, ShieldApi, decode_events
 from cdnlake.ingest.normalize import REJECT_SCHEMA
 from cdnlake.ingest.runner import Chunk, PassContext
-from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, day_start, to_ms
-from cdnlake.lake.schema import SHIELD_EVENTS, SHIELD_SCHEMA, conform, polars_schema
+from cdnlake.lake.log.progress import DAYS, WATERMARK, DayCursor, day_start, to_ms
+from cdnlake.lake.log.schema import SHIELD_EVENTS, SHIELD_SCHEMA, conform, polars_schema
 
 DAYS_BACK = 2  # besides today: the event log's own retention is not documented
 CLOSE_AFTER = timedelta(hours=1)  # a day is read once more this long after it ends

@@ -28,8 +28,8 @@ from cdnlake.errors import DamagedInputError, DataError, TransportError
 from cdnlake.ingest.normalize import REJECT_SCHEMA
 from cdnlake.ingest.runner import Chunk, PassContext, RowBuffer, floor_ms
 from cdnlake.ingest.v1_parser import iter_parsed
-from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, day_start, to_ms
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.progress import DAYS, WATERMARK, DayCursor, day_start, to_ms
+from cdnlake.lake.log.schema import REQUESTS
 from cdnlake.retention import RETENTION
 
 if TYPE_CHECKING:

@@ -29,8 +29,8 @@ from cdnlake.client.logging_wire import V2Query, iso_utc
 from cdnlake.ingest.decode import decode_v2_batch
 from cdnlake.ingest.normalize import normalize_v2
 from cdnlake.ingest.runner import Chunk, PassContext, RowBuffer, floor_ms, split_windows
-from cdnlake.lake.progress import FRESH, WATERMARK, from_ms, to_ms
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.progress import FRESH, WATERMARK, from_ms, to_ms
+from cdnlake.lake.log.schema import REQUESTS
 
 if TYPE_CHECKING:
     from cdnlake.client.logging_api import LoggingClient

@@ -28,7 +28,7 @@ from cdnlake.ingest.result import ZoneResult
 from cdnlake.monitoring.traffic import TrafficCounters
 
 if TYPE_CHECKING:  # the daemon has it loaded; a scrape needs no writer
-    from cdnlake.lake.maintain import MaintainReport
+    from cdnlake.lake.upkeep.maintain import MaintainReport
 
 log = logging.getLogger("cdnlake.metrics")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from cdnlake.config import Config
 from cdnlake.errors import UsageError
-from cdnlake.lake.session import LakeSession
+from cdnlake.lake.zone.session import LakeSession
 from cdnlake.reports.data import ReportData, Table
 from cdnlake.reports.derived import derive
 from cdnlake.reports.partial import as_date, partial_days, watermarks

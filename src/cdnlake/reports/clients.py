@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdnlake.lake.progress import describe_stored, stored_settings
-from cdnlake.lake.schema import REQUESTS
-from cdnlake.lake.session import LakeSession
+from cdnlake.lake.log.progress import describe_stored, stored_settings
+from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.zone.session import LakeSession
 from cdnlake.reports.data import Table
 
 COLUMNS = ["zones", "addresses_stored", "distinct_clients", "counted"]

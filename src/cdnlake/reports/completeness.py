@@ -9,7 +9,7 @@ from typing import Any
 
 from cdnlake.audit.days import day_audits
 from cdnlake.config import Config
-from cdnlake.lake.session import LakeSession
+from cdnlake.lake.zone.session import LakeSession
 from cdnlake.reports.data import Table
 
 NOT_AUDITED = "not audited yet"

@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
 
 
 def partial_days(
@@ -53,8 +53,8 @@ def partial_days(
 
 def watermarks(session: LakeSession, zones: list[int]) -> list[datetime]:
     """How far the zones' requests reach (their watermarks in the session's table)."""
-    from cdnlake.lake.progress import from_ms
-    from cdnlake.lake.schema import REQUESTS
+    from cdnlake.lake.log.progress import from_ms
+    from cdnlake.lake.log.schema import REQUESTS
 
     table = session.reader(REQUESTS)
     if table is None:

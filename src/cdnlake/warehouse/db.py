@@ -32,15 +32,15 @@ from cdnlake.errors import (
     StorageError,
     first_line,
 )
-from cdnlake.lake.rollups import ROLLUP, Partitions, fresh, partitions, stale
-from cdnlake.lake.schema import (
+from cdnlake.lake.log.schema import (
     REQUESTS,
     STATS_COLUMNS_PROPERTY,
     TABLES,
     ColumnType,
     TableSpec,
 )
-from cdnlake.lake.store import Lake, add_actions_table
+from cdnlake.lake.log.store import Lake, add_actions_table
+from cdnlake.lake.upkeep.rollups import ROLLUP, Partitions, fresh, partitions, stale
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.named import NamedQuery
 from cdnlake.warehouse.relations import ALIASES, HOURLY, RELATIONS, Result
@@ -193,7 +193,7 @@ class Warehouse:
         tables: Callable[[TableSpec], DeltaTable | None] | None = None,
     ) -> None:
         """``tables``: how a table is had (a process's session: its kept state,
-        :meth:`~cdnlake.lake.session.LakeSession.reader`); opened anew by default."""
+        :meth:`~cdnlake.lake.zone.session.LakeSession.reader`); opened anew by default."""
         self.storage = storage
         self.lake = lake or Lake.from_config(storage)
         self.table = tables or self.lake.open

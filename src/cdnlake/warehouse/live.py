@@ -1,7 +1,7 @@
 """What is happening now: the last minute, 5 minutes or hour of ``requests``, for ``top``.
 
 A refresh reads only the data files whose ``ts`` statistics overlap the window. They are
-chosen on the Delta log as the process's :class:`~cdnlake.lake.table.LogTable` follows
+chosen on the Delta log as the process's :class:`~cdnlake.lake.log.table.LogTable` follows
 it (each refresh reads the log entries written since the last one, not the whole log),
 among the files of the window's days of each zone; the newest row's time is the greatest
 ``ts`` those statistics name, and its source is read from that one file. DuckDB
@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from cdnlake.errors import DataError, UsageError, first_line
-from cdnlake.lake.schema import REQUESTS
+from cdnlake.lake.log.schema import REQUESTS
 from cdnlake.sqlfiles import internal_sql
 
 if TYPE_CHECKING:
     import duckdb
     from deltalake import DeltaTable
 
-    from cdnlake.lake.delta_log import File
-    from cdnlake.lake.session import LakeSession
-    from cdnlake.lake.table import LogTable
+    from cdnlake.lake.log.delta_log import File
+    from cdnlake.lake.log.table import LogTable
+    from cdnlake.lake.zone.session import LakeSession
 
 WINDOWS = {"1m": 60, "5m": 300, "1h": 3600}  # the windows top offers, in seconds
 SORTS = ("requests", "bytes", "misses", "errors")
@@ -175,7 +175,7 @@ class LiveView:
     """The window's figures of some zones, as often as asked, from one lake session.
 
     Built at the composition root (``cdnlake top``, a benchmark) with the process's
-    :class:`~cdnlake.lake.session.LakeSession`; holds one in-memory DuckDB connection."""
+    :class:`~cdnlake.lake.zone.session.LakeSession`; holds one in-memory DuckDB connection."""
 
     def __init__(
         self,
@@ -318,7 +318,7 @@ def _days(start: datetime, end: datetime) -> list[date]:
 def _overlaps(file: File, start: datetime, end: datetime) -> bool:
     """Whether a file's ``ts`` statistics overlap ``[start, end)``; a file whose log
     names none may hold any time: it is read."""
-    from cdnlake.lake.store import logged_span  # (deltalake: not for `cdnlake --help`)
+    from cdnlake.lake.log.store import logged_span  # (deltalake: not for `cdnlake --help`)
 
     span = logged_span(file)
     return span is None or (span[0] < end and span[1] > start)

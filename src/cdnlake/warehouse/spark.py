@@ -22,8 +22,8 @@ import pyarrow as pa
 
 from cdnlake.config import StorageConfig
 from cdnlake.errors import EngineError, QueryError, first_line
-from cdnlake.lake.schema import TABLES, TableSpec
-from cdnlake.lake.store import Lake
+from cdnlake.lake.log.schema import TABLES, TableSpec
+from cdnlake.lake.log.store import Lake
 from cdnlake.sqlfiles import internal_sql
 from cdnlake.warehouse.dialect import to_spark
 from cdnlake.warehouse.named import NamedQuery

@@ -1,27 +1,12 @@
 """Erasures: what ``cdnlake forget`` removed, kept in ``erasures``, and the filter that keeps
 erased rows from coming back.
 
-While the provider still serves a span (3 days), a later pass, a re-read, the forwarding
-receiver or an ``import-v1`` of an old file could bring an erased row back. Every row that
-enters ``requests`` goes through a zone's writer (:mod:`cdnlake.lake.zone`), and there,
-before deduplication, :class:`ErasureFilter` drops the rows an erasure covers: its zone
-(or every zone), its days, a ``ts`` up to the erasure's instant (later requests of the same
-client are new data), and its filter: the request id, or the address as stored, matched by
-its keyed hash (:mod:`cdnlake.lake.erasure_key`: the address is never kept).
-
-The filter is the session's (one per process, :class:`~cdnlake.lake.session.LakeSession`):
-it reads ``erasures`` only when an *erasure mark* names an erasure it has not read: the
-zone's (``progress.ERASED``, the instant of the zone's last erasure, committed by
-``forget`` to every zone it concerns after its row is recorded), or the lake's (the same
-mark of zone 0 in ``requests``, committed by every erasure made without ``--zone``). So
-a pass never reads the table in a lake where nothing was erased, a pass in flight while
-an erasure lands prepares its commit again (the mark's commit touches its zone) and drops
-the rows then, and a zone configured after an erasure of every zone holds its first rows
-against it all the same.
-
-It fails closed: a process that cannot match an erasure concerning a zone (an address
-erasure made under a key it does not hold) refuses to store that zone's rows, in one
-line naming the key to set, rather than store what may be erased.
+Every row that enters ``requests`` or ``shield_events`` goes through a zone's writer, where
+:class:`ErasureFilter` (the session's) drops the rows an erasure covers: its zone or every
+zone, its days, a ``ts`` up to its instant, its request id or address (by keyed hash). It
+reads ``erasures`` only when a zone's or the lake's (zone 0's) erasure mark names one it
+has not read. It fails closed: an erasure made under a key this process does not hold
+stops the zone's rows, in one line naming the key.
 """
 
 from __future__ import annotations
@@ -34,16 +19,13 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from cdnlake.errors import ConfigError, StorageError
-from cdnlake.lake.erasure_key import KeySource
-from cdnlake.lake.progress import ERASED
-from cdnlake.lake.schema import ERASURES, REQUESTS, SHIELD_EVENTS, TableSpec, polars_schema
-from cdnlake.lake.store import Lake
+from cdnlake.lake.log.schema import ERASURES, REQUESTS, SHIELD_EVENTS, TableSpec
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone.erasure_key import KeySource
 from cdnlake.privacy import parse_address
 
 if TYPE_CHECKING:
     import polars as pl
-
-    from cdnlake.lake.session import LakeSession
 
 log = logging.getLogger(__name__)
 
@@ -113,25 +95,6 @@ def read_erasures(lake: Lake) -> list[Erasure]:
     return [from_row(row) for row in rows]
 
 
-def record(session: LakeSession, rows: list[dict[str, Any]]) -> None:
-    """Erasure rows (each with its ``zone``), MERGEd on (zone, ``erasure_id``): recorded
-    again, a row is updated (its counts, once the rewrite is done)."""
-    import polars as pl
-
-    from cdnlake.lake.table import Merge
-
-    frame = pl.DataFrame(rows, schema=polars_schema(ERASURES.schema))
-    zones = sorted({int(row["zone"]) for row in rows})
-    columns = [c for c in ERASURES.columns if c != "erasure_id"]
-    merge = Merge(
-        lambda: frame,
-        "t.erasure_id = s.erasure_id",
-        zones,
-        update={c: f"s.{c}" for c in columns},
-    )
-    session.merge_table(ERASURES).committer.run(merge, patient=False)
-
-
 class ErasureFilter:
     """A session's erasures, read when a zone's erasure mark says there are new ones, and
     the rows of a commit they cover, dropped (see the module docstring)."""
@@ -140,15 +103,16 @@ class ErasureFilter:
         self,
         lake: Lake,
         keys: KeySource,
-        lake_mark: Callable[[], int | None] = lambda: None,
+        marks: Callable[[TableSpec, list[int]], dict[int, int | None]] = lambda s, zones: {},
         stored: Callable[[str], str | None] = lambda address: address,
     ) -> None:
-        """``lake_mark``: the lake's erasure mark as the table has it now (zone 0's in
-        ``requests``). ``stored``: an address as the privacy policy stores it (a raw
-        line's address is held against the erasures both as received and so)."""
+        """``marks``: the erasure marks of a table's zones as the table has it now (the
+        lake's is zone 0's in ``requests``). ``stored``: an address as the privacy policy
+        stores it (a raw line's address is held against the erasures both as received
+        and so)."""
         self.lake = lake
         self.keys = keys
-        self.lake_mark = lake_mark
+        self.marks = marks
         self.stored = stored
         self._lock = threading.Lock()
         self._erasures: list[Erasure] = []
@@ -170,7 +134,7 @@ class ErasureFilter:
     def concerning(self, zone: int, mark: int | None) -> list[Erasure]:
         """The erasures that concern ``zone``, whose own erasure mark is ``mark``: those
         of the zone and those of every zone (by the lake's mark)."""
-        lake_mark = self.lake_mark()
+        lake_mark = self.marks(REQUESTS, [EVERY_ZONE]).get(EVERY_ZONE)
         if not mark and not lake_mark:
             return []
         return [e for e in self.erasures(mark, lake_mark) if e.concerns(zone)]
@@ -198,7 +162,7 @@ class ErasureFilter:
             return frame.filter(~covered)
         return frame
 
-    def kept_rejects(self, session: LakeSession, frame: pl.DataFrame) -> pl.DataFrame:
+    def kept_rejects(self, frame: pl.DataFrame) -> pl.DataFrame:
         """``rejected_lines`` rows (of pull and shield zones, their raw text as received:
         held before it is scrubbed) less those whose request id was erased, or whose raw
         text holds an erased address (by the keyed hash of each address-looking token,
@@ -214,7 +178,7 @@ class ErasureFilter:
             zones = [int(z) for z in frame.filter(shield == is_shield)["zone"].unique()]
             if not zones:
                 continue
-            for zone, mark in session.log_table(spec).marks(zones, ERASED).items():
+            for zone, mark in self.marks(spec, zones).items():
                 wanted[(zone, is_shield)] = self.concerning(zone, mark)
         if not any(wanted.values()):
             return frame

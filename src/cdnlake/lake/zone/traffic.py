@@ -1,11 +1,6 @@
-"""Where a process's traffic counters learn what its commits stored.
-
-The lake knows the one moment a request is counted: when a commit that newly stores it
-(after deduplication) has landed, whichever path made the commit (a pass, forwarding, an
-import, an archive). A process that counts its traffic (the daemon serving /metrics)
-gives its :class:`~cdnlake.lake.session.LakeSession` a sink; the session tells it the rows
-of every landed commit of the ``requests`` table. The lake does not know what the sink
-does with them (it lives in ``monitoring/``, which the lake never imports).
+"""Where a process's traffic counters learn what its commits stored: a landed commit's newly
+stored ``requests`` rows, told once to the sink its session holds (it lives in
+``monitoring/``, which the lake never imports).
 """
 
 from __future__ import annotations

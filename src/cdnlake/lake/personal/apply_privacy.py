@@ -1,21 +1,10 @@
 """``maintain --apply-privacy``: rows stored under a weaker ``[privacy]`` setting, rewritten.
 
-A change of ``[privacy]`` applies to what is written from then on; the rows already
-stored keep what they were stored with until this rewrite. Per zone of ``requests`` and
-``shield_events`` it reads the columns the policy treats (``remote_ip``, ``url``,
-``referer``, a shield event's ``log`` and ``labels_json``), and rewrites each (zone,
-day) partition where the policy changes a value, as maintain compacts one
-(:func:`maintain.compact`: through the table's door, a share replacing exactly the files
-read, without progress). The zone is held meanwhile as maintain
-holds it for a rewind (its lock on this machine, its lease in a fleet), and once every
-partition is done the zone's privacy marks (:mod:`cdnlake.lake.progress`) say so,
-committed through the zone's writer, fenced like every commit. ``rejected_lines`` gets
-its raw text and reasons treated by one MERGE per zone.
-
-What cannot be done is said, per zone, and nothing of that zone is rewritten: addresses
-stored as hashes cannot be truncated, nor hashed again under a new key (the addresses
-are not known any more). The replaced files leave storage at the next vacuum past the
-retention (``maintain --retention-hours``).
+Per zone, each (zone, day) partition where the policy changes a value is rewritten as
+maintain compacts one (:func:`~cdnlake.lake.upkeep.maintain.compact`, through the door),
+the zone held as for a rewind; then the zone's privacy marks say so, and
+``rejected_lines`` is treated by one MERGE per zone. What cannot be done (hashes cannot be
+truncated, nor hashed again) is said per zone, and nothing of that zone is rewritten.
 """
 
 from __future__ import annotations
@@ -29,8 +18,7 @@ from typing import Any
 import polars as pl
 
 from cdnlake.errors import CdnlakeError, ConfigError, StopRequested, StorageError
-from cdnlake.lake.maintain import _frame, _holding, compact
-from cdnlake.lake.progress import (
+from cdnlake.lake.log.progress import (
     LEGACY_PRIVACY,
     PRIVACY,
     Versions,
@@ -39,11 +27,12 @@ from cdnlake.lake.progress import (
     privacy_applied,
     stored_settings,
 )
-from cdnlake.lake.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, TableSpec
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import add_actions_table
-from cdnlake.lake.table import Merge
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, TableSpec
+from cdnlake.lake.log.store import add_actions_table
+from cdnlake.lake.log.table import Merge
+from cdnlake.lake.upkeep.maintain import _frame, _holding, compact
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.privacy import HASH_PATTERN, PrivacyPolicy, Setting
 
 log = logging.getLogger(__name__)

@@ -1,29 +1,13 @@
 """``cdnlake forget``: one client's rows (an address) or one request removed from the lake.
 
-In this order, so that whatever is killed midway, the erasure is never lost:
-
-1. the erasure is recorded in ``erasures`` (the address as a keyed hash, never itself),
-   and, made without ``--zone``, the lake's erasure mark is committed (zone 0's in
-   ``requests``): from then on every zone, those configured later too, holds its rows
-   against it;
-2. each zone concerned is rewritten (:mod:`cdnlake.lake.rewrite`): the files holding
-   matching rows are replaced by files without them, in one fenced commit of the zone
-   that also carries the zone's erasure mark, so every writer of the zone, in this process
-   or another, holds its next rows against the erasure (:mod:`cdnlake.lake.erasures`);
-   ``shield_events`` whose text holds the address likewise;
-3. the rows of ``rejected_lines`` whose raw text holds the address or the request id go
-   (a delete on the session's table);
-4. the erasure's row gets its counts, the requests removed per zone and hour among them
-   (``hours_removed``), so that the audit explains an hour short by them;
-5. with ``vacuum_now``, the removed files leave storage at once (a vacuum with no
-   retention of those tables; its caller holds every other writer off meanwhile); else
-   at the first vacuum past ``[retention] vacuum_hours``.
-
-An address is looked for in every form the zone's data may hold it in (:func:`forms`):
-as received, its network (``truncate``), the keyed hash of either (``hash``, also after
-``maintain --apply-privacy`` hashed what was truncated); the report says which matched.
-
-Running it again is harmless: it finds nothing more to remove, and records another row.
+In this order, so that whatever is killed midway, the erasure is never lost: the erasure
+is recorded in ``erasures`` (an address as a keyed hash) and, without ``--zone``, the
+lake's erasure mark committed; each zone concerned is rewritten
+(:mod:`cdnlake.lake.upkeep.rewrite`) in one fenced commit carrying its erasure mark;
+``rejected_lines`` loses the matching lines; the erasure's row gets its counts
+(``hours_removed``, for the audit); with ``vacuum_now`` the removed files leave at once.
+An address is looked for in every form the data may hold it (:func:`forms`). Running it
+again finds nothing more to remove.
 """
 
 from __future__ import annotations
@@ -35,17 +19,26 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
+from typing import Any
 
 import polars as pl
 
 from cdnlake.errors import StopRequested, StorageError, UsageError, first_line
-from cdnlake.lake.erasures import EVERY_ZONE, IP, REQUEST_ID, Erasure, canonical, record
-from cdnlake.lake.maintain import vacuum_removed
-from cdnlake.lake.progress import ERASED, PRIVACY, PRIVACY_BEFORE, to_ms
-from cdnlake.lake.rewrite import Rewriter, rewrite
-from cdnlake.lake.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, TableSpec
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import add_actions_table
+from cdnlake.lake.log.progress import ERASED, PRIVACY, PRIVACY_BEFORE, to_ms
+from cdnlake.lake.log.schema import (
+    ERASURES,
+    REJECTED_LINES,
+    REQUESTS,
+    SHIELD_EVENTS,
+    TableSpec,
+    polars_schema,
+)
+from cdnlake.lake.log.store import add_actions_table
+from cdnlake.lake.log.table import Merge
+from cdnlake.lake.upkeep.maintain import vacuum_removed
+from cdnlake.lake.upkeep.rewrite import Rewriter, rewrite
+from cdnlake.lake.zone.erasures import EVERY_ZONE, IP, REQUEST_ID, Erasure, canonical
+from cdnlake.lake.zone.session import LakeSession
 from cdnlake.privacy import PrivacyPolicy, Setting
 
 log = logging.getLogger(__name__)
@@ -118,6 +111,21 @@ class ForgetReport:
     @property
     def rows(self) -> int:
         return sum(self.requests.values()) + self.shield + self.rejected
+
+
+def record(session: LakeSession, rows: list[dict[str, Any]]) -> None:
+    """Erasure rows (each with its ``zone``), MERGEd on (zone, ``erasure_id``): recorded
+    again, a row is updated (its counts, once the rewrite is done)."""
+    frame = pl.DataFrame(rows, schema=polars_schema(ERASURES.schema))
+    zones = sorted({int(row["zone"]) for row in rows})
+    columns = [c for c in ERASURES.columns if c != "erasure_id"]
+    merge = Merge(
+        lambda: frame,
+        "t.erasure_id = s.erasure_id",
+        zones,
+        update={c: f"s.{c}" for c in columns},
+    )
+    session.merge_table(ERASURES).committer.run(merge, patient=False)
 
 
 def forget(
@@ -300,8 +308,8 @@ def _quarantined(session: LakeSession, zones: list[int] | None) -> int:
     """How many files set aside in ``_quarantine/`` belong to ``zones`` (all without)."""
     import pyarrow.fs as pafs
 
-    from cdnlake.lake.damage import QUARANTINE
-    from cdnlake.lake.restore import KEPT
+    from cdnlake.lake.upkeep.restore import KEPT
+    from cdnlake.lake.zone.damage import QUARANTINE
 
     selector = pafs.FileSelector(QUARANTINE, recursive=True, allow_not_found=True)
     try:

@@ -1,24 +1,11 @@
-"""Keeping the lake small and fast to open: expire, compact, checkpoint, vacuum.
+"""Keeping the lake small and fast to open: expire, check, compact, checkpoint, vacuum.
 
-First, what ``[retention]`` no longer keeps is removed (:mod:`cdnlake.lake.expire`): whole
-days of ``requests`` and ``shield_events``, old rows of the bookkeeping tables; their files
-leave storage at the vacuum of a run ``retention.vacuum_hours`` later.
-
-Every pass adds a few small files (a daemon polling each minute: over a thousand a day
-per zone and table). ``maintain`` rewrites each partition's files into one: a day of
-``requests`` or ``shield_events`` sorted by ``ts`` in row groups as every commit writes
-them (:mod:`cdnlake.lake.files`), so that the row groups' statistics let a pass's
-deduplication, and any query on a time range, read only the rows of its minutes; a key
-found twice in a partition it rewrites is reported and kept once (deduplication's
-assumption, checked). Those rewrites, and the removal of a damaged file, go through the
-table's one door (:meth:`cdnlake.lake.table.LogTable.replace`) as every commit does;
-a bookkeeping table is compacted by delta-rs. It then writes a checkpoint (so opening a table
-reads one file, not every commit since the first), vacuums data files that no version
-within the retention period needs, as well as data files that no log entry ever named (a
-process killed between writing a file and its commit) once they are as old, and drops log
-files older than Delta's log retention.
-Application transactions (the zones' watermarks and cursors) live in the log and its
-checkpoints and are kept.
+Each (zone, day) of ``requests`` and ``shield_events`` is rewritten as one file sorted by
+``ts`` (deduplication and time-range queries then read only their minutes), each key once,
+through the table's door (:meth:`~cdnlake.lake.log.table.LogTable.replace`); a bookkeeping
+table is compacted by delta-rs. Then a checkpoint, and a vacuum of the files no version
+within the retention needs and of files no entry ever named. The log and its app
+transactions are kept.
 """
 
 from __future__ import annotations
@@ -44,19 +31,19 @@ from cdnlake.errors import (
     ZoneBusyError,
     first_line,
 )
-from cdnlake.lake import rollups
-from cdnlake.lake.damage import BeforeMove, DamagedFile, unreadable_files
-from cdnlake.lake.delta_log import write_checkpoint
-from cdnlake.lake.expire import expire
-from cdnlake.lake.files import prepare
-from cdnlake.lake.lock import zone_lock
-from cdnlake.lake.progress import ZoneHold
-from cdnlake.lake.rollups import ROLLUP
-from cdnlake.lake.schema import REQUESTS, TABLES, TableSpec
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import add_actions_table
-from cdnlake.lake.table import Replacement
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.delta_log import write_checkpoint
+from cdnlake.lake.log.files import prepare
+from cdnlake.lake.log.progress import ZoneHold
+from cdnlake.lake.log.schema import REQUESTS, TABLES, TableSpec
+from cdnlake.lake.log.store import add_actions_table
+from cdnlake.lake.log.table import Replacement
+from cdnlake.lake.upkeep import rollups
+from cdnlake.lake.upkeep.expire import expire
+from cdnlake.lake.upkeep.rollups import ROLLUP
+from cdnlake.lake.zone.damage import BeforeMove, DamagedFile, unreadable_files
+from cdnlake.lake.zone.lock import zone_lock
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.retention import RETENTION
 
 log = logging.getLogger(__name__)
@@ -137,27 +124,15 @@ def maintain(
     stop: Callable[[], bool] = lambda: False,
     retention: RetentionConfig | None = None,
 ) -> MaintainReport:
-    """Expire, check, compact the zones' partitions (all without ``zones``), checkpoint,
-    vacuum.
+    """Expire (``retention``), check, compact the zones' partitions (all without
+    ``zones``), checkpoint, vacuum.
 
-    ``retention``: what ``[retention]`` no longer keeps is removed first (whole days of
-    ``requests`` and ``shield_events``, old rows of the bookkeeping tables:
-    :mod:`cdnlake.lake.expire`); its files leave storage at the vacuum of a run
-    ``retention_hours`` later.
-
-    The check reads every data file that the provider could still serve again (all of
-    them with ``check_all``): one that does not decode is set aside and its span read
-    again by the next pass, or recorded in ``ingest_gaps`` when it is past retention. A
-    store that keeps failing (5xx, throttling, timeouts) stops it with
-    :class:`~cdnlake.errors.StorageUnavailableError`, nothing set aside. Each partition
-    it compacts is checked for repeated keys, which are removed (``TableReport.repeats``).
-    ``locks``: this machine's zone locks (``<work>/locks``), and in a fleet ``hold``, the
-    zones' leases: held while a zone is rewound. A zone whose lease is not had in time
-    keeps its damaged file in place, reported (``DamagedFile.left``, ``MaintainReport.left``):
-    nothing is moved before its zone is rewound, and the partitions (zone, day) holding
-    such a file are neither compacted nor rolled up; the rest is maintained as usual.
-    ``stop``: checked between files and partitions (a daemon stopping); when it turns true,
-    :class:`~cdnlake.errors.StopRequested` ends the work where each step is whole.
+    The check reads every data file the provider could still serve again (all with
+    ``check_all``): one that does not decode is set aside and its span read again, or
+    recorded as a gap past retention. ``locks`` (this machine's zone locks) and ``hold``
+    (a fleet's leases) hold a zone while it is rewound; a zone not had in time keeps its
+    damaged file, reported (``MaintainReport.left``), and its partitions are neither
+    compacted nor rolled up. ``stop``: checked between files and partitions.
     """
     lake = session.lake
     now = now or datetime.now(UTC)
@@ -255,12 +230,9 @@ def _vacuum(spec: TableSpec, table: DeltaTable, retention_hours: int) -> tuple[i
 
 
 def vacuum_removed(session: LakeSession, specs: list[TableSpec]) -> int:
-    """``--vacuum-now``: delete at once every data file these tables have removed (no
-    retention: a reader of an older version loses it), the data files deleted. Only while
-    no other process writes the lake: the caller holds every writer off
-    (:func:`cdnlake.lake.lock.writers_held`). The log is kept whole: its entries leave
-    with Delta's log cleanup (``delta.logRetentionDuration``), and since the tables'
-    ``delta.dataSkippingStatsColumns`` they name no personal value."""
+    """``--vacuum-now``: delete at once every data file these tables have removed; the
+    count. Only while the caller holds every other writer off
+    (:func:`cdnlake.lake.zone.lock.writers_held`). The log is kept whole."""
     deleted = 0
     for spec in specs:
         table = session.lake.open(spec)
@@ -338,14 +310,11 @@ def compact(
     choose: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
     treat: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
 ) -> tuple[int, int] | None:
-    """One (zone, day)'s files that ``choose`` picks of its add actions (two at least)
-    rewritten as one, sorted by ``ts`` in row groups as every commit writes them, each key
-    once (its earliest row), ``treat`` applied to the rows first (apply-privacy's policy:
-    then one file chosen is enough). Committed through the table's
-    door (:meth:`~cdnlake.lake.table.LogTable.replace`): the share removes exactly the
-    files read and carries no progress, so the files a pass adds meanwhile stay and no
-    watermark moves; one that lost its race to another replacement of those files is
-    planned again. The files replaced and the repeated rows removed, or None."""
+    """One (zone, day)'s files that ``choose`` picks (two at least; one with ``treat``,
+    apply-privacy's policy, applied to the rows first) rewritten as one sorted by ``ts``,
+    each key once, through the door (:meth:`~cdnlake.lake.log.table.LogTable.replace`:
+    exactly the files read, no progress). The files replaced and the repeats removed, or
+    None."""
     partition = [(spec.zone_column, "=", str(zone)), ("date", "=", day)]
     read: list[int] = []
 
@@ -386,20 +355,10 @@ def _frame(table: Any) -> pl.DataFrame:
 
 
 class OpenDays:
-    """A daemon's compaction of its zones' open day, during the day.
-
-    Every pass adds a small file to its zone's day; between two nightly ``maintain`` runs a
-    zone polled each minute would gather over a thousand. Here, a zone whose day holds
-    more than ``OPEN_DAY_FILES`` files under ``SMALL_FILE_BYTES`` has them rewritten as
-    one, sorted by ``ts`` in row groups as every commit writes them (a key found twice
-    among them is kept once, reported). Larger files stay as they are: a zone-day holds
-    at most its bytes / ``SMALL_FILE_BYTES`` + ``OPEN_DAY_FILES`` files, plus one per pass
-    since the last run. Each table's snapshot is kept between runs and brought up to
-    date, not opened anew.
-
-    Exactly-once as ``maintain``'s compaction (:func:`compact`): a pass committing at
-    the same time keeps its files and its progress; no watermark moves.
-    """
+    """A daemon's compaction of its zones' open day, during the day: a zone-day with more
+    than ``OPEN_DAY_FILES`` files under ``SMALL_FILE_BYTES`` has them rewritten as one, as
+    :func:`compact` does (a pass committing meanwhile keeps its files and its progress).
+    Each table's snapshot is kept between runs and brought up to date."""
 
     def __init__(self, session: LakeSession) -> None:
         self.session = session

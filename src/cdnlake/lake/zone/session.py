@@ -1,25 +1,10 @@
 """What one process shares of the lake: each table's one state and committer.
 
-A session is built once at the composition root (each CLI command, the daemon) and passed
-to everything that touches the lake: passes, the forwarding receiver, ``maintain``, the
-daytime compaction, the audit, the metrics. So a process holds one state of each table,
-by construction, and every change to ``requests`` and ``shield_events`` (rows, progress,
-rewrites, compactions, a damaged file's removal), and every bookkeeping MERGE, whoever
-makes it, goes through that table's one committer (:mod:`cdnlake.lake.table`; delta-rs
-reads, checkpoints and vacuums them). Closing the session commits what is queued and
-finishes a checkpoint under way.
-
-A process that counts its traffic gives the session its sink (:mod:`cdnlake.lake.traffic`):
-the requests each landed commit newly stored are told to it there, once, whoever made
-the commit.
-
-The session also carries the process's ``[privacy]`` policy (:mod:`cdnlake.privacy`):
-every writer of rows (:class:`cdnlake.lake.zone.ZoneWriter`) and of rejected lines
-(:class:`cdnlake.lake.bookkeeping.Bookkeeping`) applies it before a byte is written, so
-every path that commits through a session stores what the setting allows and no more.
-It also holds the erasures (:mod:`cdnlake.lake.erasures`) those writers hold rows of
-``requests`` and ``shield_events`` against, so that what ``cdnlake forget`` removed is
-never stored again.
+Built once at the composition root (each CLI command, the daemon) and passed to everything
+that touches the lake, so a process holds one state of each table and every change goes
+through that table's one committer (:mod:`cdnlake.lake.log.table`). It also carries the
+process's ``[privacy]`` policy, the erasures every writer holds rows against, and the
+traffic sink told what each landed commit newly stored.
 """
 
 from __future__ import annotations
@@ -30,9 +15,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from cdnlake.errors import first_line
-from cdnlake.lake.erasure_key import KeySource
-from cdnlake.lake.schema import REQUESTS, TableSpec
-from cdnlake.lake.store import Lake
+from cdnlake.lake.log.schema import REQUESTS, TableSpec
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.zone.erasure_key import KeySource
 from cdnlake.privacy import KEEP, PrivacyPolicy
 
 if TYPE_CHECKING:
@@ -40,9 +25,9 @@ if TYPE_CHECKING:
     from deltalake import DeltaTable
 
     from cdnlake.config import StorageConfig
-    from cdnlake.lake.erasures import ErasureFilter
-    from cdnlake.lake.table import LogTable, MergeTable
-    from cdnlake.lake.traffic import TrafficSink
+    from cdnlake.lake.log.table import LogTable, MergeTable
+    from cdnlake.lake.zone.erasures import ErasureFilter
+    from cdnlake.lake.zone.traffic import TrafficSink
 
 log = logging.getLogger(__name__)
 
@@ -109,27 +94,25 @@ class LakeSession:
     def erasures(self) -> ErasureFilter:
         """The erasures the rows entering ``requests`` are held against (read when a
         zone's erasure mark says there are new ones)."""
-        from cdnlake.lake.erasures import ErasureFilter
+        from cdnlake.lake.zone.erasures import ErasureFilter
 
         with self._lock:
             if self._erasures is None:
                 self._erasures = ErasureFilter(
-                    self.lake, self.erasure_keys, self._lake_erasure_mark, self.privacy.stored_as
+                    self.lake, self.erasure_keys, self._erasure_marks, self.privacy.stored_as
                 )
             return self._erasures
 
-    def _lake_erasure_mark(self) -> int | None:
-        """The erasure mark of every zone (zone 0's in ``requests``), as the table has it
-        now: an erasure made without ``--zone`` holds for zones that came after it."""
-        from cdnlake.lake.erasures import EVERY_ZONE
-        from cdnlake.lake.progress import ERASED
+    def _erasure_marks(self, spec: TableSpec, zones: list[int]) -> dict[int, int | None]:
+        """The erasure marks of ``zones`` in ``spec`` as the table has it now."""
+        from cdnlake.lake.log.progress import ERASED
 
-        return self.log_table(REQUESTS).marks([EVERY_ZONE], ERASED)[EVERY_ZONE]
+        return self.log_table(spec).marks(zones, ERASED)
 
     def log_table(self, spec: TableSpec) -> LogTable:
         """The exactly-once table ``spec`` (``requests``, ``shield_events``), loaded at the
         first call (created where it does not exist yet)."""
-        from cdnlake.lake.table import LogTable
+        from cdnlake.lake.log.table import LogTable
 
         if spec.key is None:
             raise ValueError(f"{spec.name} has no key: its rows are merged (merge_table)")
@@ -141,7 +124,7 @@ class LakeSession:
     def merge_table(self, spec: TableSpec) -> MergeTable:
         """The bookkeeping table ``spec``, opened at the first call (created where it does
         not exist yet)."""
-        from cdnlake.lake.table import MergeTable
+        from cdnlake.lake.log.table import MergeTable
 
         if spec.key is not None:
             raise ValueError(f"{spec.name} is written through its log (log_table)")

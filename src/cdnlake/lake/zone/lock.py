@@ -1,14 +1,7 @@
 """One process at a time per zone on this machine (an advisory ``flock``), for passes run
-without a fleet lease (in a fleet the lease keeps them apart, and a lock left by a stalled
-holder on a shared storage root must not keep the lease's owner busy).
-
-:func:`writers_held` holds every writer of the lake off at once (``--vacuum-now``): the
-storage root's daemon lock and every zone's lock.
-
-This saves the rate budget from two local processes polling one zone, and spares a pass
-in flight the refusal a rewind by ``maintain`` would cause (``maintain`` waits for it).
-Correctness does not rest on it: Delta's commit protocol keeps every request once, and
-the zone's fence its progress, even when processes on different machines write one zone.
+without a fleet lease; :func:`writers_held` holds every writer of the lake off at once
+(``--vacuum-now``). It saves the rate budget and spares a pass a rewind's refusal;
+correctness rests on Delta's commits and the zone's fence, not on it.
 """
 
 from __future__ import annotations

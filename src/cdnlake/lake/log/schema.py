@@ -1,13 +1,8 @@
 """The Delta tables of the lake: their columns, partitions and keys.
 
-Columns are typed in the Delta protocol's own names (``string``, ``long``, ``integer``,
-``date``, ``timestamp``): what the tables are, whichever engine reads them. A table is
-created with them as they are (:meth:`TableSpec.delta_schema`); the Arrow schema readers
-want (:meth:`TableSpec.arrow_schema`) and the polars schema ingestion builds its rows in
-(:func:`polars_schema`) are derived where they are needed, so that ``status`` loads
-neither pyarrow nor polars and ``import-v1`` no pyarrow (a tenth to a fifth of a second
-of their start-up). Delta keeps instants in microseconds (UTC), so ``ts`` is stored as
-``timestamp[us, UTC]`` whatever precision the provider sent (milliseconds).
+Columns are typed in the Delta protocol's names; the Arrow and polars schemas are derived
+where needed, so that ``status`` loads neither pyarrow nor polars. ``ts`` is stored as
+``timestamp[us, UTC]``, as Delta keeps instants.
 """
 
 from __future__ import annotations
@@ -203,7 +198,7 @@ class TableSpec:
     def stats_columns(self) -> tuple[str, ...]:
         """The columns whose statistics (smallest, largest, nulls) the log records for a
         file: the table's ``delta.dataSkippingStatsColumns``, which delta-rs honours in
-        its writes and cdnlake's writer too (:mod:`cdnlake.lake.files`). Never a personal
+        its writes and cdnlake's writer too (:mod:`cdnlake.lake.log.files`). Never a personal
         column."""
         if self.stats is not None:
             return self.stats

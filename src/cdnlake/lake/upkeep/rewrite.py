@@ -1,17 +1,9 @@
 """A zone's data files removed, or rewritten without some rows: retention and erasure.
 
-A rewrite is a commit of the zone like any other (:mod:`cdnlake.lake.zone`): prepared on
-a snapshot, fence checked, submitted to the table's one committer, and carrying the
-zone's application transactions, so it conflicts with every other commit of the zone: a
-pass prepared before it lands goes back and prepares again on the table after it (and
-its rows are held against the erasures then). Its progress is the zone's own, unchanged:
-the watermark is never moved back (nor forward) by it. It removes the files it read, and
-only while they are all still in the table (a compaction that replaced one meanwhile
-sends it back to be prepared again); the rows it keeps of a file go in a new file,
-written as every commit writes them.
-
-A file's rows are read once per rewrite: files never change once written, so a rewrite
-prepared again reads only the files that are new since.
+A rewrite is a commit of the zone like any other (:mod:`cdnlake.lake.zone.writer`): fenced,
+through the door, carrying the zone's progress unchanged, so it conflicts with every other
+commit of the zone. It removes the files it read, only while they are all still in the
+table. Files never change, so a rewrite prepared again reads only the files new since.
 """
 
 from __future__ import annotations
@@ -31,14 +23,14 @@ from cdnlake.errors import (
     ZoneBusyError,
     first_line,
 )
-from cdnlake.lake.dedup import Reads
-from cdnlake.lake.delta_log import File, Removal
-from cdnlake.lake.files import write_files
-from cdnlake.lake.progress import FENCE
-from cdnlake.lake.schema import TableSpec, conform
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.table import Prepared
-from cdnlake.lake.zone import Plan, Written, ZoneWriter, _Attempt
+from cdnlake.lake.log.delta_log import File, Removal
+from cdnlake.lake.log.files import write_files
+from cdnlake.lake.log.progress import FENCE
+from cdnlake.lake.log.schema import TableSpec, conform
+from cdnlake.lake.log.table import Prepared
+from cdnlake.lake.zone.dedup import Reads
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import Plan, Written, ZoneWriter, _Attempt
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +124,7 @@ class Rewriter(ZoneWriter):
         return _Attempt(share, snapshot, versions, new.clear(), written_kept, written)
 
     def empty_rows(self) -> pl.DataFrame:
-        from cdnlake.lake.schema import polars_schema
+        from cdnlake.lake.log.schema import polars_schema
 
         return pl.DataFrame(schema=polars_schema(self.spec.schema))
 

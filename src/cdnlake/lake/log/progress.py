@@ -1,42 +1,20 @@
-"""A zone's progress, kept as Delta application transactions in its table.
+"""A zone's progress, kept as Delta application transactions (its *marks*, app id
+``cdnlake/<table>/<zone>[/<mark>]``) committed with the rows they cover:
 
-Up to five per zone and table (its *marks*), committed with the rows they cover:
+- the watermark (no suffix): epoch ms before which every record of the zone is stored;
+- ``days``: the first UTC day not finished, and the lines taken from it, as one integer;
+- ``fresh`` (v2): where the last read beyond the watermark ended; it only spares reading
+  the fresh tail twice (:mod:`cdnlake.ingest.v2_source`);
+- ``fence``: who may move the progress. A rewind adds one; a fleet's new holder sets the
+  high bits to its lease's generation (``holder << HOLDER_SHIFT``). A commit prepared under
+  an older token is refused (:class:`FencedError`);
+- ``erased``: epoch ms of the last erasure concerning the zone; a writer that sees it new
+  reads the erasures again before it stores a row (:mod:`cdnlake.lake.zone.erasures`);
+- ``privacy``, ``privacy_mixed``, ``privacy_before``: the ``[privacy]`` setting
+  (:class:`cdnlake.privacy.Setting`) of the latest rows, when a change left older rows
+  under another, and which; none: stored as received.
 
-- the watermark (app id ``cdnlake/<table>/<zone>``): epoch milliseconds before which
-  every record of the zone is in the table; 0 while rows exist but no pass has run;
-- the day cursor (``cdnlake/<table>/<zone>/days``): the first UTC day whose file or
-  event log is not finished, and the lines already taken from it, as one integer;
-- the fresh end (``cdnlake/<table>/<zone>/fresh``, v2 only): epoch milliseconds where the
-  zone's last read of the span beyond the watermark ended (see
-  :mod:`cdnlake.ingest.v2_source`). It promises nothing: the watermark's read covers the
-  same span again once it is stable; it only spares reading the fresh tail twice;
-- the fence (``cdnlake/<table>/<zone>/fence``): who may move the progress. A writer takes
-  the table's token when it is made (a pass, under its zone lock or lease); each of its
-  commits re-reads the table first and is refused (:class:`FencedError`, no retry, nothing
-  written) if the token moved on since. Two things move it, each by a commit of progress
-  alone: a **rewind** adds one, so a pass in flight cannot commit a watermark past the span
-  just set aside; a **new holder** of a fleet's lease sets the high bits to its lease's
-  generation (``holder << HOLDER_SHIFT``), so a daemon whose lease lapsed cannot commit
-  again, not even in a new pass, until it takes the lease anew. Since every commit of a
-  zone also carries the zone's app ids, a fence moved between a commit's re-read and its
-  write makes Delta refuse the commit as concurrent, and the retry sees the new token;
-- the erasure mark (``cdnlake/<table>/<zone>/erased``): epoch milliseconds of the last
-  erasure (``cdnlake forget``) that concerns the zone. A writer that sees it newer than the
-  erasures it holds reads them again before it stores a row (:mod:`cdnlake.lake.erasures`),
-  so a pass in flight while an erasure lands never stores the erased rows again.
-
-Outside a rewind a commit never moves the watermark back: it keeps the later of the
-table's and its own.
-
-Three more marks say under which ``[privacy]`` setting (:class:`cdnlake.privacy.Setting`,
-as its code) the zone's rows were stored, for ``status`` and ``maintain --apply-privacy``:
-
-- ``cdnlake/<table>/<zone>/privacy``: the setting of the zone's latest commit of rows;
-- ``.../privacy_mixed``: epoch milliseconds of the last change of setting whose older rows
-  no rewrite has brought to the new one since (0 or absent: none);
-- ``.../privacy_before``: the setting those older rows were stored under.
-
-A zone with rows but none of them was written before ``[privacy]`` existed: as received.
+Outside a rewind a commit never moves the watermark back.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The hour-file lake of an earlier cdnlake: how to recognise it.
-
-Every command checks for it at start-up, so this stays apart from the migration itself
-(which loads the writer and polars).
+"""The hour-file lake of an earlier cdnlake: how to recognise it (apart from the migration,
+as every command checks it at start-up).
 """
 
 from __future__ import annotations
@@ -9,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cdnlake.config import StorageConfig
-from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS
+from cdnlake.lake.log.schema import REQUESTS, SHIELD_EVENTS
 
 # (table, the state folder of its zones' watermarks)
 LEGACY_TABLES = ((REQUESTS, "zones"), (SHIELD_EVENTS, "shield"))

@@ -1,18 +1,10 @@
 """Which of a zone's rows its table holds already, reading only where they can be.
 
-The snapshot's files of the rows' zone-days and their ``ts`` statistics choose the files
-(a request's timestamp is part of the record, so a repeat has the same one, give or take
-``TS_SLACK``); each file's row-group statistics, the parts of it read (a day that
-``maintain`` sorted: the rows' minutes). The cost follows the window being written, not
-the table. The files of the writer's own last commit are not read back at all: their
-keys and times are remembered (data files never change once written).
-
-A file that does not decode is set aside (:mod:`cdnlake.lake.damage`), its zone made to
-read the span again first. A file that is gone (``--vacuum-now`` deleted it after another
-commit removed it, between the writer's snapshot and this read) is no damage: the files
-are chosen again from the table as it is now, and read once more; a file missing again
-is an error (:class:`~cdnlake.errors.StorageError`), never a pass failing for it pass
-after pass.
+The rows' zone-days and the files' ``ts`` statistics choose the files, their row groups'
+statistics the parts read: the cost follows the window, not the table. The files of the
+writer's own last commit are not read back (their keys are remembered). A file that does
+not decode is set aside (:mod:`cdnlake.lake.zone.damage`); one that is gone (vacuumed
+since the snapshot) makes the files be chosen again, once.
 """
 
 from __future__ import annotations
@@ -27,7 +19,8 @@ from urllib.parse import unquote
 import polars as pl
 
 from cdnlake.errors import StorageError
-from cdnlake.lake.damage import (
+from cdnlake.lake.log.store import logged_span
+from cdnlake.lake.zone.damage import (
     BeforeMove,
     DamagedFile,
     Undecodable,
@@ -36,14 +29,13 @@ from cdnlake.lake.damage import (
     read_checked,
     set_aside,
 )
-from cdnlake.lake.store import logged_span
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
 
-    from cdnlake.lake.delta_log import File
-    from cdnlake.lake.table import LogTable
+    from cdnlake.lake.log.delta_log import File
+    from cdnlake.lake.log.table import LogTable
 
 log = logging.getLogger(__name__)
 

@@ -1,17 +1,10 @@
 """A data file that the Delta log names but whose bytes do not decode: set aside, never deleted.
 
-Damage is what cannot be decoded, and nothing else: a failed read is told apart from a
-file that does not decode by doing the two apart (:func:`read_checked`). The file's bytes
-are fetched again, with backoff while the store fails (a 5xx or SlowDown, a timeout, a
-reset, too many open files); a store that keeps failing stops the work with
-:class:`StorageUnavailableError` and nothing is set aside. Only bytes in hand that do
-not decode as Parquet (magic, footer, page, decompression) are damage.
-
-A damaged file is moved to ``<lake>/_quarantine/<table>/<its path>.<stamp>`` and dropped
-from the table through its door (:func:`drop`: a share removing it, without progress).
-Its time range, from the log's statistics, tells the runner what to read again while the
-provider still has it, or to record as a gap. ``cdnlake maintain --restore`` puts back what decodes
-(:mod:`cdnlake.lake.restore`).
+A failed read is told apart from a file that does not decode by doing the two apart
+(:func:`read_checked`); a store that keeps failing stops the work
+(:class:`StorageUnavailableError`), nothing set aside. A damaged file is moved to
+``<lake>/_quarantine/<table>/<its path>.<stamp>`` and dropped from the table through its
+door (:func:`drop`); its time range says what to read again, or to record as a gap.
 """
 
 from __future__ import annotations
@@ -33,16 +26,16 @@ from cdnlake.errors import (
     ZoneBusyError,
     first_line,
 )
-from cdnlake.lake.retry import retrying
-from cdnlake.lake.schema import TableSpec
-from cdnlake.lake.store import Lake, add_actions_table
-from cdnlake.lake.table import Replacement
+from cdnlake.lake.log.retry import retrying
+from cdnlake.lake.log.schema import TableSpec
+from cdnlake.lake.log.store import Lake, add_actions_table
+from cdnlake.lake.log.table import Replacement
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
 
-    from cdnlake.lake.table import LogTable
+    from cdnlake.lake.log.table import LogTable
 
 log = logging.getLogger(__name__)
 QUARANTINE = "_quarantine"

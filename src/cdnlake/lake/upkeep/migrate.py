@@ -1,13 +1,9 @@
 """``migrate-lake``: an hour-file lake of an earlier cdnlake into the Delta tables.
 
-The earlier layout: ``<root>/lake/requests/pull_zone_id=<id>/date=<day>/part-<HH>.parquet``
-(and ``shield_events`` likewise), watermarks in ``<root>/state/{zones,shield}/<id>.json``,
-bookkeeping in ``<root>/warehouse.duckdb``. Migration first moves all three into
-``<root>/migrated-<stamp>/`` (renames, so the Delta tables can take the lake's place and
-nothing of the old is lost or deleted), then copies them in through the same
-exactly-once commits as ingestion, and marks the folder done. A run that was cut off is
-finished by the next; a run over a migrated lake finds nothing to do. So migrating twice
-gives the same lake as once.
+The old lake, state files and ``warehouse.duckdb`` are first moved (renamed) into
+``<root>/migrated-<stamp>/``, then copied in through the same exactly-once commits as
+ingestion, and the folder marked done. A run cut off is finished by the next; migrating
+twice gives the same lake as once.
 """
 
 from __future__ import annotations
@@ -25,9 +21,8 @@ from deltalake import write_deltalake
 
 from cdnlake.config import StorageConfig
 from cdnlake.errors import StorageError, first_line
-from cdnlake.lake.legacy import LEGACY_TABLES, legacy_lake
-from cdnlake.lake.progress import DAYS, WATERMARK, DayCursor, to_ms
-from cdnlake.lake.schema import (
+from cdnlake.lake.log.progress import DAYS, WATERMARK, DayCursor, to_ms
+from cdnlake.lake.log.schema import (
     INGEST_GAPS,
     INGEST_RUNS,
     REJECTED_LINES,
@@ -35,9 +30,10 @@ from cdnlake.lake.schema import (
     TableSpec,
     polars_schema,
 )
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import Lake
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.store import Lake
+from cdnlake.lake.upkeep.legacy import LEGACY_TABLES, legacy_lake
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import ZoneWriter
 
 if TYPE_CHECKING:
     import duckdb
@@ -105,7 +101,7 @@ def _import(folder: Path, session: LakeSession, report: MigrationReport) -> None
 
 
 def _progress(path: Path) -> dict[str, int]:
-    """An earlier state file as app-transaction versions (see :mod:`cdnlake.lake.progress`)."""
+    """An earlier state file as app-transaction versions (see :mod:`cdnlake.lake.log.progress`)."""
     try:
         data: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -1,14 +1,10 @@
-"""One table's committer: a thread that drains a queue of prepared items; what it drains at
-once is one group, applied by one commit (or one MERGE), and each caller waits on its own
-future.
+"""One table's committer: a thread that drains a queue of prepared items as one group,
+applied by one commit (or one MERGE); each caller waits on its own future.
 
-When a group closes: every pass of the process in flight on the table (inside
-:meth:`Committer.passing`) has its item queued, so nobody else could join it; or an item
-came from outside a pass (``patient=False``: the forwarding receiver, a rewind, a gap's
-claim), which takes what waits with it; or the group's first item has waited
-``GROUP_WAIT``. A lone pass therefore never waits, while a daemon whose passes of a
-thousand zones end a few a second commits to a table about once a second, not once a
-zone. The thread sleeps on a condition between those events; nothing polls.
+A group closes when every pass of the process in flight on the table has its item queued,
+when an item comes from outside a pass (``patient=False``), or when its first item has
+waited ``GROUP_WAIT``: a lone pass never waits, and a daemon of a thousand zones commits
+about once a second, not once a zone. Nothing polls.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Data files of an exactly-once table: rows as the table stores them, written as Parquet
-with the statistics its log records, and taken back when their commit does not land.
-
-Every data file is written in row groups of ``ROW_GROUP_ROWS`` (commits and ``maintain``
-alike): deduplication reads the keys of the groups whose ``ts`` statistics meet its rows,
-so a window reads about its minutes of a busy zone, and a day's file footer stays small.
+"""Data files of an exactly-once table: rows written as Parquet with the statistics its log
+records (row groups of ``ROW_GROUP_ROWS``, which deduplication reads by their ``ts``
+statistics), and taken back when their commit does not land.
 """
 
 from __future__ import annotations
@@ -20,8 +17,8 @@ import polars as pl
 from deltalake.transaction import AddAction
 
 from cdnlake.errors import first_line
-from cdnlake.lake.schema import TableSpec, conform
-from cdnlake.lake.store import Lake
+from cdnlake.lake.log.schema import TableSpec, conform
+from cdnlake.lake.log.store import Lake
 
 log = logging.getLogger(__name__)
 

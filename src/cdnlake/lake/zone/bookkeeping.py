@@ -1,26 +1,11 @@
-"""The bookkeeping tables: ``ingest_runs``, ``ingest_gaps``, ``rejected_lines``, ``audit_days``.
+"""The bookkeeping tables: ``ingest_runs``, ``ingest_gaps``, ``rejected_lines``,
+``audit_days``, ``archive_parts``.
 
-Every write is a MERGE on the row's key, so that no row is ever written twice:
-
-- ``ingest_runs`` by ``run_id``;
-- ``rejected_lines`` by ``record_key``, so that a record read again (an overlapping v2
-  window, a closed v1 day read once more) is kept once: a v2 record by its request id, a
-  shield event by its log id, a line of a file by the file and its line number;
-- ``audit_days`` by day: a day audited again (after a re-read) updates its row;
-- ``archive_parts`` by path: a part listed again or imported updates its row (a part's
-  import records it there after its rows' last commit: what later runs and ``status``
-  read to know it done);
-- ``ingest_gaps`` by span: a gap claims only what no earlier gap of its zone claims, and
-  a gap that continues one (an outage that goes on) extends that row instead of adding
-  one (see :meth:`Bookkeeping.record_gaps`).
-
-Each write goes through its table's one committer (:mod:`cdnlake.lake.table`). Why a
-MERGE and not an append: when the store applied a commit but its answer was lost,
-delta-rs finds the commit's version taken and commits the same actions again as the next
-version. An append then adds its file a second time, which doubles its rows once a
-compaction (``maintain``) replaced the first copy in between. A MERGE reads the zone's
-rows first, so delta-rs sees that the version it lost added rows it did not read and
-refuses the commit; the MERGE is then run again and finds its rows already there.
+Every write is a MERGE on the row's key through the table's committer, never an append:
+when the store applied a commit but its answer was lost, delta-rs commits the same
+actions again, and an append would add its file twice. A gap claims only what no earlier
+gap of its zone claims, and extends the one it continues
+(:meth:`Bookkeeping.record_gaps`).
 """
 
 from __future__ import annotations
@@ -33,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from cdnlake.errors import StorageError
-from cdnlake.lake.schema import (
+from cdnlake.lake.log.schema import (
     ARCHIVE_PARTS,
     AUDIT_DAYS,
     INGEST_GAPS,
@@ -42,12 +27,12 @@ from cdnlake.lake.schema import (
     TableSpec,
     polars_schema,
 )
-from cdnlake.lake.table import Merge
+from cdnlake.lake.log.table import Merge
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from cdnlake.lake.session import LakeSession
+    from cdnlake.lake.zone.session import LakeSession
 
 Span = tuple[datetime, datetime]
 ClaimKey = tuple[int, bool]  # a zone, and whether its gaps are a shield zone's
@@ -61,7 +46,7 @@ def _frame(spec: TableSpec, zone_id: int, rows: list[dict[str, Any]]) -> pl.Data
 class Bookkeeping:
     """The bookkeeping writes of a session: each through its table's one committer, so the
     runs and rejected lines of the passes that end together go in one MERGE per table
-    (:mod:`cdnlake.lake.committer`); a gap's claim and an audit's days go at once."""
+    (:mod:`cdnlake.lake.log.committer`); a gap's claim and an audit's days go at once."""
 
     def __init__(self, session: LakeSession) -> None:
         self.session = session
@@ -210,7 +195,7 @@ class Bookkeeping:
         lines an erasure covers are left out first, by their text as received (an
         address erased before a change of ``[privacy]`` is found whole there); then
         the raw text and the reason are stored as the session's privacy policy allows."""
-        frame = self.session.erasures.kept_rejects(self.session, pl.concat(frames))
+        frame = self.session.erasures.kept_rejects(pl.concat(frames))
         privacy = self.session.privacy
         if not privacy.changes_nothing and frame.height:
             frame = frame.with_columns(

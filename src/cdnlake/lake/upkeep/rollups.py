@@ -1,13 +1,8 @@
-"""Hourly rollups of ``requests``: what reports over weeks and months read instead of rows.
+"""Hourly rollups of ``requests`` (``requests_hourly``): what reports over weeks read.
 
-One row per zone, UTC day, hour, cache status and status code, with requests and bytes,
-in the Delta table ``<lake>/requests_hourly``, partitioned by zone only: a month of a
-zone is one small file after ``maintain``, not thirty. Each rolled-up day of a zone
-carries the fingerprint of the ``requests`` files it was computed from (a
-hash of their paths). A partition whose files changed since (late records, a re-import,
-a compaction, a crash's leftovers that a later commit replaced) no longer matches, and
-readers compute it from ``requests`` instead: rollups can be late, never wrong.
-``cdnlake maintain`` (and the daemon, daily) brings the stale ones up to date.
+Each rolled-up day of a zone carries the fingerprint of the ``requests`` files it was
+computed from; one whose files changed since no longer matches, and readers compute it
+from ``requests`` instead: rollups can be late, never wrong. ``maintain`` refreshes them.
 """
 
 from __future__ import annotations
@@ -24,8 +19,8 @@ import duckdb
 from deltalake import DeltaTable, write_deltalake
 
 from cdnlake.errors import StorageError, first_line
-from cdnlake.lake.schema import DATE, INTEGER, LONG, REQUESTS, STRING, TableSpec
-from cdnlake.lake.store import Lake, add_actions_table
+from cdnlake.lake.log.schema import DATE, INTEGER, LONG, REQUESTS, STRING, TableSpec
+from cdnlake.lake.log.store import Lake, add_actions_table
 from cdnlake.sqlfiles import internal_sql
 
 if TYPE_CHECKING:  # loaded by the refresh alone: status reads this module's bookkeeping

@@ -1,18 +1,10 @@
 """The key that hashes an erased address in ``erasures``: never the address itself.
 
-An erasure must say what it erased without keeping it. A plain hash of an IPv4 address
-is no protection (the 2^32 addresses are hashed in minutes), so the address is kept as an
-HMAC-SHA256 under a key that is not in the lake: the key of ``[privacy] hash_key_env``
-when the operator set one (the same key every machine of a fleet holds), else a random
-key that ``cdnlake forget`` creates once in ``<root>/work/erasure.key`` (mode 0600, 32
-random bytes as hex, written whole or not at all: a temporary file fsynced, then linked
-into place, so a crash never leaves a torn key). A reader of the lake alone can then
-neither read nor brute-force the addresses erased. A key file that is unreadable or holds
-fewer than 32 bytes is an error, never taken as a key: a short key would make every
-recorded hash computable without a secret.
-
-Each erasure also keeps the key's *id* (an HMAC of a constant under the key), so a
-process holding another key knows that it cannot match that erasure, and says so.
+An address is kept as an HMAC-SHA256 under a key not in the lake (a plain hash of IPv4 is
+brute-forced in minutes): ``[privacy] hash_key_env``'s, else 32 random bytes that
+``cdnlake forget`` writes once, whole, to ``<root>/work/erasure.key`` (mode 0600). A short
+or unreadable key is an error. Each erasure keeps the key's id, so a process holding
+another key knows it cannot match it.
 """
 
 from __future__ import annotations

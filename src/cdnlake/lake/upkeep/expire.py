@@ -1,16 +1,10 @@
 """Retention: what is older than ``[retention]`` leaves the lake, as Delta removes.
 
-``requests`` and ``shield_events`` lose whole ``date`` partitions: a day is expired once
-it is more than ``requests_days`` days before today (UTC), and each zone's expired days go
-in one commit of the zone (:mod:`cdnlake.lake.rewrite`: fenced, through the table's one
-committer, its progress unchanged). The bookkeeping tables lose the rows whose time is
-older than ``bookkeeping_days`` (a delta-rs delete on the session's table, as their
-MERGEs are). The removed files stay in storage, for readers of older versions, until a
-vacuum past ``vacuum_hours`` (``maintain`` runs it) deletes them.
-
-A day a zone's pass could still read again is never expired (``requests_days`` is at
-least the provider's 3 days, :mod:`cdnlake.config`), so expiry never races a pass for its
-rows, and no watermark moves.
+``requests`` and ``shield_events`` lose whole days older than ``requests_days``, each zone's
+in one fenced commit through the door (:mod:`cdnlake.lake.upkeep.rewrite`), its progress
+unchanged; the bookkeeping tables lose rows older than ``bookkeeping_days``. The files
+leave storage at a vacuum past ``vacuum_hours``. ``requests_days`` is at least the
+provider's 3 days, so expiry never races a pass for its rows.
 """
 
 from __future__ import annotations
@@ -22,8 +16,7 @@ from datetime import date, datetime
 
 from cdnlake.config import RetentionConfig
 from cdnlake.errors import StopRequested, StorageError, first_line
-from cdnlake.lake.rewrite import Rewriter, rewrite
-from cdnlake.lake.schema import (
+from cdnlake.lake.log.schema import (
     AUDIT_DAYS,
     INGEST_GAPS,
     INGEST_RUNS,
@@ -32,8 +25,9 @@ from cdnlake.lake.schema import (
     SHIELD_EVENTS,
     TableSpec,
 )
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.store import add_actions_table
+from cdnlake.lake.log.store import add_actions_table
+from cdnlake.lake.upkeep.rewrite import Rewriter, rewrite
+from cdnlake.lake.zone.session import LakeSession
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,8 @@
 """``cdnlake maintain --restore``: put back into the lake what was set aside, if it decodes.
 
-A file in ``<lake>/_quarantine/<table>/<its path>.<stamp>`` (see :mod:`cdnlake.lake.damage`)
-is read whole; one whose bytes still do not decode stays where it is. The rows of one that
-decodes are committed again to their zone (:class:`~cdnlake.lake.zone.ZoneWriter`: new
-data files with their statistics, one atomic commit), less those whose key the table holds
-already: the span may have been read again since it was set aside. Only once that commit
-landed is the quarantined copy removed: every one of its rows is then in the table. Running
-it twice is harmless.
+A quarantined file (:mod:`cdnlake.lake.zone.damage`) that decodes is committed again to its
+zone, less the keys the table holds already; only then is the copy removed. A file that
+still does not decode stays. Running it twice is harmless.
 """
 
 from __future__ import annotations
@@ -19,10 +15,10 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from cdnlake.errors import CdnlakeError, StorageError, StorageUnavailableError, first_line
-from cdnlake.lake.damage import QUARANTINE, with_retries
-from cdnlake.lake.schema import TABLES_BY_NAME
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.zone import ZoneWriter
+from cdnlake.lake.log.schema import TABLES_BY_NAME
+from cdnlake.lake.zone.damage import QUARANTINE, with_retries
+from cdnlake.lake.zone.session import LakeSession
+from cdnlake.lake.zone.writer import ZoneWriter
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs

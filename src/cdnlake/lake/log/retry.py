@@ -1,16 +1,13 @@
-"""The lake's one retry helper: storage reads, commits outpaced by another writer, MERGEs
-refused as concurrent, compactions planned again. Built on tenacity.
-
-A loop reads::
+"""The lake's one retry helper (tenacity): storage reads, outpaced commits, MERGEs refused as
+concurrent, compactions planned again::
 
     for attempt in retrying("reading lake file x", on=OSError, attempts=4, wait=0.25):
         with attempt:
             ...
 
-The block is run again while it raises one of ``on`` (with a jittered, doubling wait from
-``wait`` seconds; none when 0), up to ``attempts`` times in all; then the last error is
-raised as it was, for the caller to turn into one of ours. (The HTTP client keeps its own
-retry, which spends the provider's rate budget: :mod:`cdnlake.client.core`.)
+The block runs again while it raises one of ``on`` (jittered, doubling wait), up to
+``attempts`` times; then the last error is raised as it was. (The HTTP client keeps its
+own retry, which spends the provider's budget.)
 """
 
 from __future__ import annotations

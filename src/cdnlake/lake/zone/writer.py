@@ -1,27 +1,11 @@
 """A zone's writer: exactly-once commits of one zone's rows, its progress in the same commit.
 
-Delta gives the rest, as an existing protocol:
-
-- a commit is atomic: readers see all of its files or none;
-- the zone's progress (its marks: watermark, cursors) travels as Delta *application
-  transactions* (app id ``cdnlake/<table>/<zone>...``) inside the very commit that adds
-  the rows it covers, so data and progress can never disagree;
-- every commit of a zone carries the zone's app id, so a commit prepared on a snapshot
-  that another commit of the zone has passed since goes back (``AGAIN``) and is prepared
-  again on the table as it is then: two processes on one zone never store a request
-  twice;
-- every commit carries the writer's fence token (:mod:`cdnlake.lake.progress`): a writer
-  whose token a rewind or a new holder moved past is refused (:class:`FencedError`), so
-  progress computed before a rewind is never sent over it.
-
-Where a pass starts reading, the fence it commits under and the snapshot they come from
-are one value (:attr:`ZoneWriter.start`), taken together: a writer that takes the zone
-over (a newer fleet holder) starts from the marks its take-over commit landed with, so a
-rewind that came before it is read again, never skipped.
-
-The process's commits of a table go through the table's one committer
-(:mod:`cdnlake.lake.table`), which lands the shares waiting at once as one Delta commit.
-Deduplication is :mod:`cdnlake.lake.dedup`; the data files, :mod:`cdnlake.lake.files`.
+Each commit carries the zone's marks as app transactions beside the rows they cover, so a
+commit prepared on a snapshot another commit of the zone has passed goes back (``AGAIN``)
+and is prepared again, and one whose fence token was moved past is refused
+(:class:`FencedError`). Where a pass starts, the fence it commits under and their snapshot
+are one value (:attr:`ZoneWriter.start`). Deduplication is :mod:`cdnlake.lake.zone.dedup`;
+the data files, :mod:`cdnlake.lake.log.files`.
 """
 
 from __future__ import annotations
@@ -49,10 +33,8 @@ from cdnlake.errors import (
     ZoneBusyError,
     first_line,
 )
-from cdnlake.lake.bookkeeping import Bookkeeping
-from cdnlake.lake.dedup import Dedup, Reads
-from cdnlake.lake.files import prepare, take_back, write_files
-from cdnlake.lake.progress import (
+from cdnlake.lake.log.files import prepare, take_back, write_files
+from cdnlake.lake.log.progress import (
     ERASED,
     FENCE,
     PRIVACY,
@@ -63,9 +45,11 @@ from cdnlake.lake.progress import (
     rewind,
     taken_by,
 )
-from cdnlake.lake.schema import REQUESTS, TableSpec, polars_schema
-from cdnlake.lake.session import LakeSession
-from cdnlake.lake.table import AGAIN, Prepared, Snapshot
+from cdnlake.lake.log.schema import REQUESTS, TableSpec, polars_schema
+from cdnlake.lake.log.table import AGAIN, Prepared, Snapshot
+from cdnlake.lake.zone.bookkeeping import Bookkeeping
+from cdnlake.lake.zone.dedup import Dedup, Reads
+from cdnlake.lake.zone.session import LakeSession
 from cdnlake.retention import oldest_served
 
 log = logging.getLogger(__name__)
@@ -126,17 +110,11 @@ class ZoneWriter:
         counted_as: str | None = None,
     ) -> None:
         """Take the zone as the table has it now: :attr:`start`, and its fence token.
-
-        ``counted_as``: the traffic counters' source for the rows its commits store,
-        instead of each row's own (an archive import's: ``archive``, so that alert rules
-        can leave catch-up out).
-
-        ``clock``: the pass's own (the provider's retention, when a damaged file's span is
-        judged still readable or lost, is counted from it).
-        ``holder``: the generation of the fleet lease this writer's pass runs under
-        (None without a fleet). A newer one than the table's takes the zone, by a commit
-        of progress alone, and the writer starts from what that commit landed on; an
-        older one is refused at once (:class:`FencedError`)."""
+        ``counted_as``: the traffic counters' source instead of each row's own
+        (``archive``). ``clock``: the pass's own (retention is counted from it).
+        ``holder``: the fleet lease's generation (None without a fleet): a newer one than
+        the table's takes the zone by a commit of progress alone, and the writer starts
+        from what it landed on; an older one is refused (:class:`FencedError`)."""
         if spec.key is None:
             raise ValueError(f"{spec.name} has no key")
         self.session = session
@@ -161,7 +139,7 @@ class ZoneWriter:
     @contextmanager
     def passing(self) -> Iterator[None]:
         """While this writer's pass reads and commits: a group commit may wait for its
-        next share, to land it with the others (:mod:`cdnlake.lake.committer`)."""
+        next share, to land it with the others (:mod:`cdnlake.lake.log.committer`)."""
         with self.table.committer.passing():
             self._in_pass = True
             try:

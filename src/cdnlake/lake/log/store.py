@@ -24,7 +24,7 @@ from deltalake.exceptions import TableNotFoundError
 
 from cdnlake.config import StorageConfig
 from cdnlake.errors import ConfigError, DataError, StorageError, first_line
-from cdnlake.lake.schema import TableSpec
+from cdnlake.lake.log.schema import TableSpec
 from cdnlake.sqlfiles import internal_sql
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class Lake:
     """The lake at one URI: ``file:///…`` or a local path, or ``s3://bucket/prefix``.
 
     A location and how to reach it, nothing more: what a process shares of the lake (each
-    table's state and committer) is its :class:`~cdnlake.lake.session.LakeSession`."""
+    table's state and committer) is its :class:`~cdnlake.lake.zone.session.LakeSession`."""
 
     uri: str
     storage_options: dict[str, str]
@@ -183,18 +183,12 @@ class Lake:
         *,
         actions: list[dict[str, Any]] | None = None,
     ) -> ds.Dataset:
-        """The table's current snapshot as an Arrow dataset over Arrow's own filesystem.
-
-        Arrow's native local and S3 filesystems read the data files directly (no calls
-        back into Python while DuckDB or polars scan). Each file's expression holds its
-        partition values and the time range its log entry records, so filters on them
-        prune files. A column without statistics is left out of it:
-        deltalake's own ``to_pyarrow_dataset`` turns a missing statistic into
-        ``column >= null``, which prunes every file for any filter on that column.
-
-        ``partitions``: ``(column, "=" | "in", text)`` conditions on partition values;
-        ``actions``: the :meth:`add_actions` they chose, when the caller has them already.
-        """
+        """The table's current snapshot as an Arrow dataset over Arrow's own filesystem
+        (no calls back into Python while DuckDB or polars scan). Each file's expression
+        holds its partition values and logged time range, so filters prune files; a
+        column without statistics is left out (deltalake's ``to_pyarrow_dataset`` makes
+        it ``column >= null``, which prunes every file). ``partitions``: as
+        :meth:`add_actions`; ``actions``: those already chosen."""
         import pyarrow as pa
         import pyarrow.dataset as ds  # loads pandas when installed: only when reading
         import pyarrow.fs as pafs
@@ -269,15 +263,10 @@ class Lake:
         *,
         stats: tuple[str, ...] = (),
     ) -> list[dict[str, Any]]:
-        """The log's add actions of the wanted partitions, with only the columns a dataset
-        needs (and ``stats``, such as ``num_records`` or ``max.finished``; None where the
-        log has none).
-
-        ``partitions``: ``(column, "=" | "in", value)`` conditions on the zone and date
-        partition columns. DuckDB chooses the files on the add actions as delta-rs hands
-        them over (Arrow, read in place): only the chosen ones become Python objects (a
-        writer's commit chooses from its own state instead, :mod:`cdnlake.lake.delta_log`).
-        """
+        """The log's add actions of the wanted partitions, with the columns a dataset
+        needs and ``stats`` (None where the log has none). ``partitions``: ``(column,
+        "=" | "in", value)`` on the zone and date columns. DuckDB chooses on the Arrow
+        actions in place: only the chosen ones become Python objects."""
         return Lake.chosen_actions(spec, add_actions_table(table), partitions, stats=stats)
 
     @staticmethod

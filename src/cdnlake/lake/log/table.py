@@ -1,31 +1,22 @@
 """A table of the lake as one process holds it: its state, its committer, its checkpoints.
 
-An exactly-once table (``requests``, ``shield_events``: :class:`LogTable`) is followed and
-written through its log (:class:`~cdnlake.lake.delta_log.TableLog`): a snapshot costs the
-entries that are new since the last one, and a commit writes the next entry itself.
-
-**Its one door.** Every change to it is a share (:class:`Prepared`) submitted to its
-committer (:mod:`cdnlake.lake.committer`), which drains the shares waiting into one Delta
-commit: passes, forwarding, backfill and rewinds (:mod:`cdnlake.lake.zone`); forget and
-expiry (:mod:`cdnlake.lake.rewrite`); compaction, nightly and daytime, apply-privacy, a
-damaged file's removal (:meth:`LogTable.replace`); restore (a zone's commit). delta-rs
-reads the table, writes its checkpoints and vacuums it; it commits nothing to it.
-One rule decides every share: it lands on the newest version when
+**The one door.** Every change to an exactly-once table (``requests``, ``shield_events``:
+:class:`LogTable`) is a share (:class:`Prepared`) submitted to its committer
+(:mod:`cdnlake.lake.log.committer`), which lands the shares waiting as one entry of its log
+(:class:`~cdnlake.lake.log.delta_log.TableLog`). delta-rs reads the table, writes its
+checkpoints and vacuums it; it commits nothing to it. One rule decides every share: it
+lands on the newest version when
 
 1. no version since its snapshot is one whose commit is not known (a metadata or protocol
    change, an entry unread);
-2. a share that carries progress (its zone's app transactions: every commit of a zone's
-   writer does) finds no commit since its snapshot that carried its zone's app id;
+2. a share that carries progress (its zone's app transactions) finds no commit since its
+   snapshot that carried its zone's app id;
 3. every file it removes is still in the table;
 
 and within one group, a zone's progress goes once and a file is removed once. A share
-that fails the rule goes back to its writer (``AGAIN``), which takes its files back and
-prepares it again on the table as it is then (and may find itself fenced). A share
-without progress (a compaction, a damaged file's removal) moves no mark and conflicts
-with no pass: the files a pass adds beside the ones it replaces stay, and the pass's
-watermark is the pass's. Two shares replacing the same file: the first lands, the other
-goes back. A commit landing on a checkpoint version hands the checkpoint to a thread of
-its own, off the commit path: a slow store delays readers' next checkpoint, never a commit.
+that fails goes back to its writer (``AGAIN``), which takes its files back and prepares it
+again. A share without progress (a compaction, a damaged file's removal) conflicts with no
+pass. A checkpoint is written by a thread of its own, off the commit path.
 
 A bookkeeping table (:class:`MergeTable`) is one delta-rs table brought up to date for
 each MERGE, which its committer runs for a group of rows at once.
@@ -48,8 +39,8 @@ from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties
 from deltalake.exceptions import CommitFailedError
 
 from cdnlake.errors import StopRequested, StorageError, first_line
-from cdnlake.lake.committer import Committer
-from cdnlake.lake.delta_log import (
+from cdnlake.lake.log.committer import Committer
+from cdnlake.lake.log.delta_log import (
     DEFAULT_CHECKPOINT_INTERVAL,
     File,
     Learned,
@@ -57,10 +48,10 @@ from cdnlake.lake.delta_log import (
     TableLog,
     write_checkpoint,
 )
-from cdnlake.lake.progress import MARKS
-from cdnlake.lake.retry import retrying
-from cdnlake.lake.schema import TableSpec, conform
-from cdnlake.lake.store import Lake
+from cdnlake.lake.log.progress import MARKS
+from cdnlake.lake.log.retry import retrying
+from cdnlake.lake.log.schema import TableSpec, conform
+from cdnlake.lake.log.store import Lake
 
 if TYPE_CHECKING:
     import polars as pl
@@ -83,7 +74,7 @@ REPLACE_ROUNDS = 5  # plans of a replacement whose files other commits kept repl
 @dataclass(frozen=True)
 class Snapshot:
     """What a zone's writer reads of the table, all of one version: the zone's progress
-    marks (:mod:`cdnlake.lake.progress`) and, when asked for, its data files."""
+    marks (:mod:`cdnlake.lake.log.progress`) and, when asked for, its data files."""
 
     version: int
     marks: dict[str, int | None]
@@ -110,7 +101,7 @@ class Prepared:
 @dataclass(frozen=True)
 class Replacement:
     """Files of one zone that go (``paths``, as the log names them) and the rows written
-    in their place (rows as :func:`~cdnlake.lake.files.prepare` makes them; none: the
+    in their place (rows as :func:`~cdnlake.lake.log.files.prepare` makes them; none: the
     files simply go)."""
 
     paths: list[str]
@@ -155,13 +146,6 @@ class LogTable:
             chosen = self._log.files(zone_id, days) if files else None
             return Snapshot(self._log.version, marks, chosen)
 
-    def apps(self, zone_id: int, marks: list[str]) -> dict[str, int | None]:
-        """Marks of one zone beyond its progress (an archive's imported parts), all of one
-        version, the table brought up to date first."""
-        with self._lock:
-            self._refresh()
-            return {mark: self._log.app(self.spec.app_id(zone_id, mark)) for mark in marks}
-
     def marks(self, zone_ids: list[int], mark: str) -> dict[int, int | None]:
         """One mark of each of ``zone_ids``, all of one version (one refresh for all)."""
         with self._lock:
@@ -202,7 +186,7 @@ class LogTable:
         do). The share goes back when one of its files left the table meanwhile: its new
         files are taken back and ``plan`` asked again, up to ``REPLACE_ROUNDS`` times.
         What landed, or None."""
-        from cdnlake.lake.files import take_back, write_files
+        from cdnlake.lake.log.files import take_back, write_files
 
         for _round in range(REPLACE_ROUNDS):
             version = self.snapshot(zone_id).version

@@ -1,22 +1,15 @@
 """The Delta log of an exactly-once table, followed and written by cdnlake itself.
 
-delta-rs pays for the whole table at every commit and every refresh (it rebuilds the
-active files from the last checkpoint: 150 ms at 100,000 files). A table's writer needs
-much less, and all of it is in the log entries themselves (``_delta_log/NNN.json``, one
-small file per version): the app transactions, the data files of each partition (add and
-remove lines), and whether the table's metadata or protocol changed. :class:`TableLog`
-loads that state from delta-rs once, then advances it by reading each new entry, and
-commits by writing the next entry itself, *put-if-absent* (the Delta protocol's own
-mutual exclusion: a link to the final name on local disk, a conditional ``PUT``,
-``If-None-Match: *``, on S3 through obstore, the Python binding of the object_store
-crate delta-rs itself uses). A commit then costs its own lines, whatever the table holds.
+delta-rs rebuilds a table's active files at every commit and refresh; a writer needs only
+what the log entries hold (app transactions, each partition's files, metadata or protocol
+changes). :class:`TableLog` loads that state from delta-rs once, advances it entry by
+entry, and commits by writing the next entry itself, put-if-absent (a link on local disk,
+a conditional ``PUT`` on S3 through obstore). A commit costs its own lines.
 
-Anything unusual falls back on delta-rs: a log entry that cannot be read or is gone (log
-cleanup), a metadata or protocol change, reload the whole state from a fresh delta-rs
-snapshot. A protocol or a writer feature cdnlake's writer does not honour refuses every
-commit (:class:`StorageError`), never a silent write. A commit landing on a
-``delta.checkpointInterval`` version says so (:meth:`TableLog.checkpoint_due`): its
-table writes the checkpoint off the commit path (:mod:`cdnlake.lake.table`).
+An unreadable or cleaned-up entry, or a metadata or protocol change, reloads the state from
+delta-rs; a protocol or writer feature not honoured here refuses every commit
+(:class:`StorageError`). Checkpoints are written off the commit path
+(:mod:`cdnlake.lake.log.table`).
 """
 
 from __future__ import annotations
@@ -36,8 +29,8 @@ from deltalake import DeltaTable
 from deltalake.transaction import AddAction
 
 from cdnlake.errors import StorageError, first_line
-from cdnlake.lake.schema import TableSpec
-from cdnlake.lake.store import Lake, sync_folder, write_durably
+from cdnlake.lake.log.schema import TableSpec
+from cdnlake.lake.log.store import Lake, sync_folder, write_durably
 from cdnlake.version import __version__
 
 if TYPE_CHECKING:
@@ -93,7 +86,7 @@ class Learned:
 class TableLog:
     """One exactly-once table's state, as of :attr:`version`, advanced entry by entry.
 
-    Not thread-safe: its owner (:class:`cdnlake.lake.table.LogTable`) holds a lock."""
+    Not thread-safe: its owner (:class:`cdnlake.lake.log.table.LogTable`) holds a lock."""
 
     def __init__(self, lake: Lake, spec: TableSpec) -> None:
         self.lake = lake
