@@ -10,6 +10,8 @@
                                            fewer quiet zones, for a shorter time
     python tests/bench/bench.py --only backfill --backfill-lines 1000000
                                            the archive's backfill on fewer lines
+    python tests/bench/bench.py --only zones --reference f1b7654
+                                           the quiet zones, the code of f1b7654 first
 
 Data is generated from a seed. Benchmarks are not tests: only the smoke test runs them,
 on tiny data, and it checks that they run, not how fast.
@@ -141,8 +143,24 @@ def cdnlake(*args: str) -> list[str]:
     ]
 
 
-def env() -> dict[str, str]:
-    return {**os.environ, "CDNLAKE_ACCESS_KEY": KEY}
+def env(src: Path | None = None) -> dict[str, str]:
+    """The commands' environment; ``src``: another checkout's ``src`` first on the path
+    (the reference code, see ``--reference``)."""
+    extra = {} if src is None else {"PYTHONPATH": str(src)}
+    return {**os.environ, "CDNLAKE_ACCESS_KEY": KEY, **extra}
+
+
+def reference_src(work: Path, rev: str) -> Path:
+    """``src`` of commit ``rev`` of this repository, unpacked under ``work`` and compiled
+    as ``pip install`` leaves it: the code a figure is compared with in the same run."""
+    folder = work / "reference"
+    folder.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", rev, "src"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    compileall.compile_dir(folder / "src" / "cdnlake", quiet=1)
+    return folder / "src"
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -210,8 +228,8 @@ def bench_import_v1(work: Path, lines: int) -> Figure:
         ours,
         reference,
         "s",
-        "<= 1.7x DuckDB COPY (python -c)",
-        ours <= 1.7 * reference,
+        "<= 1.5x DuckDB COPY (python -c)",
+        ours <= 1.5 * reference,
     )
 
 
@@ -609,12 +627,12 @@ def daemon_config(
 
 
 @contextmanager
-def running_daemon(config: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """The real ``cdnlake daemon`` on ``config``, stopped by SIGTERM (killed after
-    120 s) when the block ends."""
+def running_daemon(config: Path, src: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """The real ``cdnlake daemon`` on ``config`` (of the checkout ``src``, default this
+    one), stopped by SIGTERM (killed after 120 s) when the block ends."""
     daemon = subprocess.Popen(
         cdnlake("--config", str(config), "daemon"),
-        env=env(),
+        env=env(src),
         stdout=subprocess.DEVNULL,
         stderr=open(os.environ.get("BENCH_DAEMON_LOG", os.devnull), "w"),
     )
@@ -639,18 +657,38 @@ def delta_versions(table: Path) -> int:
 SCRAPE_SECONDS = 15  # Prometheus's usual scrape interval
 
 
-def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int) -> list[Figure]:
-    """The real ``cdnlake daemon`` on ``zones`` quiet zones of the emulator (a few requests
-    a minute each), at the provider's real limit, for ``seconds`` of steady state: every
-    zone's lag, as /metrics shows it (the lag alone every second, all of /metrics every
-    ``SCRAPE_SECONDS`` as Prometheus scrapes it), against ``lag_seconds + 2 x
-    poll_seconds``, and the
-    Delta commits each table took per poll (the figure group commits bring down: without
-    them each zone's pass commits to ``requests`` and to ``ingest_runs``). The daemon
+@dataclass
+class ZonesRun:
+    """What one daemon's run on quiet zones showed."""
+
+    worst: dict[int, float]  # each zone's highest lag
+    elapsed: float
+    cpu: float  # of a core
+    commits: dict[str, float]  # per poll, by table
+    since: datetime
+    lake: Path
+
+    @property
+    def busiest(self) -> tuple[str, float]:
+        name = max(self.commits, key=lambda n: self.commits[n], default="none")
+        return name, self.commits.get(name, 0.0)
+
+    def per_table(self) -> str:
+        return ", ".join(f"{name} {n:.0f}" for name, n in self.commits.items()) or "none"
+
+
+def quiet_zones_run(
+    root: Path, zones: int, seconds: float, poll: int, lag: int, src: Path | None = None
+) -> ZonesRun:
+    """The real ``cdnlake daemon`` (of the checkout ``src``, default this one) on ``zones``
+    quiet zones of the emulator (a few requests a minute each), at the provider's real
+    limit, for ``seconds`` of steady state: every zone's lag, as /metrics shows it (the lag
+    alone every second, all of /metrics every ``SCRAPE_SECONDS`` as Prometheus scrapes
+    it), the daemon's CPU and the Delta commits each table took per poll. The daemon
     starts as from a steady state: every zone's watermark at ``now - lag_seconds`` and its
     fresh reads up to now (set in one commit just before it starts), and its first round
     is measured too (the daemon staggers its zones' first passes). It stops early once a
-    zone is past the bound: the verdict is known."""
+    zone is past ``lag_seconds + 2 x poll_seconds``: the verdict is known."""
     from deltalake import CommitProperties, Transaction
 
     from cdnlake.lake.log.progress import FENCE, FRESH, WATERMARK, to_ms
@@ -660,7 +698,6 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
     ids = list(range(1, zones + 1))
     emu = EmulatorProcess("--zones", ",".join(map(str, ids)), "--rpm", "2", "--rate", "30/10")
     port = free_port()
-    root = work / "zones"
     root.mkdir(parents=True, exist_ok=True)
     config = daemon_config(
         root,
@@ -697,7 +734,7 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
     metrics = f"http://127.0.0.1:{port}/metrics"
     lags = f"{metrics}?name[]=cdnlake_watermark_lag_seconds"
     try:
-        with running_daemon(config) as daemon:
+        with running_daemon(config, src) as daemon:
             bound = lag + 2 * poll
             names = [spec.name for spec in TABLES]
             versions0 = {name: delta_versions(lake_dir / name) for name in names}
@@ -728,46 +765,78 @@ def bench_many_zones(work: Path, zones: int, seconds: float, poll: int, lag: int
         for name in names
         if versions1[name] > versions0[name]
     }
-    highest = max(worst.values(), default=float("inf"))
-    behind = sum(1 for value in worst.values() if value > bound)
-    ok = len(worst) == zones and behind == 0
-    per_table = ", ".join(f"{name} {n:.0f}" for name, n in commits.items()) or "none"
+    return ZonesRun(worst, elapsed, cpu, commits, since, lake_dir)
+
+
+# Slack of a daemon figure over the reference code's in the same run: this machine's
+# figures move by 10 to 20% from run to run.
+REFERENCE_SLACK = 1.2
+
+
+def bench_many_zones(
+    work: Path, zones: int, seconds: float, poll: int, lag: int, reference: Path | None = None
+) -> list[Figure]:
+    """:func:`quiet_zones_run` of this code: its lag against ``lag_seconds + 2 x
+    poll_seconds``, and the Delta commits each table took per poll (the figure group
+    commits bring down: without them each zone's pass commits to ``requests`` and to
+    ``ingest_runs``) and the daemon's CPU. With ``reference`` (the ``src`` of the code
+    before a change, ``--reference``), the same run of that code first: commits and CPU
+    are then held to it too (at most ``REFERENCE_SLACK`` times)."""
+    before = None
+    if reference is not None:
+        before = quiet_zones_run(work / "zones-reference", zones, seconds, poll, lag, reference)
+    run = quiet_zones_run(work / "zones", zones, seconds, poll, lag)
+    bound = lag + 2 * poll
+    highest = max(run.worst.values(), default=float("inf"))
+    behind = sum(1 for value in run.worst.values() if value > bound)
+    ok = len(run.worst) == zones and behind == 0
     # A group commit waits for the passes in flight up to GROUP_WAIT: a table takes at
     # most about a commit a second, whatever the zones.
-    most = max(commits.values(), default=0.0)
-    busiest = max(commits, key=lambda name: commits[name], default="none")
+    busiest, most = run.busiest
+    cpu = run.cpu
+    ref_most = None if before is None else before.busiest[1]
+    ref_cpu = None if before is None else before.cpu
+    was = (
+        ""
+        if before is None
+        else f"; the reference code: {before.per_table()}, CPU {before.cpu:.0%} of a core, "
+        f"max lag {max(before.worst.values(), default=float('inf')):.0f} s"
+    )
     commits_figure = Figure(
         f"{zones:,} quiet zones on one daemon: commits per poll to the busiest table",
         most,
-        None,
+        ref_most,
         "",
-        f"<= {poll} (a commit a second of the poll, whatever the zones)",
-        0 < most <= poll,
-        f"{busiest}; every table: {per_table}",
+        f"<= {poll} (a commit a second of the poll, whatever the zones)"
+        + ("" if ref_most is None else f", <= {REFERENCE_SLACK}x the reference code"),
+        0 < most <= poll and (ref_most is None or most <= REFERENCE_SLACK * ref_most),
+        f"{busiest}; every table: {run.per_table()}" + was,
     )
     cpu_figure = Figure(
         f"{zones:,} quiet zones on one daemon: its CPU",
         cpu,
-        None,
+        ref_cpu,
         " of a core",
-        "<= 1 core (1,000 zones)",
-        cpu <= max(1.0, zones / 1_000),
-        "user and system time of the daemon process over the run, from /proc",
+        "<= 1 core (1,000 zones)"
+        + ("" if ref_cpu is None else f", <= {REFERENCE_SLACK}x the reference code"),
+        cpu <= max(1.0, zones / 1_000) and (ref_cpu is None or cpu <= REFERENCE_SLACK * ref_cpu),
+        "user and system time of the daemon process over the run, from /proc" + was,
     )
     return [
         commits_figure,
         Figure(
-            f"{zones:,} quiet zones on one daemon for {elapsed / 60:.1f} min: max lag",
+            f"{zones:,} quiet zones on one daemon for {run.elapsed / 60:.1f} min: max lag",
             highest,
             bound,
             "s",
             "every zone's lag <= lag + 2 x poll",
             ok,
             f"{behind} of {zones} zones past it"
-            + ("" if elapsed >= seconds else " (stopped early: the verdict was known)")
-            + f"; commits per poll: {per_table}; "
-            + busy_passes(lake_dir, since).note()
-            + f"; daemon CPU {cpu:.0%} of a core",
+            + ("" if run.elapsed >= seconds else " (stopped early: the verdict was known)")
+            + f"; commits per poll: {run.per_table()}; "
+            + busy_passes(run.lake, run.since).note()
+            + f"; daemon CPU {cpu:.0%} of a core"
+            + was,
         ),
         cpu_figure,
     ]
@@ -1819,6 +1888,7 @@ def run_all(
     busy: tuple[int | None, float | None] = (None, None),
     zones: tuple[int | None, float | None] = (None, None),
     backfill_lines: int | None = None,
+    reference: str | None = None,
 ) -> list[Figure]:
     s = dict(SIZES[size])
     s["backfill"] = backfill_lines or s["backfill"]
@@ -1829,6 +1899,7 @@ def run_all(
     figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="cdnlake-bench-") as tmp:
         work = Path(tmp)
+        before = None if reference is None else reference_src(work, reference)
         plan: list[tuple[str, Callable[[], Figure | list[Figure]]]] = [
             ("startup", bench_startup),
             ("small-import", lambda: bench_small_import(work / "import")),
@@ -1845,7 +1916,7 @@ def run_all(
             ("files", lambda: bench_commit_on_files(work, *s["files"])),
             ("status", lambda: bench_status(work, *s["range"])),
             ("busy", lambda: bench_busy_zone(work, *s["busy"])),
-            ("zones", lambda: bench_many_zones(work, *s["zones"])),
+            ("zones", lambda: bench_many_zones(work, *s["zones"], reference=before)),
             ("more-zones", lambda: bench_many_zones(work / "more", *s["more-zones"])[1:2]),
             ("forwarding", lambda: bench_forwarding(work, *s["forwarding"])),
             ("top", lambda: bench_top(work, *s["top"])),
@@ -1873,6 +1944,12 @@ def main() -> int:
     parser.add_argument("--zones", type=int, help="how many quiet zones (bench 'zones')")
     parser.add_argument("--zones-seconds", type=float, help="how long the quiet zones run")
     parser.add_argument("--backfill-lines", type=int, help="archived lines (bench 'backfill')")
+    parser.add_argument(
+        "--reference",
+        metavar="REV",
+        help="a commit whose code the daemon figures (bench 'zones') also run, first, as\n"
+        "their reference in the same run (make bench: the last before issue 47's door)",
+    )
     args = parser.parse_args()
     # As pip leaves an installed package: bytecode compiled (this checkout is installed
     # editable, and PYTHONDONTWRITEBYTECODE would have every process compile it again).
@@ -1887,6 +1964,7 @@ def main() -> int:
         (args.busy_rate, args.busy_seconds),
         (args.zones, args.zones_seconds),
         args.backfill_lines,
+        args.reference,
     )
     missed = [f.what for f in figures if not f.ok]
     print(
