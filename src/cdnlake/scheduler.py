@@ -40,7 +40,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 from cdnlake.client.core import ApiClient
 from cdnlake.client.logging_api import LoggingClient
 from cdnlake.config import Config, ShieldZoneConfig, ZoneConfig
-from cdnlake.coordination import Fleet, Turn, fleet_for, lease_key, lease_keys, maintain_hold
+from cdnlake.coordination import fleet_for, lease_key, lease_keys, maintain_hold
+from cdnlake.coordination.fleet import Fleet, Turn
 from cdnlake.errors import StopRequested
 from cdnlake.forwarding.receiver import Receiver
 from cdnlake.ingest.passes import Ingestor, ingest_shield_zone

@@ -351,7 +351,7 @@ class _Fleet:
 
     @contextlib.contextmanager
     def claim(self, key: str):  # type: ignore[no-untyped-def]
-        from cdnlake.coordination import Hold
+        from cdnlake.coordination.fleet import Hold
 
         yield None if self.generation is None else Hold(0.0, threading.Event(), self.generation)
 

@@ -10,7 +10,7 @@ from collections import Counter
 import psycopg
 import pytest
 
-from cdnlake.coordination import Turn
+from cdnlake.coordination.fleet import Turn
 from cdnlake.coordination.postgres import PostgresFleet, fleet_view
 from cdnlake.errors import CoordinationError
 from cdnlake.scheduler import wait_for

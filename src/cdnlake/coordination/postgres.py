@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from cdnlake.coordination import Hold, Turn, never
 from cdnlake.coordination.assign import share
+from cdnlake.coordination.fleet import Hold, Turn, never
 from cdnlake.errors import CoordinationError, StopRequested, ZoneBusyError, first_line
 from cdnlake.sqlfiles import postgres_sql
 

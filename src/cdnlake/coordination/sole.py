@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cdnlake.coordination import Hold, Turn, never
+from cdnlake.coordination.fleet import Hold, Turn, never
 from cdnlake.errors import DaemonRunningError
 
 
