@@ -34,6 +34,8 @@ FIXTURES_DIR = REPO / "tests" / "fixtures"
 os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+# The key every daemon of a test fleet shares ([privacy] hash_key_env = "FLEET_KEY").
+os.environ.setdefault("FLEET_KEY", "fleet-key-of-the-tests-" + "k" * 32)
 # A terminal's size comes from the terminal: a COLUMNS or LINES inherited from the runner
 # (an xdist worker has them) would override the pseudo-terminals the tests open.
 for _size in ("COLUMNS", "LINES"):

@@ -412,6 +412,7 @@ def test_raw_text_with_nothing_to_treat_is_kept_byte_for_byte() -> None:
 
 def test_marks_say_what_the_rows_were_stored_under() -> None:
     from cdnlake.lake.log.progress import (
+        PRIVACY,
         PRIVACY_MIXED,
         WATERMARK,
         describe_stored,
@@ -435,8 +436,16 @@ def test_marks_say_what_the_rows_were_stored_under() -> None:
     assert marks[PRIVACY_MIXED] == at  # the change is dated once
     marks.update(privacy_marks(marks.get, HASH.setting.code(), at + 2))  # another change
     assert stored_settings(marks.get) == [HASH.setting, KEEP_ALL]  # the oldest kept
-    marks.update(privacy_applied(HASH.setting.code()))
+    marks.update(privacy_applied(HASH.setting, marks.get))
     assert stored_settings(marks.get) == [HASH.setting]
+    # Stored under truncate, then hashed: keyed hashes of networks, and said so.
+    truncated = {PRIVACY: TRUNCATE.setting.code(), WATERMARK: 1}
+    truncated.update(privacy_applied(HASH.setting, truncated.get))
+    (networks,) = stored_settings(truncated.get)
+    assert networks.holds_networks and networks.key_id == HASH.setting.key_id
+    assert "ip keyed hashes of /24 (IPv4) and /64 (IPv6) networks" in describe_stored(truncated.get)
+    assert not networks.reaches(HASH.setting)  # the addresses are not known any more
+    assert networks.cannot_become(HASH.setting) is None
 
 
 def test_rows_stored_before_signed_paths_were_scrubbed_are_pending() -> None:

@@ -250,7 +250,10 @@ def test_a_fleet_started_after_report_at_makes_that_days_report_once(
     procs: list[subprocess.Popen[str]] = []
     try:
         path = write_config(tmp_path, emu, zones=[(1234, "v2"), (1236, "v2")])
-        path.write_text(path.read_text() + '[coordination]\npostgres_dsn_env = "PG_DSN"\n')
+        path.write_text(
+            path.read_text()
+            + '[coordination]\npostgres_dsn_env = "PG_DSN"\n[privacy]\nhash_key_env = "FLEET_KEY"\n'
+        )
         daily_jobs_at_midnight(path)
         for name in ("a", "b"):
             log = tmp_path / f"{name}.log"

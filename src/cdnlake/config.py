@@ -486,6 +486,13 @@ class Config(Table, frozen=True):
             twice = _first_repeat([z.id for z in zones])
             if twice is not None:
                 raise ValueError(f"{name}[{twice}].id: zone {zones[twice].id} is configured twice")
+        if self.coordination.enabled and not self.privacy.hash_key_env:
+            # An erasure made on one machine is matched on every other under this key.
+            raise ValueError(
+                "privacy.hash_key_env: a fleet ([coordination] postgres_dsn_env) needs the "
+                "NAME of an environment variable holding a key every daemon shares (erased "
+                "addresses are recorded and matched as keyed hashes under it)"
+            )
 
     def zone(self, zone_id: int) -> ZoneConfig:
         for zone in self.zones:

@@ -160,7 +160,9 @@ class Setting:
     ``maintain --apply-privacy`` know what the stored rows went through."""
 
     ip: IpMode = "keep"
-    ipv4_prefix: int = 0  # truncate only
+    # truncate: the prefixes kept; hash: those of the networks hashed (rows stored under
+    # truncate, then hashed by ``maintain --apply-privacy``), 0 where addresses were hashed
+    ipv4_prefix: int = 0
     ipv6_prefix: int = 0
     strip_id: int = 0  # 16 bits of a digest of the strip_query names (0: none)
     key_id: int = 0  # 30 bits of an HMAC of a fixed text under the hash key (hash only)
@@ -194,9 +196,26 @@ class Setting:
         """The address treatment in a few words, e.g. ``truncate /24 /64``."""
         if self.ip == "truncate":
             return f"truncate /{self.ipv4_prefix} /{self.ipv6_prefix}"
+        if self.ip == "hash" and self.holds_networks:
+            return (
+                f"keyed hashes of /{self.ipv4_prefix} (IPv4) and /{self.ipv6_prefix} (IPv6) "
+                f"networks, not of addresses (key {self.key_id:08x})"
+            )
         if self.ip == "hash":
             return f"hash (key {self.key_id:08x})"
         return self.ip
+
+    @property
+    def holds_networks(self) -> bool:
+        """Whether its rows hold networks (or their hashes), not single clients."""
+        return self.ip in ("truncate", "hash") and self.ipv4_prefix > 0
+
+    def hashing(self, stored: Setting) -> Setting:
+        """What rows stored under ``stored`` hold once treated under this setting: under
+        ``hash``, keyed hashes of the networks where they held networks; else this."""
+        if self.ip != "hash" or not stored.holds_networks:
+            return self
+        return replace(self, ipv4_prefix=stored.ipv4_prefix, ipv6_prefix=stored.ipv6_prefix)
 
     def describe(self) -> str:
         """The setting in a few words: ``ip truncate /24 /64, query parameters removed``."""
@@ -208,7 +227,7 @@ class Setting:
     def same_as(self, other: Setting) -> bool:
         """Equal, but where one key id is unknown (0: the key is not in this environment)."""
         if self.ip == other.ip == "hash" and 0 in (self.key_id, other.key_id):
-            return (self.strip_id, self.url_rules) == (other.strip_id, other.url_rules)
+            return replace(self, key_id=0) == replace(other, key_id=0)
         return self == other
 
     def cannot_become(self, wanted: Setting) -> str | None:
@@ -236,6 +255,8 @@ class Setting:
             return False
         if wanted.ip == "keep":
             return self.ip == "keep"
+        if self.ip == "hash" and self.holds_networks:  # hashes of networks stay so
+            return wanted.holds_networks and self.key_id == wanted.key_id
         if wanted.ip == "truncate":
             return self.ip == "keep" or (
                 self.ip == "truncate"

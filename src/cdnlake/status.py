@@ -30,7 +30,7 @@ from cdnlake.lake.log.schema import (
     SHIELD_EVENTS,
     TableSpec,
 )
-from cdnlake.lake.log.store import Lake, add_actions_table
+from cdnlake.lake.log.store import Lake, add_actions_table, held_zones
 from cdnlake.lake.zone.session import LakeSession
 from cdnlake.privacy import Setting, configured_setting
 from cdnlake.sqlfiles import internal_sql
@@ -80,6 +80,9 @@ class ZoneStatus:
     # configured one (``cdnlake maintain --apply-privacy`` rewrites them).
     privacy: str | None = None
     privacy_pending: bool = False
+    # Whether ``maintain --apply-privacy`` would bring some of those rows to the configured
+    # setting (not rows stored stronger: hashes of networks, a shorter prefix, dropped).
+    privacy_rewritable: bool = False
     # A zone that names its archive: the days it holds and which are imported, as its
     # last backfill or archive job listed them (:func:`archive_days`); None otherwise.
     archive: dict[str, Any] | None = None
@@ -103,21 +106,27 @@ def watermarks(
 
 
 def zone_privacy(
-    spec: TableSpec, table: DeltaTable | None, zone_id: int, configured: Setting
-) -> tuple[str | None, bool]:
-    """The setting a zone's stored rows went through, as its marks say, and whether some
-    were stored under another than ``configured`` (None, False: no rows)."""
-    if table is None:
-        return None, False
+    spec: TableSpec, table: DeltaTable | None, zone_id: int, configured: Setting, held: bool
+) -> tuple[str | None, bool, bool]:
+    """The setting a zone's stored rows went through, as its marks say; whether some were
+    stored under another than ``configured``; whether ``maintain --apply-privacy`` would
+    rewrite some. (None, False, False: a zone holding no data file, whatever its marks: a
+    commit of progress alone or an erasure's mark gives a zone without rows marks too.)"""
+    if table is None or not held:
+        return None, False, False
 
     def versions(mark: str) -> int | None:
         return table.transaction_version(spec.app_id(zone_id, mark))
 
     stored = stored_settings(versions)
     if not stored:
-        return None, False
+        return None, False, False
     pending = len(stored) > 1 or not stored[0].same_as(configured)
-    return describe_stored(versions), pending
+    rewritable = any(
+        not s.same_as(configured) and s.reaches(configured) and s.cannot_become(configured) is None
+        for s in stored
+    )
+    return describe_stored(versions), pending, rewritable
 
 
 def rows_on(lake: Lake, spec: TableSpec, table: DeltaTable | None, day: date) -> dict[int, int]:
@@ -292,6 +301,10 @@ def zone_statuses(
         audits = {a.zone_id: a for a in kept}
         archives = archive_days(con, archived) if archived else {}
     configured = configured_setting(config.privacy)
+    held = {
+        False: set(held_zones(REQUESTS, requests)) if requests is not None else set(),
+        True: set(held_zones(SHIELD_EVENTS, events)) if events is not None else set(),
+    }
     # (id, name, source, is shield, its watermarks, its rows today, its freshness)
     zones = [(z.id, z.name, z.source, False, pull_marks, rows_today, fresh) for z in config.zones]
     zones += [
@@ -320,11 +333,12 @@ def zone_statuses(
                 "(a record with a wrong timestamp)"
             )
         forwarded_at = freshest.forwarded.get(zone_id)
-        privacy, pending = zone_privacy(
+        privacy, pending, rewritable = zone_privacy(
             SHIELD_EVENTS if shield else REQUESTS,
             events if shield else requests,
             zone_id,
             configured,
+            zone_id in held[shield],
         )
         out.append(
             ZoneStatus(
@@ -354,6 +368,7 @@ def zone_statuses(
                 last_audit=None if shield or zone_id not in audits else audits[zone_id].as_dict(),
                 privacy=privacy,
                 privacy_pending=pending,
+                privacy_rewritable=rewritable,
                 archive=None if shield else archives.get(zone_id),
             )
         )

@@ -229,8 +229,12 @@ def test_apply_privacy_rewrites_what_was_stored_before(tmp_path: Path) -> None:
     (report,) = (tmp_path / "r").glob("*.json")
     (clients,) = json.loads(report.read_text())["sections"]["clients"]["rows"]
     assert clients["zones"] == "1234" and clients["distinct_clients"] == 30
-    assert clients["addresses_stored"].startswith("ip hash (key ")
-    assert clients["counted"] == "exact, by keyed hash"
+    # Stored truncated, then hashed: keyed hashes of networks, never "by keyed hash".
+    assert clients["addresses_stored"].startswith("ip keyed hashes of /24 (IPv4) and /64")
+    assert (
+        clients["counted"] == "exact, networks (keyed hashes of truncated addresses), not clients"
+    )
+    assert "apply-privacy" not in status(hashed)  # nothing it could rewrite
     truncate = privacy_config(tmp_path, None, "truncate")
     refused = run_cli("--config", str(truncate), "maintain", "--apply-privacy")
     assert refused.returncode == 1

@@ -72,7 +72,10 @@ def fleet_config(tmp_path: Path, emu, poll: int = POLL) -> Path:
         max_window_seconds=43200,
     )
     text = path.read_text().replace("poll_seconds = 1", f"poll_seconds = {poll}")
-    path.write_text(text + '[coordination]\npostgres_dsn_env = "PG_DSN"\n')
+    path.write_text(
+        text
+        + '[coordination]\npostgres_dsn_env = "PG_DSN"\n[privacy]\nhash_key_env = "FLEET_KEY"\n'
+    )
     return path
 
 

@@ -102,7 +102,10 @@ def test_a_stale_daemon_woken_after_a_takeover_and_a_rewind_commits_nothing(
             max_window_seconds=43200,
         )
         text = path_a.read_text().replace("poll_seconds = 1", f"poll_seconds = {POLL}")
-        path_a.write_text(text + '[coordination]\npostgres_dsn_env = "PG_DSN"\n')
+        path_a.write_text(
+            text
+            + '[coordination]\npostgres_dsn_env = "PG_DSN"\n[privacy]\nhash_key_env = "FLEET_KEY"\n'
+        )
         (tmp_path / "b").mkdir()
         path_b = tmp_path / "b" / "config.toml"  # another machine: its own work folder
         path_b.write_text(path_a.read_text())

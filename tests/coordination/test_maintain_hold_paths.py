@@ -40,6 +40,7 @@ def config_of(root: Path, dsn: str) -> Config:
     raw = {
         "storage": {"root": str(root / "data")},
         "coordination": {"postgres_dsn_env": "PG_DSN"},
+        "privacy": {"hash_key_env": "FLEET_KEY"},
         "schedule": {"poll_seconds": 1},
     }
     return build_config(raw, base_dir=root, env={"PG_DSN": dsn})
@@ -86,6 +87,7 @@ def test_the_cli_maintain_holds_the_lease_and_maintains_the_rest(
     path = tmp_path / "config.toml"
     path.write_text(
         f'[storage]\nroot = "{tmp_path / "data"}"\n[coordination]\npostgres_dsn_env = "PG_DSN"\n'
+        '[privacy]\nhash_key_env = "FLEET_KEY"\n'
         "[schedule]\npoll_seconds = 1\n"
     )
     before = watermark(lake)

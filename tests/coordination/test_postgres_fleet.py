@@ -188,7 +188,10 @@ def test_two_daemons_write_one_report_a_day(tmp_path, postgres):
     written: list[tuple[str, object]] = []
     try:
         path = write_config(tmp_path, emu, zones=[(1234, "v2")])
-        path.write_text(path.read_text() + '[coordination]\npostgres_dsn_env = "PG_DSN"\n')
+        path.write_text(
+            path.read_text()
+            + '[coordination]\npostgres_dsn_env = "PG_DSN"\n[privacy]\nhash_key_env = "FLEET_KEY"\n'
+        )
         config = load_config(path, env={"CDNLAKE_ACCESS_KEY": KEY, "PG_DSN": postgres.dsn})
         assert config.coordination.require_dsn().reveal() == postgres.dsn
         for name in ("host:1", "host:2"):

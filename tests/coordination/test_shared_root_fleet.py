@@ -56,7 +56,10 @@ def test_a_sleeping_daemons_zone_lock_does_not_keep_the_new_owner_busy(
         # Passes alone: no daily job is due before 23:59, so none is caught up at start.
         text = text.replace("[schedule]\n", '[schedule]\nreport_at = "23:59"\n')
         text = text.replace("[schedule]\n", '[schedule]\nmaintain_at = "23:59"\n')
-        path.write_text(text + '[coordination]\npostgres_dsn_env = "PG_DSN"\n')
+        path.write_text(
+            text
+            + '[coordination]\npostgres_dsn_env = "PG_DSN"\n[privacy]\nhash_key_env = "FLEET_KEY"\n'
+        )
         config = load_test_config(path)
         key = f"requests/{ZONE}"
         arm, go = tmp_path / "arm", tmp_path / "go"

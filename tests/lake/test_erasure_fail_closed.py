@@ -217,3 +217,29 @@ def test_forget_of_a_request_id_mentions_no_address_hash(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "1 request removed (zone 7: 1)" in out
     assert "(the request id)" in out and "keyed hash" not in out
+
+
+def test_a_shield_rejected_line_is_held_before_it_is_scrubbed(tmp_path):
+    """The same for a shield zone's undecodable event: erased under ``keep``, read again
+    under ``truncate``, it is not kept (truncated)."""
+    with session_for(config_at(tmp_path)) as session:
+        seed(session, zones=(7,))
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+    with session_for(config_at(tmp_path, ip="truncate")) as daemon:
+        Bookkeeping(daemon).record_rejects([rejected(5002, "shield", ADDRESS)], patient=False)
+        lines = table_rows(daemon, REJECTED_LINES)
+        assert 5002 not in lines["zone"].to_list()
+        assert not any("203.0.113.0" in text for text in lines["raw_line"].to_list())
+
+
+def test_shield_events_are_held_before_they_are_scrubbed(tmp_path):
+    """Shield events whose log text names the erased address, erased under ``keep`` and
+    read again under ``truncate``: none is stored, not even with the network in it."""
+    with session_for(config_at(tmp_path)) as session:
+        seed(session, zones=(7,))
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+    with session_for(config_at(tmp_path, ip="truncate")) as daemon:
+        written = ZoneWriter(daemon, SHIELD_EVENTS, 5002).commit(shield_events(START, 10), {})
+        assert (written.new, written.erased) == (5, 5)
+        logs = table_rows(daemon, SHIELD_EVENTS)["log"].to_list()
+        assert not any("203.0.113.0" in text for text in logs), logs

@@ -237,9 +237,22 @@ def test_bad_usage_is_one_line_exit_2(tmp_path, capsys, args, words):
 
 def test_in_a_fleet_an_address_needs_a_shared_key(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TEST_DSN", "postgresql://x")
-    path = _config_file(tmp_path, '[coordination]\npostgres_dsn_env = "TEST_DSN"')
+    path = _config_file(
+        tmp_path, '[coordination]\npostgres_dsn_env = "TEST_DSN"\n[privacy]\nhash_key_env = "UNSET"'
+    )
     assert main(["--config", str(path), "forget", "--ip", ADDRESS]) == 2
     assert "privacy.hash_key_env: forget --ip in a fleet" in capsys.readouterr().err
+
+
+def test_a_fleet_without_hash_key_env_is_a_config_error(tmp_path, capsys, monkeypatch):
+    """Every command of a fleet refuses its config: a daemon without the shared key
+    could not match an erasure made on another machine."""
+    monkeypatch.setenv("TEST_DSN", "postgresql://x")
+    path = _config_file(tmp_path, '[coordination]\npostgres_dsn_env = "TEST_DSN"')
+    for command in (["status"], ["daemon"], ["forget", "--request-id", "r-1"]):
+        assert main(["--config", str(path), *command]) == 2
+        err = capsys.readouterr().err
+        assert "privacy.hash_key_env: a fleet" in err and err.count("\n") == 1, err
 
 
 def test_forget_from_the_command_line(tmp_path, capsys):

@@ -40,6 +40,8 @@ def daemon(args: argparse.Namespace) -> int:
     if not config.zones:
         raise UsageError("daemon: no zones configured ([[zones]] in the config file)")
     require_writable_root(config)
+    if config.coordination.enabled:  # erasures made elsewhere are matched under its key
+        config.privacy.require_hash_key()
     log = logging.getLogger("cdnlake.daemon")
     interrupted = threading.Event()
 

@@ -63,6 +63,8 @@ def forget(args: argparse.Namespace) -> int:
                     stop=stop.is_set,
                     zones_known=tuple(zone.id for zone in config.zones),
                     shield_zones_known=tuple(zone.id for zone in config.shield_zones),
+                    # --vacuum-now holds every zone's lock already
+                    locks=None if args.vacuum_now else config.storage.work / "locks",
                 ),
                 on_abandon=lambda: say(_stopped(stop.signal)),
             )

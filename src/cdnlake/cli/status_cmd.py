@@ -125,9 +125,14 @@ def privacy_lines(config: Config, statuses: list[ZoneStatus]) -> str:
     text = f"privacy: {configured_setting(config.privacy).describe()}\n"
     for s in pending:
         text += f"privacy: zone {s.zone_id} ({s.source}) stored: {s.privacy}\n"
+    if any(s.privacy_rewritable for s in pending):
+        return text + (
+            "privacy: rows stored under another setting than the configured one: "
+            "`cdnlake maintain --apply-privacy` rewrites the weaker ones\n"
+        )
     return text + (
-        "privacy: rows stored under another setting than the configured one: "
-        "`cdnlake maintain --apply-privacy` rewrites the weaker ones\n"
+        "privacy: rows stored stronger than the configured setting stay so (what was "
+        "removed cannot be given back): nothing to rewrite\n"
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from cdnlake.lake.log.progress import describe_stored, stored_settings
 from cdnlake.lake.log.schema import REQUESTS
+from cdnlake.lake.log.store import held_zones
 from cdnlake.lake.zone.session import LakeSession
 from cdnlake.reports.data import Table
 
@@ -27,7 +28,10 @@ def clients(session: LakeSession, zones: list[int], overview: dict[str, Any]) ->
     table = session.reader(REQUESTS)
     groups: dict[str, list[int]] = {}
     kinds: set[str] = set()
+    held = set(held_zones(REQUESTS, table)) if table is not None else set()
     for zone in zones if table is not None else []:
+        if zone not in held:
+            continue  # no rows yet: nothing stored to describe (whatever its marks say)
 
         def versions(mark: str, zone: int = zone) -> int | None:
             assert table is not None
@@ -36,7 +40,9 @@ def clients(session: LakeSession, zones: list[int], overview: dict[str, Any]) ->
         settings = stored_settings(versions)
         if settings:
             groups.setdefault(describe_stored(versions), []).append(zone)
-            kinds |= {s.ip for s in settings}
+            kinds |= {
+                "hashed networks" if s.ip == "hash" and s.holds_networks else s.ip for s in settings
+            }
     if not groups:
         return Table(TITLE, list(COLUMNS), [])
     distinct = None if kinds == {"drop"} else overview.get("distinct_clients")
@@ -56,6 +62,8 @@ def _counted(kinds: set[str]) -> str:
         return "not counted: addresses not stored"
     if "truncate" in kinds:
         return "exact, networks (truncated addresses)"
+    if "hashed networks" in kinds:
+        return "exact, networks (keyed hashes of truncated addresses), not clients"
     if "hash" in kinds:
         return "exact, by keyed hash"
     return "exact"

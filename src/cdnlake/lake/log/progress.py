@@ -99,9 +99,19 @@ def privacy_marks(current: Versions, setting: int, now_ms: int) -> dict[str, int
     return marks
 
 
-def privacy_applied(setting: int) -> dict[str, int]:
-    """The marks of a rewrite that brought every stored row of the zone to ``setting``."""
-    return {PRIVACY: setting, PRIVACY_MIXED: 0, PRIVACY_BEFORE: 0}
+def privacy_applied(wanted: Setting, current: Versions) -> dict[str, int]:
+    """The marks of a rewrite that brought every stored row of the zone to ``wanted``,
+    given the zone's marks before it: rows that held networks (``truncate``) hashed under
+    ``hash`` hold keyed hashes of networks, and the marks say so (mixed, where newer rows
+    hold hashes of addresses)."""
+    after = [wanted.hashing(stored) for stored in stored_settings(current)] or [wanted]
+    if len(set(after)) == 1:
+        return {PRIVACY: after[0].code(), PRIVACY_MIXED: 0, PRIVACY_BEFORE: 0}
+    return {
+        PRIVACY: after[0].code(),
+        PRIVACY_MIXED: current(PRIVACY_MIXED) or 0,
+        PRIVACY_BEFORE: after[1].code(),
+    }
 
 
 # What a rewind outside a pass holds in a fleet (``maintain``: the zone's lease): (table,

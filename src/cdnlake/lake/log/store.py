@@ -167,13 +167,7 @@ class Lake:
     def zones(self, spec: TableSpec) -> list[int]:
         """The zones the table holds data files of."""
         table = self.open(spec)
-        if table is None:
-            return []
-        actions = add_actions_table(table)
-        if actions.num_rows == 0:
-            return []
-        column = actions.column(f"partition.{spec.zone_column}").to_pylist()
-        return sorted({int(zone) for zone in column if zone is not None})
+        return [] if table is None else held_zones(spec, table)
 
     def dataset(
         self,
@@ -380,6 +374,15 @@ def add_actions_table(table: DeltaTable) -> ArrowTable:
     """The table's add actions (flattened), as delta-rs returns them: an arro3 table,
     which needs neither pyarrow nor (for its instants) pandas."""
     return table.get_add_actions(flatten=True)
+
+
+def held_zones(spec: TableSpec, table: DeltaTable) -> list[int]:
+    """The zones ``table`` (a snapshot of ``spec``) holds data files of."""
+    actions = add_actions_table(table)
+    if actions.num_rows == 0:
+        return []
+    column = actions.column(f"partition.{spec.zone_column}").to_pylist()
+    return sorted({int(zone) for zone in column if zone is not None})
 
 
 def write_durably(target: Path, content: bytes, *, named: bool = True) -> None:

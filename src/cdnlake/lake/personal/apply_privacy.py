@@ -108,7 +108,7 @@ def _mixed(marks: Versions, policy: PrivacyPolicy) -> bool:
     """Whether some rows of the zone may have been stored under another setting (a zone
     with files but no marks: as received, before [privacy] existed)."""
     settings = stored_settings(marks) or [Setting.decode(LEGACY_PRIVACY)]
-    return len(settings) != 1 or settings[0] != policy.setting
+    return len(settings) != 1 or policy.setting.hashing(settings[0]) != settings[0]
 
 
 def _zones_of(spec: TableSpec, table: Any, zones: list[int] | None) -> list[int]:
@@ -164,7 +164,7 @@ def _apply_zone(
             """Marked done unless rows came meanwhile under yet another setting."""
             if current(PRIVACY) not in (seen, wanted.code()):
                 return {}
-            return privacy_applied(wanted.code())
+            return privacy_applied(wanted, current)
 
         if reached:  # else older rows were stored stronger: the marks keep saying so
             writer.commit(writer.empty(), applied)

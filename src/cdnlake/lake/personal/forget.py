@@ -12,18 +12,20 @@ again finds nothing more to remove.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from cdnlake.errors import StopRequested, StorageError, UsageError, first_line
+from cdnlake.errors import StopRequested, StorageError, UsageError, ZoneBusyError, first_line
 from cdnlake.lake.log.progress import ERASED, PRIVACY, PRIVACY_BEFORE, to_ms
 from cdnlake.lake.log.schema import (
     ERASURES,
@@ -35,9 +37,10 @@ from cdnlake.lake.log.schema import (
 )
 from cdnlake.lake.log.store import add_actions_table
 from cdnlake.lake.log.table import Merge
-from cdnlake.lake.upkeep.maintain import vacuum_removed
+from cdnlake.lake.upkeep.maintain import HOLD_WAIT_SECONDS, vacuum_removed
 from cdnlake.lake.upkeep.rewrite import Rewriter, rewrite
 from cdnlake.lake.zone.erasures import EVERY_ZONE, IP, REQUEST_ID, Erasure, canonical
+from cdnlake.lake.zone.lock import zone_lock
 from cdnlake.lake.zone.session import LakeSession
 from cdnlake.privacy import PrivacyPolicy, Setting
 
@@ -138,6 +141,7 @@ def forget(
     stop: Callable[[], bool] = lambda: False,
     zones_known: tuple[int, ...] = (),
     shield_zones_known: tuple[int, ...] = (),
+    locks: Path | None = None,
 ) -> ForgetReport:
     """Remove what ``target`` matches (see the module docstring). ``stored``: the address
     as ``[privacy] ip`` stores it (None where addresses are dropped). ``stop``: checked
@@ -145,7 +149,10 @@ def forget(
     the zones done so far are whole; running it again finishes). ``zones_known``,
     ``shield_zones_known``: the configured pull and shield zones; those concerned that
     hold no rows yet get the erasure mark too, so that their first pass (reading the span
-    the provider still serves) drops the rows."""
+    the provider still serves) drops the rows. ``locks``: the folder of this machine's
+    zone locks: each zone is rewritten holding its lock, so that a pass committing every
+    few seconds cannot keep it busy; its pass in flight is waited for, up to
+    ``HOLD_WAIT_SECONDS`` (None: the caller holds every zone already)."""
     erasure = _erasure(session, target, now, stored)
     report = ForgetReport(erasure.erasure_id, now)
     zones = list(target.zones) or None
@@ -172,7 +179,8 @@ def forget(
                 days=days,
             )
 
-        written = rewrite(make, mark)
+        with _holding(locks, REQUESTS, zone, stop):
+            written = rewrite(make, mark)
         if written.removed:
             report.requests[zone] = written.removed
             report.files += written.files_removed
@@ -197,7 +205,8 @@ def forget(
                     days=days,
                 )
 
-            written = rewrite(shield, mark)  # the mark: its writers hold rows against it
+            with _holding(locks, SHIELD_EVENTS, zone, stop):
+                written = rewrite(shield, mark)  # the mark: its writers hold rows against it
             report.shield += written.removed
             report.files += written.files_removed
             report.days |= written.days_removed
@@ -218,6 +227,27 @@ def forget(
         report.rejected,
     )
     return report
+
+
+@contextlib.contextmanager
+def _holding(
+    locks: Path | None, spec: TableSpec, zone: int, stop: Callable[[], bool]
+) -> Iterator[None]:
+    """The zone's lock on this machine, its pass in flight waited for (Ctrl-C obeyed);
+    ZoneBusyError past ``HOLD_WAIT_SECONDS``, the erasure recorded and the zones before
+    this one done."""
+    with contextlib.ExitStack() as held:
+        if locks is not None:
+            try:
+                held.enter_context(
+                    zone_lock(locks, spec.name, zone, wait=HOLD_WAIT_SECONDS, stop=stop)
+                )
+            except ZoneBusyError as exc:
+                raise ZoneBusyError(
+                    f"forget: {exc} still after {HOLD_WAIT_SECONDS:.0f} s; the erasure is "
+                    "recorded and the zones before it are done: run the same forget again"
+                ) from None
+        yield
 
 
 def _match(
@@ -458,7 +488,7 @@ def _forget_rejects(
     partitions = [("zone", "in", [str(z) for z in zones])] if zones else None
     try:
         found = lake.dataset(REJECTED_LINES, table, partitions).to_table(
-            columns=["zone", "record_key", "raw_line", "request_id"]
+            columns=["zone", "record_key", "raw_line", "request_id", "file", "rejected_at"]
         )
     except OSError as exc:
         raise StorageError(f"cannot read rejected_lines: {exc}") from None
@@ -473,6 +503,10 @@ def _forget_rejects(
         pattern = _pattern(texts)
         hit = _text_match(rows, ("raw_line",), pattern)
     gone = rows.filter(hit)
+    if target.from_day is not None or target.to_day is not None:
+        days = zip(gone["file"].to_list(), gone["rejected_at"].to_list(), strict=True)
+        covered = [target.covers(reject_day(file, at)) for file, at in days]
+        gone = gone.filter(pl.Series(covered, dtype=pl.Boolean))
     if gone.height == 0:
         return 0
     removed = 0
@@ -487,6 +521,25 @@ def _forget_rejects(
             raise StorageError(f"cannot remove rejected lines: {first_line(exc)}") from None
         removed += int(metrics.get("num_deleted_rows", 0) or 0)
     return removed
+
+
+def reject_day(file: str | None, rejected_at: datetime | None) -> date | None:
+    """The UTC day a rejected line belongs to, for ``--from/--to``: the day its source
+    names (a v1 day file ``api:v1:MM-dd-yy/...``, a v2 window ``api:v2?from=...``, a
+    shield day ``api:shield:YYYY-MM-DD``), else the day it was rejected."""
+    import re
+
+    text = file or ""
+    try:
+        if found := re.match(r"api:v1:(\d\d-\d\d-\d\d)/", text):
+            return datetime.strptime(found[1], "%m-%d-%y").date()
+        if found := re.match(r"api:v2\?from=(\d{4}-\d\d-\d\d)", text):
+            return date.fromisoformat(found[1])
+        if found := re.match(r"api:shield:(\d{4}-\d\d-\d\d)", text):
+            return date.fromisoformat(found[1])
+    except ValueError:
+        pass
+    return None if rejected_at is None else rejected_at.astimezone(UTC).date()
 
 
 def _literal(value: object) -> str:

@@ -230,6 +230,10 @@ class ErasureFilter:
         distinct = found.explode() if spec is SHIELD_EVENTS else found
         if received is not None and spec is REQUESTS:
             distinct = pl.concat([distinct, received["remote_ip"]])
+        heard = None  # a shield event's addresses as received (its text before treatment)
+        if received is not None and spec is SHIELD_EVENTS:
+            heard = received["text"].str.extract_all(ADDRESS_TOKEN)
+            distinct = pl.concat([distinct, heard.explode()])
         hashes = self._address_hashes(
             distinct.drop_nulls().unique().to_list(),
             [e for e in erasures if e.kind == IP],
@@ -246,6 +250,11 @@ class ErasureFilter:
                     continue
                 if spec is SHIELD_EVENTS:
                     hit = found.list.eval(pl.element().is_in(addresses)).list.any()
+                    if heard is not None and received is not None:  # by its text as received
+                        was = heard.list.eval(pl.element().is_in(addresses)).list.any()
+                        key = received.columns[0]
+                        heard_ids = received.filter(was.fill_null(False))[key]
+                        hit = hit | frame[key].is_in(heard_ids.implode())
                 else:
                     hit = found.is_in(addresses)
                     if received is not None:  # by the address as received

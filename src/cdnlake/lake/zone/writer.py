@@ -45,7 +45,7 @@ from cdnlake.lake.log.progress import (
     rewind,
     taken_by,
 )
-from cdnlake.lake.log.schema import REQUESTS, TableSpec, polars_schema
+from cdnlake.lake.log.schema import REQUESTS, SHIELD_EVENTS, TableSpec, polars_schema
 from cdnlake.lake.log.table import AGAIN, Prepared, Snapshot
 from cdnlake.lake.zone.bookkeeping import Bookkeeping
 from cdnlake.lake.zone.dedup import Dedup, Reads
@@ -399,8 +399,15 @@ def _as_received(writer: ZoneWriter, rows: pl.DataFrame) -> pl.DataFrame | None:
     address otherwise: an erasure recorded under an earlier setting (``keep``) names the
     address as received, which the stored form (truncated, hashed) no longer matches."""
     key = writer.spec.key
-    if writer.spec is not REQUESTS or writer.session.privacy.ip == "keep" or key is None:
+    if writer.session.privacy.ip == "keep" or key is None or key not in rows.columns:
         return None
-    if "remote_ip" not in rows.columns or key not in rows.columns:
+    if writer.spec is SHIELD_EVENTS:  # the free text, before its addresses are treated
+        texts = [pl.col(c) for c in ("log", "labels_json") if c in rows.columns]
+        if not texts:
+            return None
+        return rows.select(
+            key, pl.concat_str(texts, separator=" ", ignore_nulls=True).alias("text")
+        )
+    if writer.spec is not REQUESTS or "remote_ip" not in rows.columns:
         return None
     return rows.select(key, "remote_ip")
