@@ -167,10 +167,9 @@ class ErasureFilter:
                 self._known |= {_ms(e.erased_at) for e in self._erasures} | named
             return list(self._erasures)
 
-    def concerning(self, zone: int, mark: int | None) -> list[Erasure]:
+    def concerning(self, zone: int, mark: int | None, lake_mark: int | None) -> list[Erasure]:
         """The erasures that concern ``zone``, whose own erasure mark is ``mark``: those
-        of the zone and those of every zone (by the lake's mark)."""
-        lake_mark = self.lake_mark()
+        of the zone and those of every zone (by the lake's mark, ``lake_mark``)."""
         if not mark and not lake_mark:
             return []
         return [e for e in self.erasures(mark, lake_mark) if e.concerns(zone)]
@@ -182,13 +181,17 @@ class ErasureFilter:
         frame: pl.DataFrame,
         mark: int | None,
         received: pl.DataFrame | None = None,
+        *,
+        lake_mark: int | None,
     ) -> pl.DataFrame:
         """``frame`` (rows as the table stores them) less the rows an erasure covers
         (``received``: the rows' ``request_id`` and ``remote_ip`` as received, where they
-        are stored otherwise; an erasure made under an earlier setting matches those)."""
+        are stored otherwise; an erasure made under an earlier setting matches those).
+        ``lake_mark``: the lake's erasure mark, read by the caller, whose share carries it
+        (a share held against an older one goes back: :mod:`cdnlake.lake.table`)."""
         if spec not in (REQUESTS, SHIELD_EVENTS) or frame.height == 0:
             return frame
-        wanted = self.concerning(zone, mark)
+        wanted = self.concerning(zone, mark, lake_mark)
         if not wanted:
             return frame
         covered = self.covered(frame, wanted, spec, received, zone=zone)
@@ -209,13 +212,14 @@ class ErasureFilter:
         if frame.height == 0:
             return frame
         wanted: dict[tuple[int, bool], list[Erasure]] = {}
+        lake_mark = self.lake_mark()
         shield = frame["source"] == "shield"
         for spec, is_shield in ((REQUESTS, False), (SHIELD_EVENTS, True)):
             zones = [int(z) for z in frame.filter(shield == is_shield)["zone"].unique()]
             if not zones:
                 continue
             for zone, mark in session.log_table(spec).marks(zones, ERASED).items():
-                wanted[(zone, is_shield)] = self.concerning(zone, mark)
+                wanted[(zone, is_shield)] = self.concerning(zone, mark, lake_mark)
         if not any(wanted.values()):
             return frame
         found = frame["raw_line"].str.extract_all(ADDRESS_TOKEN)

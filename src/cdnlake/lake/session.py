@@ -129,13 +129,18 @@ class LakeSession:
     def log_table(self, spec: TableSpec) -> LogTable:
         """The exactly-once table ``spec`` (``requests``, ``shield_events``), loaded at the
         first call (created where it does not exist yet)."""
+        from cdnlake.lake.erasures import EVERY_ZONE
+        from cdnlake.lake.progress import ERASED
         from cdnlake.lake.table import LogTable
 
         if spec.key is None:
             raise ValueError(f"{spec.name} has no key: its rows are merged (merge_table)")
         with self._table_lock(spec):
             if spec.name not in self._logs:
-                self._logs[spec.name] = LogTable(self.lake, spec)
+                lake_mark = REQUESTS.app_id(EVERY_ZONE, ERASED)
+                self._logs[spec.name] = LogTable(
+                    self.lake, spec, lake_mark if spec.name == REQUESTS.name else self._lake_erasure_mark
+                )
             return self._logs[spec.name]
 
     def merge_table(self, spec: TableSpec) -> MergeTable:

@@ -65,7 +65,7 @@ from cdnlake.lake.progress import (
 )
 from cdnlake.lake.schema import REQUESTS, SHIELD_EVENTS, TableSpec, polars_schema
 from cdnlake.lake.session import LakeSession
-from cdnlake.lake.table import AGAIN, Prepared, Snapshot
+from cdnlake.lake.table import AGAIN, UNHELD, Prepared, Snapshot
 from cdnlake.retention import oldest_served
 
 log = logging.getLogger(__name__)
@@ -254,8 +254,9 @@ class ZoneWriter:
         if not rewinding and (snapshot.mark(FENCE) or 0) > self.token:
             raise self._fenced()
         offered = frame.height
+        lake_mark = self.session.erasures.lake_mark() if frame.height else UNHELD
         frame = self.session.erasures.kept(
-            self.spec, self.zone_id, frame, snapshot.mark(ERASED), received
+            self.spec, self.zone_id, frame, snapshot.mark(ERASED), received, lake_mark=lake_mark
         )
         new, damaged = self.dedup.new_rows(frame, snapshot.files or [], reads)
         if damaged:  # set aside, the zone rewound first: this pass stops here
@@ -275,7 +276,9 @@ class ZoneWriter:
             raise StorageError(
                 f"cannot write to {self.session.lake.table_uri(self.spec)}: {first_line(exc)}"
             ) from None
-        share = Prepared(self.zone_id, snapshot.version, actions, self._transactions(versions))
+        share = Prepared(
+            self.zone_id, snapshot.version, actions, self._transactions(versions), lake_mark=lake_mark
+        )
         written = Written(
             new.height, frame.height - new.height, offered - frame.height, reads=reads
         )
