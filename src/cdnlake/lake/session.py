@@ -139,7 +139,9 @@ class LakeSession:
             if spec.name not in self._logs:
                 lake_mark = REQUESTS.app_id(EVERY_ZONE, ERASED)
                 self._logs[spec.name] = LogTable(
-                    self.lake, spec, lake_mark if spec.name == REQUESTS.name else self._lake_erasure_mark
+                    self.lake,
+                    spec,
+                    lake_mark if spec.name == REQUESTS.name else self._lake_erasure_mark,
                 )
             return self._logs[spec.name]
 

@@ -277,7 +277,11 @@ class ZoneWriter:
                 f"cannot write to {self.session.lake.table_uri(self.spec)}: {first_line(exc)}"
             ) from None
         share = Prepared(
-            self.zone_id, snapshot.version, actions, self._transactions(versions), lake_mark=lake_mark
+            self.zone_id,
+            snapshot.version,
+            actions,
+            self._transactions(versions),
+            lake_mark=lake_mark,
         )
         written = Written(
             new.height, frame.height - new.height, offered - frame.height, reads=reads
