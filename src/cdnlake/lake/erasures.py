@@ -57,6 +57,18 @@ ADDRESS_TOKEN = (
 )
 
 
+# The provider's request ids: 32 hexadecimal characters (logging API, field 11).
+REQUEST_ID_FORM = r"[0-9A-Fa-f]{32}"
+
+
+def request_id_in_text(request_id: str) -> str:
+    """A pattern finding ``request_id`` in raw text as a whole token, in any case (never
+    inside a longer run of letters and digits)."""
+    import re
+
+    return rf"(?i)(?:^|[^0-9A-Za-z]){re.escape(request_id)}(?:$|[^0-9A-Za-z])"
+
+
 def canonical(address: str) -> str:
     """An address in one spelling (``2001:DB8:0::1`` and ``2001:db8::1`` alike, an
     IPv4-mapped ``::ffff:1.2.3.4`` as ``1.2.3.4``, as :func:`cdnlake.privacy.parse_address`
@@ -232,7 +244,7 @@ class ErasureFilter:
             for erasure in erasures:
                 if erasure.kind == REQUEST_ID:
                     hit = (frame["request_id"] == erasure.filter) | frame["raw_line"].str.contains(
-                        erasure.filter, literal=True
+                        request_id_in_text(erasure.filter)
                     )
                 else:
                     addresses = [a for a, h in hashes.items() if erasure.filter in h]

@@ -32,6 +32,7 @@ import contextlib
 import ipaddress
 import json
 import logging
+import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -40,8 +41,24 @@ from pathlib import Path
 
 import polars as pl
 
-from cdnlake.errors import StopRequested, StorageError, UsageError, ZoneBusyError, first_line
-from cdnlake.lake.erasures import EVERY_ZONE, IP, REQUEST_ID, Erasure, canonical, record
+from cdnlake.errors import (
+    ConfigError,
+    StopRequested,
+    StorageError,
+    UsageError,
+    ZoneBusyError,
+    first_line,
+)
+from cdnlake.lake.erasures import (
+    EVERY_ZONE,
+    IP,
+    REQUEST_ID,
+    REQUEST_ID_FORM,
+    Erasure,
+    canonical,
+    record,
+    request_id_in_text,
+)
 from cdnlake.lake.lock import zone_lock
 from cdnlake.lake.maintain import HOLD_WAIT_SECONDS, vacuum_removed
 from cdnlake.lake.progress import ERASED, PRIVACY, PRIVACY_BEFORE, to_ms
@@ -78,8 +95,13 @@ class Target:
                     "forget --ip: not an IPv4 or IPv6 address (give one address, e.g. "
                     "192.0.2.10 or 2001:db8::10)"
                 ) from None
-        if self.request_id is not None and not self.request_id.strip():
-            raise UsageError("forget --request-id: empty")
+        if self.request_id is not None and not re.fullmatch(
+            REQUEST_ID_FORM, self.request_id.strip()
+        ):
+            raise UsageError(
+                "forget --request-id: not a request id of the provider (32 hexadecimal "
+                "characters, e.g. 322b688bd63fb63f2babe9de30a5d262)"
+            )
         if self.from_day and self.to_day and self.from_day > self.to_day:
             raise UsageError("forget: --from is after --to")
 
@@ -149,13 +171,13 @@ def forget(
     report = ForgetReport(erasure.erasure_id, now)
     zones = list(target.zones) or None
     scope = sorted(set(_zones_of(session, REQUESTS, zones)) | _concerned(target, zones_known))
+    variants = _variants(session, erasure, target, scope)  # may refuse: nothing done yet
     record(session, _rows(erasure, target, report))  # first: never lost
     mark = {ERASED: to_ms(now)}
     if not target.zones:  # every zone's, those configured later too
         rewrite(lambda: Rewriter(session, REQUESTS, EVERY_ZONE, chooses=lambda _: False), mark)
 
     days = _days(target)
-    variants = _variants(session, erasure, target, scope)
     for zone in scope:
         if stop():
             raise StopRequested()
@@ -293,8 +315,15 @@ def forms(address: str, policy: PrivacyPolicy, settings: Sequence[Setting] = ())
             Form(f"its network {network}", network.network_address.compressed, str(network))
         )
     key = policy.key if policy.ip == "hash" else policy.erasure_key
-    if key:
-        hashing = PrivacyPolicy("hash", key=key)
+    hashing = PrivacyPolicy("hash", key=key) if key else None
+    for setting in settings:  # rows hashed under a key this process cannot reproduce
+        if setting.ip == "hash" and (hashing is None or hashing.setting.key_id != setting.key_id):
+            raise ConfigError(
+                f"privacy.hash_key_env: rows were stored as keyed hashes under key "
+                f"{setting.key_id:08x}, which this process does not hold, so forget --ip "
+                "cannot find them; set privacy.hash_key_env to that key (nothing was removed)"
+            )
+    if hashing is not None:
         for form in list(found):
             hashed = hashing.stored_as(form.text)
             if hashed is not None:
@@ -352,7 +381,7 @@ def _erasure(
     """The erasure to record: an address as the keyed hash of its stored form."""
     erasure_id = f"erasure-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
     if target.request_id is not None:
-        kind, text, key_id = REQUEST_ID, target.request_id.strip(), None
+        kind, text, key_id = REQUEST_ID, target.request_id.strip().lower(), None
     else:
         assert target.ip is not None
         key = session.erasure_keys.get(create=True)
@@ -442,7 +471,7 @@ def _texts(
     """The spellings of what to find in raw text: the request id, or the address as given,
     in its canonical and (IPv6) long form, as stored, and in each of its ``forms``."""
     if target.request_id is not None:
-        return [target.request_id.strip()]
+        return [target.request_id.strip().lower()]
     assert target.ip is not None
     address = ipaddress.ip_address(canonical(target.ip))
     texts = {target.ip.strip(), address.compressed, address.exploded}
@@ -457,7 +486,6 @@ def _texts(
 
 def _pattern(texts: list[str]) -> str:
     """Any of ``texts`` standing alone, in any case (``2001:DB8::1``, ``::FFFF:1.2.3.4``)."""
-    import re
 
     return "(?i)" + "|".join(f"(?:^|{_EDGE}){re.escape(t)}(?:$|{_EDGE})" for t in texts)
 
@@ -487,9 +515,9 @@ def _forget_rejects(
     rows = pl.from_arrow(found)
     assert isinstance(rows, pl.DataFrame)
     if target.request_id is not None:
-        wanted = target.request_id.strip()
+        wanted = target.request_id.strip().lower()
         hit = (rows["request_id"] == wanted).fill_null(False) | rows["raw_line"].str.contains(
-            wanted, literal=True
+            request_id_in_text(wanted)
         ).fill_null(False)
     else:
         pattern = _pattern(texts)
@@ -519,7 +547,6 @@ def reject_day(file: str | None, rejected_at: datetime | None) -> date | None:
     """The UTC day a rejected line belongs to, for ``--from/--to``: the day its source
     names (a v1 day file ``api:v1:MM-dd-yy/...``, a v2 window ``api:v2?from=...``, a
     shield day ``api:shield:YYYY-MM-DD``), else the day it was rejected."""
-    import re
 
     text = file or ""
     try:
