@@ -69,9 +69,7 @@ def test_a_request_id_matches_rejected_lines_as_a_whole_token(tmp_path, capsys):
     def frame() -> pl.DataFrame:
         rejects = pl.DataFrame(
             {"line_number": [1, 2], "reason": ["bad"] * 2, "kind": ["bad timestamp"] * 2}
-        ).with_columns(
-            pl.Series("raw_line", lines), pl.lit(None, pl.String).alias("request_id")
-        )
+        ).with_columns(pl.Series("raw_line", lines), pl.lit(None, pl.String).alias("request_id"))
         return rejects_frame(
             7, rejects, source="v1-file", file="d.log", rejected_at=START, run_id="r"
         )
