@@ -14,7 +14,10 @@ In this order, so that whatever is killed midway, the erasure is never lost:
 3. the rows of ``rejected_lines`` whose raw text holds the address or the request id go
    (a delete on the session's table);
 4. the erasure's row gets its counts, the requests removed per zone and hour among them
-   (``hours_removed``), so that the audit explains an hour short by them;
+   (``hours_removed``), so that the audit explains an hour short by them: each zone's as
+   its rewrite lands (stopped midway, what was removed stays counted), with the ids of
+   the requests removed in ``erased_requests`` (a pass reading them again then does not
+   count them as held back a second time);
 5. with ``vacuum_now``, the removed files leave storage at once (a vacuum with no
    retention of those tables; its caller holds every other writer off meanwhile); else
    at the first vacuum past ``[retention] vacuum_hours``.
@@ -49,6 +52,7 @@ from cdnlake.errors import (
     ZoneBusyError,
     first_line,
 )
+from cdnlake.lake.bookkeeping import Bookkeeping
 from cdnlake.lake.erasures import (
     EVERY_ZONE,
     IP,
@@ -200,6 +204,14 @@ def forget(
             report.files += written.files_removed
             report.days |= written.days_removed
             report.hours[zone] = _per_hour(gone.values())
+            # Counted as the zone's rewrite lands: stopped later, none is lost to the audit
+            # (and a later pass reading them again does not count them twice).
+            removed = pl.DataFrame(
+                {"request_id": list(gone), "ts": list(gone.values())},
+                schema={"request_id": pl.String, "ts": pl.Datetime("us", "UTC")},
+            )
+            Bookkeeping(session).record_erased(zone, removed, "removed")
+            record(session, _rows(erasure, target, report))
 
     texts = _texts(target, stored, [form.text for form, _ in variants if form is not None])
     if target.ip is not None:

@@ -255,9 +255,13 @@ class ZoneWriter:
             raise self._fenced()
         offered = frame.height
         lake_mark = self.session.erasures.lake_mark() if frame.height else UNHELD
-        frame = self.session.erasures.kept(
+        allowed = self.session.erasures.kept(
             self.spec, self.zone_id, frame, snapshot.mark(ERASED), received, lake_mark=lake_mark
         )
+        if allowed.height < offered and self.spec.name == REQUESTS.name:  # for the audit
+            held = frame.join(allowed.select("request_id"), on="request_id", how="anti")
+            Bookkeeping(self.session).record_erased(self.zone_id, held, "held")
+        frame = allowed
         new, damaged = self.dedup.new_rows(frame, snapshot.files or [], reads)
         if damaged:  # set aside, the zone rewound first: this pass stops here
             raise DataError(
