@@ -30,12 +30,14 @@ from cdnlake.privacy import PrivacyPolicy
 from tests.lake.test_forget import (
     ADDRESS,
     END,
+    GONE,
     START,
     config_at,
     requests,
     seed,
     shield_events,
     table_rows,
+    with_gone,
 )
 from tests.sessions import session_for
 
@@ -211,9 +213,8 @@ def test_forget_under_drop_says_addresses_are_not_stored(tmp_path, capsys):
 def test_forget_of_a_request_id_mentions_no_address_hash(tmp_path, capsys):
     path, config = _cli_config(tmp_path)
     with session_for(config) as session:
-        seed(session, zones=(7,))
-    gone = f"7-{int(START.timestamp()) + 5}"
-    assert main(["--config", str(path), "forget", "--request-id", gone]) == 0
+        ZoneWriter(session, REQUESTS, 7).commit(with_gone(requests(7)), {})
+    assert main(["--config", str(path), "forget", "--request-id", GONE]) == 0
     out = capsys.readouterr().out
     assert "1 request removed (zone 7: 1)" in out
     assert "(the request id)" in out and "keyed hash" not in out

@@ -160,19 +160,29 @@ def test_a_pass_in_flight_while_the_erasure_lands_does_not_store_the_rows(tmp_pa
         assert watermark(session.lake, 7) == later
 
 
+GONE = "322b688bd63fb63f2babe9de30a5d262"  # a request id as the provider writes them
+
+
+def with_gone(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` whose sixth request has the provider's form of id, ``GONE``."""
+    ids = frame["request_id"].to_list()
+    ids[5] = GONE
+    return frame.with_columns(pl.Series("request_id", ids))
+
+
 def test_forget_a_request_id_keeps_it_out_exactly_once(tmp_path):
     config = config_at(tmp_path)
     with session_for(config) as session:
-        seed(session, zones=(7,))
-        gone = f"7-{int(START.timestamp()) + 5}"
+        ZoneWriter(session, REQUESTS, 7).commit(with_gone(requests(7)), {WATERMARK: to_ms(END)})
+        gone = GONE.upper()  # in any case
         report = forget(session, Target(request_id=gone, zones=(7,)), datetime.now(UTC))
         assert report.requests == {7: 1}
         erasure = table_rows(session, ERASURES)
         assert erasure["zone"].to_list() == [7] and erasure["kind"][0] == "request_id"
-        written = ZoneWriter(session, REQUESTS, 7).commit(requests(7), {})
+        written = ZoneWriter(session, REQUESTS, 7).commit(with_gone(requests(7)), {})
         assert (written.new, written.duplicates, written.erased) == (0, 119, 1)
         ids = table_rows(session)["request_id"].to_list()
-        assert gone not in ids and len(ids) == len(set(ids)) == 119
+        assert GONE not in ids and len(ids) == len(set(ids)) == 119
 
 
 def test_forget_matches_the_address_as_truncate_stores_it(tmp_path):
@@ -249,7 +259,7 @@ def test_a_fleet_without_hash_key_env_is_a_config_error(tmp_path, capsys, monkey
     could not match an erasure made on another machine."""
     monkeypatch.setenv("TEST_DSN", "postgresql://x")
     path = _config_file(tmp_path, '[coordination]\npostgres_dsn_env = "TEST_DSN"')
-    for command in (["status"], ["daemon"], ["forget", "--request-id", "r-1"]):
+    for command in (["status"], ["daemon"], ["forget", "--request-id", GONE]):
         assert main(["--config", str(path), *command]) == 2
         err = capsys.readouterr().err
         assert "privacy.hash_key_env: a fleet" in err and err.count("\n") == 1, err

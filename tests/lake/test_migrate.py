@@ -88,3 +88,22 @@ def test_an_interrupted_migration_is_finished_by_the_next(old_lake):
     assert again.returncode == 0 and "0 rows added" in again.stdout
     ids = lake_frame(load_test_config(old_lake))["request_id"]
     assert ids.n_unique() == ids.len()
+
+
+def test_rejected_lines_are_migrated_as_the_privacy_setting_stores_them(old_lake):
+    """The earlier warehouse's rejected lines go through the table's one way in (held
+    against erasures, scrubbed): under ``ip = "hash"`` no whole address is stored."""
+    old_lake.write_text(CONFIG + '[privacy]\nip = "hash"\nhash_key_env = "MIGRATE_KEY"\n')
+    env = {"MIGRATE_KEY": "k" * 32}
+    first = run_cli("--config", str(old_lake), "migrate-lake", env=env)
+    assert first.returncode == 0, first.stderr
+    raw = lake_frame(load_test_config_env(old_lake, env), "rejected_lines")["raw_line"]
+    assert raw.len() == 2 and any("HIT|200|notatime" in line for line in raw.to_list())
+    assert not any("1.2.3.0" in line for line in raw.to_list()), raw.to_list()
+
+
+def load_test_config_env(path: Path, env: dict[str, str]):
+    from cdnlake.config import load_config
+    from tests.conftest import KEY
+
+    return load_config(path, env={"CDNLAKE_ACCESS_KEY": KEY, **env})

@@ -61,7 +61,8 @@ def erased_counts(
 ) -> dict[tuple[int, datetime], int]:
     """The requests erasures removed per (zone, hour), from ``erasures.hours_removed``
     (an erasure of every zone counts every zone's in its row of zone 0, one of some
-    zones each zone's in its own row)."""
+    zones each zone's in its own row), and those the erasure filter held back when a
+    later pass read them (``erased_requests``, kind "held": each request once)."""
     import json
 
     from cdnlake.lake.log.schema import ERASURES
@@ -86,7 +87,41 @@ def erased_counts(
                 hour = datetime.strptime(hour_text, "%Y-%m-%dT%H").replace(tzinfo=UTC)
                 if first <= hour.date() <= last:
                     out[(zone, hour)] = out.get((zone, hour), 0) + int(count)
+    for key, count in _held_back(session, zones, first, last).items():
+        out[key] = out.get(key, 0) + count
     return out
+
+
+def _held_back(
+    session: LakeSession, zones: Sequence[int], first: date, last: date
+) -> dict[tuple[int, datetime], int]:
+    """The requests the erasure filter held back per (zone, hour), from ``erased_requests``."""
+    import polars as pl
+
+    from cdnlake.lake.log.schema import ERASED_REQUESTS
+
+    table = session.reader(ERASED_REQUESTS)
+    if table is None:
+        return {}
+    partitions = [("zone", "in", [str(z) for z in zones])]
+    try:
+        found = session.lake.dataset(ERASED_REQUESTS, table, partitions).to_table(
+            columns=["zone", "ts", "kind"]
+        )
+    except OSError as exc:
+        raise StorageError(f"cannot read erased_requests: {first_line(exc)}") from None
+    rows = pl.from_arrow(found)
+    assert isinstance(rows, pl.DataFrame)
+    hours = (
+        rows.filter(pl.col("kind") == "held")
+        .with_columns(pl.col("ts").dt.truncate("1h").alias("hour"))
+        .filter(pl.col("hour").dt.date().is_between(first, last))
+        .group_by("zone", "hour")
+        .len()
+    )
+    return {
+        (int(zone), hour.astimezone(UTC)): int(count) for zone, hour, count in hours.iter_rows()
+    }
 
 
 def zone_watermarks(session: LakeSession, zones: Sequence[int]) -> dict[int, datetime]:

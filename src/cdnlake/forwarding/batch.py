@@ -59,6 +59,7 @@ class Counts:
     messages: int = 0  # syslog messages taken into the buffer
     rows: int = 0  # new rows committed
     duplicates: int = 0  # rows the lake already held (from a pass or an earlier message)
+    erased: int = 0  # rows an erasure covers, held back (cdnlake forget): not duplicates
     rejected: int = 0  # lines kept in rejected_lines
     dropped: Counter[str] = field(default_factory=Counter)  # counted, not stored, by reason
     rows_by_zone: Counter[int] = field(default_factory=Counter)  # ``rows``, per zone
@@ -246,12 +247,15 @@ class Flusher:
             del self._waiting[zone_id]
             self.buffer.counts.rows += outcome.new
             self.buffer.counts.rows_by_zone[zone_id] += outcome.new
-            self.buffer.counts.duplicates += rows.height - outcome.new  # repeats in rows too
+            known = rows.height - outcome.new - outcome.erased  # repeats in rows too
+            self.buffer.counts.duplicates += known
+            self.buffer.counts.erased += outcome.erased
             log.debug(
-                "zone %s: %d forwarded rows committed, %d known",
+                "zone %s: %d forwarded rows committed, %d known, %d held back (erased)",
                 zone_id,
                 outcome.new,
-                rows.height - outcome.new,
+                known,
+                outcome.erased,
             )
         return ok
 

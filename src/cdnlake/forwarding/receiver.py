@@ -134,10 +134,12 @@ class Receiver:
             self._loop.close()
         counts = self.counts
         log.info(
-            "forwarding stopped: %d messages, %d new rows, %d known, %d rejected%s",
+            "forwarding stopped: %d messages, %d new rows, %d known, %d held back (erased), "
+            "%d rejected%s",
             counts.messages,
             counts.rows,
             counts.duplicates,
+            counts.erased,
             counts.rejected,
             "".join(f", {n} {reason}" for reason, n in sorted(counts.dropped.items())),
         )

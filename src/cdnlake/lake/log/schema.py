@@ -157,6 +157,16 @@ ERASURE_SCHEMA: Columns = {  # one row per erasure and zone (zone 0: every zone)
 }
 
 
+ERASED_REQUEST_SCHEMA: Columns = {  # one row per erased request and zone
+    "request_id": STRING,
+    "ts": TS,  # when the request was made: the audit counts it in that hour
+    # "removed": by cdnlake forget (counted in erasures.hours_removed); "held": held back
+    # by the erasure filter when a later pass read it (counted here, by the audit)
+    "kind": STRING,
+    "recorded_at": TS,
+}
+
+
 # Columns that hold personal data (client addresses, user agents, URLs, and texts that
 # may hold them): the log never records their values as file statistics (a file's
 # smallest and largest value would outlive an erasure there), so no table lists them in
@@ -254,6 +264,7 @@ REJECTED_LINES = TableSpec("rejected_lines", "zone", REJECT_TABLE_SCHEMA, by_dat
 AUDIT_DAYS = TableSpec("audit_days", "zone", AUDIT_DAY_SCHEMA, by_date=False)
 ERASURES = TableSpec("erasures", "zone", ERASURE_SCHEMA, by_date=False)
 ARCHIVE_PARTS = TableSpec("archive_parts", "zone", ARCHIVE_PART_SCHEMA, by_date=False)
+ERASED_REQUESTS = TableSpec("erased_requests", "zone", ERASED_REQUEST_SCHEMA, by_date=False)
 TABLES = (
     REQUESTS,
     SHIELD_EVENTS,
@@ -263,6 +274,7 @@ TABLES = (
     AUDIT_DAYS,
     ARCHIVE_PARTS,
     ERASURES,
+    ERASED_REQUESTS,
 )
 TABLES_BY_NAME = {t.name: t for t in TABLES}
 

@@ -385,17 +385,18 @@ def held_zones(spec: TableSpec, table: DeltaTable) -> list[int]:
     return sorted({int(zone) for zone in column if zone is not None})
 
 
-def write_durably(target: Path, content: bytes, *, named: bool = True) -> None:
+def write_durably(target: Path, content: bytes, *, named: bool = True, mode: int = 0o666) -> None:
     """A file on local disk that is on the disk once this returns: its bytes, and its name
     in each folder made for it (fsync of the file and of its folders). ``named=False``: a
-    temporary file, whose own name need not survive (its final name is synced apart)."""
+    temporary file, whose own name need not survive (its final name is synced apart).
+    ``mode``: the permissions of a file it makes (0o600: a secret; less the umask)."""
     made: list[Path] = []
     folder = target.parent
     while not folder.exists():
         made.append(folder)
         folder = folder.parent
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target, "wb") as out:
+    with os.fdopen(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as out:
         out.write(content)
         out.flush()
         os.fsync(out.fileno())

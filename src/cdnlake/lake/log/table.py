@@ -12,6 +12,8 @@ lands on the newest version when
 2. a share that carries progress (its zone's app transactions) finds no commit since its
    snapshot that carried its zone's app id;
 3. every file it removes is still in the table;
+4. a share adding new rows of a zone's writer was held against the lake's erasure mark
+   (zone 0's ``erased`` in ``requests``: an erasure of every zone) as it is now;
 
 and within one group, a zone's progress goes once and a file is removed once. A share
 that fails goes back to its writer (``AGAIN``), which takes its files back and prepares it
@@ -69,6 +71,7 @@ MERGE_ATTEMPTS = 10
 NO_CHECKPOINT = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 AGAIN = "again"  # the share fails the one rule (see the module): prepare it again
 REPLACE_ROUNDS = 5  # plans of a replacement whose files other commits kept replacing
+UNHELD = -1  # a share's lake_mark where its rows were held against no erasure (none new)
 
 
 @dataclass(frozen=True)
@@ -89,13 +92,15 @@ class Prepared:
     """One zone's share of a group commit, prepared on the snapshot at ``version``: the
     files it adds (``actions``), the zone's progress (``transactions``: none for a
     compaction or a damaged file's removal) and the files of the zone it removes
-    (``removals``), under the module's one rule."""
+    (``removals``), under the module's one rule. ``lake_mark``: the lake's erasure mark
+    its new rows were held against (a zone writer's; ``UNHELD``: rows already stored)."""
 
     zone_id: int
     version: int
     actions: list[AddAction]
     transactions: list[Transaction]
     removals: list[Removal] = field(default_factory=list)
+    lake_mark: int | None = UNHELD
 
 
 @dataclass(frozen=True)
@@ -116,9 +121,14 @@ class _Outpaced(Exception):
 class LogTable:
     """An exactly-once table: its state as of the last entry read, and its committer."""
 
-    def __init__(self, lake: Lake, spec: TableSpec) -> None:
+    def __init__(
+        self, lake: Lake, spec: TableSpec, lake_mark: str | Callable[[], int | None]
+    ) -> None:
+        """``lake_mark``: the lake's erasure mark (rule 4): its app id where this table
+        holds it (``requests``), else how to read it now (``shield_events``)."""
         self.lake = lake
         self.spec = spec
+        self._lake_mark = lake_mark
         self._lock = threading.Lock()  # the state: one reader or committer at a time
         self._log = TableLog(lake, spec)
         self._refreshed_at = time.monotonic()  # when the last refresh began
@@ -177,7 +187,15 @@ class LogTable:
             self._unknown_at > share.version
             or (bool(share.transactions) and progress > share.version)
             or not all(self._log.holds(r.path) for r in share.removals)
+            or (bool(share.actions) and share.lake_mark != UNHELD and self._erased(share))
         )
+
+    def _erased(self, share: Prepared) -> bool:
+        """Whether the lake's erasure mark is no longer the one the share's rows were
+        held against (an erasure of every zone landed since: they are held again)."""
+        if callable(self._lake_mark):
+            return self._lake_mark() != share.lake_mark
+        return self._log.app(self._lake_mark) != share.lake_mark
 
     # -- replacing files -----------------------------------------------------------------
     def replace(self, zone_id: int, plan: Callable[[], Replacement | None]) -> Replacement | None:

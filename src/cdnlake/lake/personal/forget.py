@@ -1,13 +1,32 @@
 """``cdnlake forget``: one client's rows (an address) or one request removed from the lake.
 
-In this order, so that whatever is killed midway, the erasure is never lost: the erasure
-is recorded in ``erasures`` (an address as a keyed hash) and, without ``--zone``, the
-lake's erasure mark committed; each zone concerned is rewritten
-(:mod:`cdnlake.lake.upkeep.rewrite`) in one fenced commit carrying its erasure mark;
-``rejected_lines`` loses the matching lines; the erasure's row gets its counts
-(``hours_removed``, for the audit); with ``vacuum_now`` the removed files leave at once.
-An address is looked for in every form the data may hold it (:func:`forms`). Running it
-again finds nothing more to remove.
+In this order, so that whatever is killed midway, the erasure is never lost:
+
+1. the erasure is recorded in ``erasures`` (the address as a keyed hash, never itself),
+   and, made without ``--zone``, the lake's erasure mark is committed (zone 0's in
+   ``requests``): from then on every zone, those configured later too, holds its rows
+   against it;
+2. each zone concerned is rewritten (:mod:`cdnlake.lake.upkeep.rewrite`): the files holding
+   matching rows are replaced by files without them, in one fenced commit of the zone
+   that also carries the zone's erasure mark, so every writer of the zone, in this process
+   or another, holds its next rows against the erasure (:mod:`cdnlake.lake.zone.erasures`);
+   ``shield_events`` whose text holds the address likewise;
+3. the rows of ``rejected_lines`` whose raw text holds the address or the request id go
+   (a delete on the session's table);
+4. the erasure's row gets its counts, the requests removed per zone and hour among them
+   (``hours_removed``), so that the audit explains an hour short by them: each zone's as
+   its rewrite lands (stopped midway, what was removed stays counted), with the ids of
+   the requests removed in ``erased_requests`` (a pass reading them again then does not
+   count them as held back a second time);
+5. with ``vacuum_now``, the removed files leave storage at once (a vacuum with no
+   retention of those tables; its caller holds every other writer off meanwhile); else
+   at the first vacuum past ``[retention] vacuum_hours``.
+
+An address is looked for in every form the zone's data may hold it in (:func:`forms`):
+as received, its network (``truncate``), the keyed hash of either (``hash``, also after
+``maintain --apply-privacy`` hashed what was truncated); the report says which matched.
+
+Running it again is harmless: it finds nothing more to remove, and records another row.
 """
 
 from __future__ import annotations
@@ -16,6 +35,7 @@ import contextlib
 import ipaddress
 import json
 import logging
+import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -25,7 +45,14 @@ from typing import Any
 
 import polars as pl
 
-from cdnlake.errors import StopRequested, StorageError, UsageError, ZoneBusyError, first_line
+from cdnlake.errors import (
+    ConfigError,
+    StopRequested,
+    StorageError,
+    UsageError,
+    ZoneBusyError,
+    first_line,
+)
 from cdnlake.lake.log.progress import ERASED, PRIVACY, PRIVACY_BEFORE, to_ms
 from cdnlake.lake.log.schema import (
     ERASURES,
@@ -39,7 +66,16 @@ from cdnlake.lake.log.store import add_actions_table
 from cdnlake.lake.log.table import Merge
 from cdnlake.lake.upkeep.maintain import HOLD_WAIT_SECONDS, vacuum_removed
 from cdnlake.lake.upkeep.rewrite import Rewriter, rewrite
-from cdnlake.lake.zone.erasures import EVERY_ZONE, IP, REQUEST_ID, Erasure, canonical
+from cdnlake.lake.zone.bookkeeping import Bookkeeping
+from cdnlake.lake.zone.erasures import (
+    EVERY_ZONE,
+    IP,
+    REQUEST_ID,
+    REQUEST_ID_FORM,
+    Erasure,
+    canonical,
+    request_id_in_text,
+)
 from cdnlake.lake.zone.lock import zone_lock
 from cdnlake.lake.zone.session import LakeSession
 from cdnlake.privacy import PrivacyPolicy, Setting
@@ -71,8 +107,13 @@ class Target:
                     "forget --ip: not an IPv4 or IPv6 address (give one address, e.g. "
                     "192.0.2.10 or 2001:db8::10)"
                 ) from None
-        if self.request_id is not None and not self.request_id.strip():
-            raise UsageError("forget --request-id: empty")
+        if self.request_id is not None and not re.fullmatch(
+            REQUEST_ID_FORM, self.request_id.strip()
+        ):
+            raise UsageError(
+                "forget --request-id: not a request id of the provider (32 hexadecimal "
+                "characters, e.g. 322b688bd63fb63f2babe9de30a5d262)"
+            )
         if self.from_day and self.to_day and self.from_day > self.to_day:
             raise UsageError("forget: --from is after --to")
 
@@ -157,13 +198,13 @@ def forget(
     report = ForgetReport(erasure.erasure_id, now)
     zones = list(target.zones) or None
     scope = sorted(set(_zones_of(session, REQUESTS, zones)) | _concerned(target, zones_known))
+    variants = _variants(session, erasure, target, scope)  # may refuse: nothing done yet
     record(session, _rows(erasure, target, report))  # first: never lost
     mark = {ERASED: to_ms(now)}
     if not target.zones:  # every zone's, those configured later too
         rewrite(lambda: Rewriter(session, REQUESTS, EVERY_ZONE, chooses=lambda _: False), mark)
 
     days = _days(target)
-    variants = _variants(session, erasure, target, scope)
     for zone in scope:
         if stop():
             raise StopRequested()
@@ -186,6 +227,14 @@ def forget(
             report.files += written.files_removed
             report.days |= written.days_removed
             report.hours[zone] = _per_hour(gone.values())
+            # Counted as the zone's rewrite lands: stopped later, none is lost to the audit
+            # (and a later pass reading them again does not count them twice).
+            removed = pl.DataFrame(
+                {"request_id": list(gone), "ts": list(gone.values())},
+                schema={"request_id": pl.String, "ts": pl.Datetime("us", "UTC")},
+            )
+            Bookkeeping(session).record_erased(zone, removed, "removed")
+            record(session, _rows(erasure, target, report))
 
     texts = _texts(target, stored, [form.text for form, _ in variants if form is not None])
     if target.ip is not None:
@@ -301,8 +350,15 @@ def forms(address: str, policy: PrivacyPolicy, settings: Sequence[Setting] = ())
             Form(f"its network {network}", network.network_address.compressed, str(network))
         )
     key = policy.key if policy.ip == "hash" else policy.erasure_key
-    if key:
-        hashing = PrivacyPolicy("hash", key=key)
+    hashing = PrivacyPolicy("hash", key=key) if key else None
+    for setting in settings:  # rows hashed under a key this process cannot reproduce
+        if setting.ip == "hash" and (hashing is None or hashing.setting.key_id != setting.key_id):
+            raise ConfigError(
+                f"privacy.hash_key_env: rows were stored as keyed hashes under key "
+                f"{setting.key_id:08x}, which this process does not hold, so forget --ip "
+                "cannot find them; set privacy.hash_key_env to that key (nothing was removed)"
+            )
+    if hashing is not None:
         for form in list(found):
             hashed = hashing.stored_as(form.text)
             if hashed is not None:
@@ -360,7 +416,7 @@ def _erasure(
     """The erasure to record: an address as the keyed hash of its stored form."""
     erasure_id = f"erasure-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
     if target.request_id is not None:
-        kind, text, key_id = REQUEST_ID, target.request_id.strip(), None
+        kind, text, key_id = REQUEST_ID, target.request_id.strip().lower(), None
     else:
         assert target.ip is not None
         key = session.erasure_keys.get(create=True)
@@ -450,7 +506,7 @@ def _texts(
     """The spellings of what to find in raw text: the request id, or the address as given,
     in its canonical and (IPv6) long form, as stored, and in each of its ``forms``."""
     if target.request_id is not None:
-        return [target.request_id.strip()]
+        return [target.request_id.strip().lower()]
     assert target.ip is not None
     address = ipaddress.ip_address(canonical(target.ip))
     texts = {target.ip.strip(), address.compressed, address.exploded}
@@ -465,7 +521,6 @@ def _texts(
 
 def _pattern(texts: list[str]) -> str:
     """Any of ``texts`` standing alone, in any case (``2001:DB8::1``, ``::FFFF:1.2.3.4``)."""
-    import re
 
     return "(?i)" + "|".join(f"(?:^|{_EDGE}){re.escape(t)}(?:$|{_EDGE})" for t in texts)
 
@@ -495,9 +550,9 @@ def _forget_rejects(
     rows = pl.from_arrow(found)
     assert isinstance(rows, pl.DataFrame)
     if target.request_id is not None:
-        wanted = target.request_id.strip()
+        wanted = target.request_id.strip().lower()
         hit = (rows["request_id"] == wanted).fill_null(False) | rows["raw_line"].str.contains(
-            wanted, literal=True
+            request_id_in_text(wanted)
         ).fill_null(False)
     else:
         pattern = _pattern(texts)
@@ -527,7 +582,6 @@ def reject_day(file: str | None, rejected_at: datetime | None) -> date | None:
     """The UTC day a rejected line belongs to, for ``--from/--to``: the day its source
     names (a v1 day file ``api:v1:MM-dd-yy/...``, a v2 window ``api:v2?from=...``, a
     shield day ``api:shield:YYYY-MM-DD``), else the day it was rejected."""
-    import re
 
     text = file or ""
     try:

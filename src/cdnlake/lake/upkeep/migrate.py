@@ -32,6 +32,7 @@ from cdnlake.lake.log.schema import (
 )
 from cdnlake.lake.log.store import Lake
 from cdnlake.lake.upkeep.legacy import LEGACY_TABLES, legacy_lake
+from cdnlake.lake.zone.bookkeeping import Bookkeeping
 from cdnlake.lake.zone.session import LakeSession
 from cdnlake.lake.zone.writer import ZoneWriter
 
@@ -97,7 +98,7 @@ def _import(folder: Path, session: LakeSession, report: MigrationReport) -> None
                 writer.commit(writer.empty(), progress)
     warehouse = folder / "warehouse.duckdb"
     if warehouse.exists():
-        _bookkeeping(warehouse, session.lake, report)
+        _bookkeeping(warehouse, session, report)
 
 
 def _progress(path: Path) -> dict[str, int]:
@@ -120,10 +121,13 @@ def _progress(path: Path) -> dict[str, int]:
     return progress
 
 
-def _bookkeeping(path: Path, lake: Lake, report: MigrationReport) -> None:
-    """Runs, gaps and rejected lines from the earlier warehouse file, each once."""
+def _bookkeeping(path: Path, session: LakeSession, report: MigrationReport) -> None:
+    """Runs, gaps and rejected lines from the earlier warehouse file, each once; rejected
+    lines as a pass records them (held against erasures, scrubbed, through the table's
+    committer)."""
     import duckdb  # only a migration reads the earlier warehouse file
 
+    lake = session.lake
     con = duckdb.connect(str(path), read_only=True)
     try:
         con.execute("SET TimeZone = 'UTC'")
@@ -142,7 +146,9 @@ def _bookkeeping(path: Path, lake: Lake, report: MigrationReport) -> None:
                         pl.col("file"), pl.lit(":"), pl.col("line_number").cast(pl.String)
                     ).alias("record_key")
                 )
-            _append_new(lake, REJECTED_LINES, rejects, ["record_key"], report)
+            new = _new_rows(lake, REJECTED_LINES, rejects, ["record_key"])
+            Bookkeeping(session).record_rejects([new], patient=False)
+            report.bookkeeping[REJECTED_LINES.name] = new.height
     finally:
         con.close()
 
@@ -157,6 +163,19 @@ def _append_new(
     lake: Lake, spec: TableSpec, frame: pl.DataFrame, key: list[str], report: MigrationReport
 ) -> None:
     """Rows of an earlier bookkeeping table that the Delta table lacks, by ``key``."""
+    frame = _new_rows(lake, spec, frame, key)
+    table = lake.open_or_create(spec)
+    if frame.height:
+        try:
+            write_deltalake(table, frame.to_arrow(), mode="append", partition_by=spec.partition_by)
+        except Exception as exc:
+            raise StorageError(f"cannot write {spec.name}: {first_line(exc)}") from None
+    report.bookkeeping[spec.name] = report.bookkeeping.get(spec.name, 0) + frame.height
+
+
+def _new_rows(lake: Lake, spec: TableSpec, frame: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+    """The rows of an earlier bookkeeping table, as ``spec`` has them, that the Delta
+    table lacks, by ``key``."""
     frame = frame.rename({"pull_zone_id": spec.zone_column}) if "pull_zone_id" in frame else frame
     frame = frame.rename({"duplicates": "duplicates_dropped"}) if "duplicates" in frame else frame
     columns = []
@@ -176,9 +195,4 @@ def _append_new(
     assert isinstance(existing, pl.DataFrame)
     if existing.height:
         frame = frame.join(existing, on=[spec.zone_column, *key], how="anti", nulls_equal=True)
-    if frame.height:
-        try:
-            write_deltalake(table, frame.to_arrow(), mode="append", partition_by=spec.partition_by)
-        except Exception as exc:
-            raise StorageError(f"cannot write {spec.name}: {first_line(exc)}") from None
-    report.bookkeeping[spec.name] = report.bookkeeping.get(spec.name, 0) + frame.height
+    return frame

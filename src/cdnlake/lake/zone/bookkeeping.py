@@ -1,18 +1,36 @@
 """The bookkeeping tables: ``ingest_runs``, ``ingest_gaps``, ``rejected_lines``,
 ``audit_days``, ``archive_parts``.
 
-Every write is a MERGE on the row's key through the table's committer, never an append:
-when the store applied a commit but its answer was lost, delta-rs commits the same
-actions again, and an append would add its file twice. A gap claims only what no earlier
-gap of its zone claims, and extends the one it continues
-(:meth:`Bookkeeping.record_gaps`).
+Every write is a MERGE on the row's key, so that no row is ever written twice:
+
+- ``ingest_runs`` by ``run_id``;
+- ``rejected_lines`` by ``record_key``, so that a record read again (an overlapping v2
+  window, a closed v1 day read once more) is kept once: a v2 record by its request id, a
+  shield event by its log id, a line of a file by the file and its line number;
+- ``audit_days`` by day: a day audited again (after a re-read) updates its row;
+- ``archive_parts`` by path: a part listed again or imported updates its row (a part's
+  import records it there after its rows' last commit: what later runs and ``status``
+  read to know it done);
+- ``erased_requests`` by request id: a request an erasure removed or held back, once
+  (read again, it is not counted twice);
+- ``ingest_gaps`` by span: a gap claims only what no earlier gap of its zone claims, and
+  a gap that continues one (an outage that goes on) extends that row instead of adding
+  one (see :meth:`Bookkeeping.record_gaps`).
+
+Each write goes through its table's one committer (:mod:`cdnlake.lake.log.table`). Why a
+MERGE and not an append: when the store applied a commit but its answer was lost,
+delta-rs finds the commit's version taken and commits the same actions again as the next
+version. An append then adds its file a second time, which doubles its rows once a
+compaction (``maintain``) replaced the first copy in between. A MERGE reads the zone's
+rows first, so delta-rs sees that the version it lost added rows it did not read and
+refuses the commit; the MERGE is then run again and finds its rows already there.
 """
 
 from __future__ import annotations
 
 import hashlib
 from contextlib import ExitStack, contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -21,6 +39,7 @@ from cdnlake.errors import StorageError
 from cdnlake.lake.log.schema import (
     ARCHIVE_PARTS,
     AUDIT_DAYS,
+    ERASED_REQUESTS,
     INGEST_GAPS,
     INGEST_RUNS,
     REJECTED_LINES,
@@ -100,6 +119,22 @@ class Bookkeeping:
             update["state"] = _LISTED_STATE
         merge = Merge(lambda: frame, "t.path = s.path", [zone_id], update=update)
         self.session.merge_table(ARCHIVE_PARTS).committer.run(merge, patient=False)
+
+    def record_erased(self, zone_id: int, rows: pl.DataFrame, kind: str) -> None:
+        """Requests of the zone (``request_id``, ``ts``) an erasure removed (``kind``
+        "removed") or held back ("held"): each once, so that the audit explains an hour
+        short by them once, however often they are read again."""
+        if rows.height == 0:
+            return
+        frame = rows.select("request_id", "ts").with_columns(
+            pl.lit(zone_id, pl.Int64).alias("zone"),
+            pl.lit(kind).alias("kind"),
+            pl.lit(datetime.now(UTC)).alias("recorded_at"),
+        )
+        frame = frame.unique("request_id").cast(polars_schema(ERASED_REQUESTS.schema))
+        frame = frame.select(list(ERASED_REQUESTS.schema))
+        merge = Merge(lambda: frame, "t.request_id = s.request_id", [zone_id])
+        self.session.merge_table(ERASED_REQUESTS).committer.run(merge, patient=False)
 
     def record_gaps(self, zone_id: int, gaps: list[dict[str, Any]]) -> float:
         """Claim the spans of ``gaps`` lost, each instant once per zone.

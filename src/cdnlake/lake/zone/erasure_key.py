@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cdnlake.errors import ConfigError
+from cdnlake.lake.log.store import sync_folder, write_durably
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +48,12 @@ class KeySource:
     hash_key_env``), else ``<work>/erasure.key``; read once, on first use."""
 
     def __init__(self, work: Path | None, secret: bytes | None = None) -> None:
+        """``secret``: the key of ``hash_key_env``, checked when first used (a short one
+        is an error, as in a key file; a process that erases nothing never needs it)."""
         self.work = work
-        self._key: ErasureKey | None = ErasureKey(secret) if secret else None
-        self._from_env = self._key is not None
+        self._secret = secret or None
+        self._key: ErasureKey | None = None
+        self._from_env = self._secret is not None
         self._every: list[ErasureKey] | None = None
 
     @property
@@ -60,6 +64,16 @@ class KeySource:
         """The key; None where there is none yet (``create``: made now, in the work
         folder: what ``cdnlake forget`` does the first time)."""
         if self._key is not None:
+            return self._key
+        if self._secret is not None:
+            if len(self._secret) < MIN_KEY_BYTES:
+                raise ConfigError(
+                    f"privacy.hash_key_env: the erasure key its variable holds has "
+                    f"{len(self._secret)} byte(s), fewer than {MIN_KEY_BYTES}: a short key "
+                    f"protects no erased address; set the variable to at least "
+                    f"{MIN_KEY_BYTES} random bytes"
+                )
+            self._key = ErasureKey(self._secret)
             return self._key
         path = self.file
         if path is None:
@@ -91,21 +105,17 @@ class KeySource:
     def _create(path: Path) -> None:
         """A new key in ``path``, whole or not at all; where another process made one
         first, its key is the key."""
-        path.parent.mkdir(parents=True, exist_ok=True)
         temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        text = secrets.token_hex(MIN_KEY_BYTES) + "\n"
         try:
-            with os.fdopen(fd, "w") as out:
-                out.write(secrets.token_hex(MIN_KEY_BYTES) + "\n")
-                out.flush()
-                os.fsync(out.fileno())
+            write_durably(temp, text.encode(), named=False, mode=0o600)
             try:
                 os.link(temp, path)  # never over a key another process linked first
             except FileExistsError:
                 return
         finally:
             temp.unlink(missing_ok=True)
-        _sync_folder(path.parent)
+        sync_folder(path.parent)
         log.warning(
             "erasure key created in %s: keep it (and back it up with the storage root); "
             "without it, erased addresses cannot be kept from coming back",
@@ -131,17 +141,3 @@ def read_key(path: Path) -> ErasureKey:
             "the backup of the storage root, or set privacy.hash_key_env"
         )
     return ErasureKey(secret)
-
-
-def _sync_folder(folder: Path) -> None:
-    """The folder's entry of a new file on disk (where the system allows it)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -39,6 +39,18 @@ ADDRESS_TOKEN = (
 )
 
 
+# The provider's request ids: 32 hexadecimal characters (logging API, field 11).
+REQUEST_ID_FORM = r"[0-9A-Fa-f]{32}"
+
+
+def request_id_in_text(request_id: str) -> str:
+    """A pattern finding ``request_id`` in raw text as a whole token, in any case (never
+    inside a longer run of letters and digits)."""
+    import re
+
+    return rf"(?i)(?:^|[^0-9A-Za-z]){re.escape(request_id)}(?:$|[^0-9A-Za-z])"
+
+
 def canonical(address: str) -> str:
     """An address in one spelling (``2001:DB8:0::1`` and ``2001:db8::1`` alike, an
     IPv4-mapped ``::ffff:1.2.3.4`` as ``1.2.3.4``, as :func:`cdnlake.privacy.parse_address`
@@ -131,10 +143,13 @@ class ErasureFilter:
                 self._known |= {_ms(e.erased_at) for e in self._erasures} | named
             return list(self._erasures)
 
-    def concerning(self, zone: int, mark: int | None) -> list[Erasure]:
+    def lake_mark(self) -> int | None:
+        """The lake's erasure mark (zone 0's in ``requests``) as the table has it now."""
+        return self.marks(REQUESTS, [EVERY_ZONE]).get(EVERY_ZONE)
+
+    def concerning(self, zone: int, mark: int | None, lake_mark: int | None) -> list[Erasure]:
         """The erasures that concern ``zone``, whose own erasure mark is ``mark``: those
-        of the zone and those of every zone (by the lake's mark)."""
-        lake_mark = self.marks(REQUESTS, [EVERY_ZONE]).get(EVERY_ZONE)
+        of the zone and those of every zone (by the lake's mark, ``lake_mark``)."""
         if not mark and not lake_mark:
             return []
         return [e for e in self.erasures(mark, lake_mark) if e.concerns(zone)]
@@ -146,13 +161,17 @@ class ErasureFilter:
         frame: pl.DataFrame,
         mark: int | None,
         received: pl.DataFrame | None = None,
+        *,
+        lake_mark: int | None,
     ) -> pl.DataFrame:
         """``frame`` (rows as the table stores them) less the rows an erasure covers
         (``received``: the rows' ``request_id`` and ``remote_ip`` as received, where they
-        are stored otherwise; an erasure made under an earlier setting matches those)."""
+        are stored otherwise; an erasure made under an earlier setting matches those).
+        ``lake_mark``: the lake's erasure mark, read by the caller, whose share carries it
+        (a share held against an older one goes back: :mod:`cdnlake.lake.log.table`)."""
         if spec not in (REQUESTS, SHIELD_EVENTS) or frame.height == 0:
             return frame
-        wanted = self.concerning(zone, mark)
+        wanted = self.concerning(zone, mark, lake_mark)
         if not wanted:
             return frame
         covered = self.covered(frame, wanted, spec, received, zone=zone)
@@ -173,13 +192,14 @@ class ErasureFilter:
         if frame.height == 0:
             return frame
         wanted: dict[tuple[int, bool], list[Erasure]] = {}
+        lake_mark = self.lake_mark()
         shield = frame["source"] == "shield"
         for spec, is_shield in ((REQUESTS, False), (SHIELD_EVENTS, True)):
             zones = [int(z) for z in frame.filter(shield == is_shield)["zone"].unique()]
             if not zones:
                 continue
             for zone, mark in self.marks(spec, zones).items():
-                wanted[(zone, is_shield)] = self.concerning(zone, mark)
+                wanted[(zone, is_shield)] = self.concerning(zone, mark, lake_mark)
         if not any(wanted.values()):
             return frame
         found = frame["raw_line"].str.extract_all(ADDRESS_TOKEN)
@@ -192,7 +212,7 @@ class ErasureFilter:
             for erasure in erasures:
                 if erasure.kind == REQUEST_ID:
                     hit = (frame["request_id"] == erasure.filter) | frame["raw_line"].str.contains(
-                        erasure.filter, literal=True
+                        request_id_in_text(erasure.filter)
                     )
                 else:
                     addresses = [a for a, h in hashes.items() if erasure.filter in h]

@@ -109,16 +109,30 @@ class LakeSession:
 
         return self.log_table(spec).marks(zones, ERASED)
 
+    def _lake_erasure_mark(self) -> int | None:
+        """The erasure mark of every zone (zone 0's in ``requests``), as the table has it
+        now: an erasure made without ``--zone`` holds for zones that came after it."""
+        from cdnlake.lake.zone.erasures import EVERY_ZONE
+
+        return self._erasure_marks(REQUESTS, [EVERY_ZONE])[EVERY_ZONE]
+
     def log_table(self, spec: TableSpec) -> LogTable:
         """The exactly-once table ``spec`` (``requests``, ``shield_events``), loaded at the
         first call (created where it does not exist yet)."""
+        from cdnlake.lake.log.progress import ERASED
         from cdnlake.lake.log.table import LogTable
+        from cdnlake.lake.zone.erasures import EVERY_ZONE
 
         if spec.key is None:
             raise ValueError(f"{spec.name} has no key: its rows are merged (merge_table)")
         with self._table_lock(spec):
             if spec.name not in self._logs:
-                self._logs[spec.name] = LogTable(self.lake, spec)
+                lake_mark = REQUESTS.app_id(EVERY_ZONE, ERASED)
+                self._logs[spec.name] = LogTable(
+                    self.lake,
+                    spec,
+                    lake_mark if spec.name == REQUESTS.name else self._lake_erasure_mark,
+                )
             return self._logs[spec.name]
 
     def merge_table(self, spec: TableSpec) -> MergeTable:

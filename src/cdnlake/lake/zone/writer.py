@@ -46,7 +46,7 @@ from cdnlake.lake.log.progress import (
     taken_by,
 )
 from cdnlake.lake.log.schema import REQUESTS, SHIELD_EVENTS, TableSpec, polars_schema
-from cdnlake.lake.log.table import AGAIN, Prepared, Snapshot
+from cdnlake.lake.log.table import AGAIN, UNHELD, Prepared, Snapshot
 from cdnlake.lake.zone.bookkeeping import Bookkeeping
 from cdnlake.lake.zone.dedup import Dedup, Reads
 from cdnlake.lake.zone.session import LakeSession
@@ -232,9 +232,14 @@ class ZoneWriter:
         if not rewinding and (snapshot.mark(FENCE) or 0) > self.token:
             raise self._fenced()
         offered = frame.height
-        frame = self.session.erasures.kept(
-            self.spec, self.zone_id, frame, snapshot.mark(ERASED), received
+        lake_mark = self.session.erasures.lake_mark() if frame.height else UNHELD
+        allowed = self.session.erasures.kept(
+            self.spec, self.zone_id, frame, snapshot.mark(ERASED), received, lake_mark=lake_mark
         )
+        if allowed.height < offered and self.spec.name == REQUESTS.name:  # for the audit
+            held = frame.join(allowed.select("request_id"), on="request_id", how="anti")
+            Bookkeeping(self.session).record_erased(self.zone_id, held, "held")
+        frame = allowed
         new, damaged = self.dedup.new_rows(frame, snapshot.files or [], reads)
         if damaged:  # set aside, the zone rewound first: this pass stops here
             raise DataError(
@@ -253,7 +258,13 @@ class ZoneWriter:
             raise StorageError(
                 f"cannot write to {self.session.lake.table_uri(self.spec)}: {first_line(exc)}"
             ) from None
-        share = Prepared(self.zone_id, snapshot.version, actions, self._transactions(versions))
+        share = Prepared(
+            self.zone_id,
+            snapshot.version,
+            actions,
+            self._transactions(versions),
+            lake_mark=lake_mark,
+        )
         written = Written(
             new.height, frame.height - new.height, offered - frame.height, reads=reads
         )
