@@ -60,6 +60,7 @@ def _has_tables(config: Config) -> bool:
 def maintain(args: argparse.Namespace) -> int:
     from cdnlake.coordination import maintain_hold
     from cdnlake.ingest.result import this_daemon
+    from cdnlake.lake.maintain import configure
     from cdnlake.lake.maintain import maintain as run_maintain
     from cdnlake.lake.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
@@ -79,9 +80,9 @@ def maintain(args: argparse.Namespace) -> int:
         if args.restore:
             return stop.run(lambda: restore(session, args.zone))
         privacy_failed = False
-        configure(session)
         try:
             if args.apply_privacy:
+                configure(session)  # before its rewrite (maintain's own run does it too)
                 privacy_failed = stop.run(
                     lambda: apply_privacy(session, config, args.zone, stop.is_set),
                     on_abandon=lambda: say(stopped_maintain(stop)),
@@ -147,16 +148,6 @@ def apply_privacy(
         print("apply-privacy: every zone's rows were stored under this setting already")
     print(f"apply-privacy: rejected_lines: {report.rejected_lines} row(s) rewritten")
     return bool(report.failed)
-
-
-def configure(session: LakeSession) -> None:
-    """Tables of an older cdnlake gain their properties: from now on, no log entry names
-    a value of a personal column (``delta.dataSkippingStatsColumns``)."""
-    from cdnlake.lake.rollups import ROLLUP
-    from cdnlake.lake.schema import TABLES
-
-    for spec in (*TABLES, ROLLUP):
-        session.lake.configure(spec)
 
 
 def refuse_beside_daemon(config: Config, command: str) -> None:
