@@ -95,7 +95,9 @@ class TableLog:
 
     Not thread-safe: its owner (:class:`cdnlake.lake.table.LogTable`) holds a lock."""
 
-    def __init__(self, lake: Lake, spec: TableSpec) -> None:
+    def __init__(self, lake: Lake, spec: TableSpec, table: DeltaTable | None = None) -> None:
+        """``table``: the table as opened (a reader's, never made nor evolved); without
+        it, opened and made ready to write (:meth:`Lake.open_or_create`)."""
         self.lake = lake
         self.spec = spec
         self._entries = _Entries(lake, spec)
@@ -110,7 +112,7 @@ class TableLog:
         self._where: dict[str, Key] = {}  # each file's partition, by path
         self._learned_at = time.time()
         self._checkpoint_ahead = -1  # a newer checkpoint a commit found than the state
-        self._load(lake.open_or_create(spec))
+        self._load(lake.open_or_create(spec) if table is None else table)
 
     def uri(self) -> str:
         return self.lake.table_uri(self.spec)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from cdnlake.config import RetentionConfig
-from cdnlake.errors import StopRequested, StorageError, first_line
+from cdnlake.errors import StopRequested
 from cdnlake.lake.rewrite import Rewriter, rewrite
 from cdnlake.lake.schema import (
     AUDIT_DAYS,
@@ -34,6 +34,7 @@ from cdnlake.lake.schema import (
 )
 from cdnlake.lake.session import LakeSession
 from cdnlake.lake.store import add_actions_table
+from cdnlake.lake.table import Delete
 
 log = logging.getLogger(__name__)
 
@@ -148,13 +149,7 @@ def _expire_rows(
     where = f"{column} < '{moment}'"
     if zones:
         where += f" AND {spec.zone_column} IN ({', '.join(str(int(z)) for z in zones)})"
-    try:
-        with session.merge_table(spec).current() as table:
-            metrics = table.delete(where)
-    except StorageError:
-        raise
-    except Exception as exc:
-        raise StorageError(f"expiring {spec.name}: {first_line(exc)}") from None
-    item.rows = int(metrics.get("num_deleted_rows", 0) or 0)
-    item.files = int(metrics.get("num_removed_files", 0) or 0)
+    deleted = session.merge_table(spec).committer.run(Delete(where), patient=False)
+    if deleted is not None:
+        item.rows, item.files = deleted.rows, deleted.files
     return item

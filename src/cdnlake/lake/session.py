@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 from cdnlake.errors import first_line
 from cdnlake.lake.erasure_key import KeySource
@@ -126,17 +126,34 @@ class LakeSession:
 
         return self.log_table(REQUESTS).marks([EVERY_ZONE], ERASED)[EVERY_ZONE]
 
-    def log_table(self, spec: TableSpec) -> LogTable:
+    @overload
+    def log_table(self, spec: TableSpec) -> LogTable: ...
+    @overload
+    def log_table(self, spec: TableSpec, *, create: Literal[True]) -> LogTable: ...
+    @overload
+    def log_table(self, spec: TableSpec, *, create: Literal[False]) -> LogTable | None: ...
+    def log_table(self, spec: TableSpec, *, create: bool = True) -> LogTable | None:
         """The exactly-once table ``spec`` (``requests``, ``shield_events``), loaded at the
-        first call (created where it does not exist yet)."""
+        first call (created where it does not exist yet, given the columns it lacks).
+        ``create=False``, a reader's (``top``, the metrics): None where the table does not
+        exist, and one of an older cdnlake is followed as it is, neither made nor evolved
+        (a reader writes nothing); a writer of the process asking for it later makes it
+        ready then."""
         from cdnlake.lake.table import LogTable
 
         if spec.key is None:
             raise ValueError(f"{spec.name} has no key: its rows are merged (merge_table)")
         with self._table_lock(spec):
-            if spec.name not in self._logs:
-                self._logs[spec.name] = LogTable(self.lake, spec)
-            return self._logs[spec.name]
+            held = self._logs.get(spec.name)
+            if held is None:
+                table = None if create else self.lake.open(spec)
+                if not create and table is None:
+                    return None
+                held = self._logs[spec.name] = LogTable(self.lake, spec, table)
+            elif create and not held.made:
+                self.lake.open_or_create(spec)  # its state reads the metadata entry
+                held.made = True
+            return held
 
     def merge_table(self, spec: TableSpec) -> MergeTable:
         """The bookkeeping table ``spec``, opened at the first call (created where it does
