@@ -470,7 +470,10 @@ def zone_watermarks(session: LakeSession, config: Config) -> dict[tuple[str, str
     for spec, zones in labelled:
         if not zones:
             continue
-        found = session.log_table(spec).marks([zone for zone, _ in zones], WATERMARK)
+        table = session.log_table(spec, create=False)  # a reader: creates nothing
+        if table is None:
+            continue
+        found = table.marks([zone for zone, _ in zones], WATERMARK)
         for zone, source in zones:
             mark = from_ms(found[zone])
             if mark is not None:

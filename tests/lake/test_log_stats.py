@@ -122,3 +122,28 @@ def test_maintain_gives_an_older_lake_the_setting(tmp_path):
     version = DeltaTable(uri).version()
     assert Lake(str(lake), {}).configure(REQUESTS) is False
     assert DeltaTable(uri).version() == version
+
+
+def test_the_daemons_daily_maintenance_gives_an_older_lake_the_setting(tmp_path):
+    """The daemon's daily maintenance (the job its scheduler runs), not only the CLI's
+    ``maintain``, gives a table of an older cdnlake the setting (review finding 4)."""
+    from cdnlake.scheduler import Daemon
+    from tests.conftest import make_client
+    from tests.lake.test_retention import config_at
+    from tests.sessions import session_for
+
+    config = config_at(tmp_path)
+    uri = f"{config.storage.lake_location}/{REQUESTS.name}"
+    DeltaTable.create(
+        uri,
+        REQUESTS.delta_schema(),
+        partition_by=REQUESTS.partition_by,
+        configuration=TABLE_CONFIGURATION,  # as an older cdnlake made it
+    )
+    assert STATS_COLUMNS_PROPERTY not in (DeltaTable(uri).metadata().configuration or {})
+    with session_for(config) as session:
+        daemon = Daemon(config, make_client(config), session=session, catch_up=False)
+        daemon.maintain()
+        assert daemon.maintain_runs == 1
+    configured = (DeltaTable(uri).metadata().configuration or {})[STATS_COLUMNS_PROPERTY]
+    assert configured.split(",") == list(REQUESTS.stats_columns)

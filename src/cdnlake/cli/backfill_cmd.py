@@ -243,6 +243,7 @@ def backfill(args: argparse.Namespace) -> int:
         require_writable_root,
         say,
     )
+    from cdnlake.cli.lake_cmd import writing
     from cdnlake.ingest.archive_client import archive_store
     from cdnlake.ingest.backfill import Backfill
     from cdnlake.lake.zone.session import LakeSession
@@ -263,6 +264,7 @@ def backfill(args: argparse.Namespace) -> int:
     progress: LineProgress | RichProgress = RichProgress() if is_tty() else LineProgress()
     with (
         interruptible("the backfill") as stop,
+        writing(config, f"backfill --zone {zone.id}", stop.is_set),
         open_api(config, require_key=False, abort=stop.event) as api,
         LakeSession.from_config(
             config.storage, privacy=PrivacyPolicy.from_config(config.privacy)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
@@ -17,7 +16,7 @@ if TYPE_CHECKING:
 
 
 def forget(args: argparse.Namespace) -> int:
-    from cdnlake.cli.lake_cmd import refuse_beside_daemon, writers_held
+    from cdnlake.cli.lake_cmd import refuse_beside_daemon, writers_held, writing
     from cdnlake.ingest.scratch import remove_stale_downloads
     from cdnlake.lake.personal.forget import Target, leaves_storage
     from cdnlake.lake.personal.forget import forget as run_forget
@@ -50,7 +49,7 @@ def forget(args: argparse.Namespace) -> int:
         ) as session,
         writers_held(session, config, "forget --vacuum-now", stop.is_set)
         if args.vacuum_now
-        else contextlib.nullcontext(),
+        else writing(config, "forget", stop.is_set),
     ):
         try:
             report = stop.run(

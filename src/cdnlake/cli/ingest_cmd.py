@@ -253,6 +253,7 @@ def parse_time(text: str, option: str) -> datetime:
 
 def reread(args: argparse.Namespace) -> int:
     """``ingest --zone ID --from TIME --to TIME``: a past span of one zone read again."""
+    from cdnlake.cli.lake_cmd import writing
     from cdnlake.client.logging_api import LoggingClient
     from cdnlake.ingest.passes import Ingestor
     from cdnlake.ingest.reread import check_span
@@ -270,6 +271,7 @@ def reread(args: argparse.Namespace) -> int:
     require_writable_root(config)
     with (
         interruptible("the re-read") as stop,
+        writing(config, f"ingest --zone {zone.id} --from/--to", stop.is_set),
         open_api(config, abort=stop.event) as api,
         LakeSession.from_config(
             config.storage,

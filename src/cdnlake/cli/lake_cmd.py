@@ -13,6 +13,8 @@ from cdnlake.errors import StopRequested, ZoneBusyError
 
 # How long ``--vacuum-now`` waits for a zone's pass in flight on this machine to end.
 VACUUM_WAIT_SECONDS = 60.0
+# How long a writer no zone lock covers waits for a ``--vacuum-now`` under way to end.
+WRITING_WAIT_SECONDS = 600.0
 
 if TYPE_CHECKING:
     from cdnlake.lake.zone.session import LakeSession
@@ -60,6 +62,7 @@ def _has_tables(config: Config) -> bool:
 def maintain(args: argparse.Namespace) -> int:
     from cdnlake.coordination import maintain_hold
     from cdnlake.ingest.result import this_daemon
+    from cdnlake.lake.upkeep.maintain import configure
     from cdnlake.lake.upkeep.maintain import maintain as run_maintain
     from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
@@ -77,32 +80,34 @@ def maintain(args: argparse.Namespace) -> int:
         ) as session,
     ):
         if args.restore:
-            return stop.run(lambda: restore(session, args.zone))
+            with writing(config, "maintain --restore", stop.is_set):
+                return stop.run(lambda: restore(session, args.zone))
         privacy_failed = False
-        configure(session)
         try:
-            if args.apply_privacy:
-                privacy_failed = stop.run(
-                    lambda: apply_privacy(session, config, args.zone, stop.is_set),
+            with writing(config, "maintain", stop.is_set):  # let go before --vacuum-now
+                if args.apply_privacy:
+                    configure(session)  # before its rewrite (maintain's own run does it too)
+                    privacy_failed = stop.run(
+                        lambda: apply_privacy(session, config, args.zone, stop.is_set),
+                        on_abandon=lambda: say(stopped_maintain(stop)),
+                    )
+                report = stop.run(
+                    lambda: run_maintain(
+                        session,
+                        args.zone,
+                        retention_hours=(
+                            config.retention.vacuum_hours
+                            if args.retention_hours is None
+                            else args.retention_hours
+                        ),
+                        retention=config.retention,
+                        check_all=args.check_all,
+                        locks=config.storage.work / "locks",
+                        hold=maintain_hold(config, this_daemon()),
+                        stop=stop.is_set,
+                    ),
                     on_abandon=lambda: say(stopped_maintain(stop)),
                 )
-            report = stop.run(
-                lambda: run_maintain(
-                    session,
-                    args.zone,
-                    retention_hours=(
-                        config.retention.vacuum_hours
-                        if args.retention_hours is None
-                        else args.retention_hours
-                    ),
-                    retention=config.retention,
-                    check_all=args.check_all,
-                    locks=config.storage.work / "locks",
-                    hold=maintain_hold(config, this_daemon()),
-                    stop=stop.is_set,
-                ),
-                on_abandon=lambda: say(stopped_maintain(stop)),
-            )
             if args.vacuum_now:
                 deleted = stop.run(
                     lambda: vacuum_now(session, config, "maintain --vacuum-now", stop.is_set),
@@ -149,16 +154,6 @@ def apply_privacy(
     return bool(report.failed)
 
 
-def configure(session: LakeSession) -> None:
-    """Tables of an older cdnlake gain their properties: from now on, no log entry names
-    a value of a personal column (``delta.dataSkippingStatsColumns``)."""
-    from cdnlake.lake.log.schema import TABLES
-    from cdnlake.lake.upkeep.rollups import ROLLUP
-
-    for spec in (*TABLES, ROLLUP):
-        session.lake.configure(spec)
-
-
 def refuse_beside_daemon(config: Config, command: str) -> None:
     """``--vacuum-now`` runs only while no other process writes the lake: with a daemon
     running on this storage root, refused in one line naming it, before any work."""
@@ -171,6 +166,19 @@ def refuse_beside_daemon(config: Config, command: str) -> None:
             "first, or leave out --vacuum-now (removed files then leave storage at the first "
             "vacuum past retention.vacuum_hours)"
         )
+
+
+def writing(
+    config: Config, command: str, stop: Callable[[], bool]
+) -> contextlib.AbstractContextManager[None]:
+    """``command`` writes the lake beside no zone lock: a ``--vacuum-now`` waits for it to
+    end or refuses naming it, and it waits for one under way
+    (:func:`cdnlake.lake.zone.lock.writing`)."""
+    from cdnlake.ingest.result import this_daemon
+    from cdnlake.lake.zone.lock import writing as held
+
+    who = f"{this_daemon()} ({command})"
+    return held(config.storage.work / "locks", who, wait=WRITING_WAIT_SECONDS, stop=stop)
 
 
 @contextlib.contextmanager

@@ -203,8 +203,10 @@ class LiveView:
             delta = self.session.lake.open(REQUESTS)
             if delta is None:
                 return False
-            self._delta = delta
-            self._table = self.session.log_table(REQUESTS)
+            table = self.session.log_table(REQUESTS, create=False)  # writes nothing
+            if table is None:
+                return False
+            self._delta, self._table = delta, table
         return True
 
     def snapshot(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -40,6 +41,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_CHECKPOINT_INTERVAL = 100  # the Delta protocol's default
+# Per S3 store (endpoint, bucket) this process writes to: None where it honours a
+# conditional PUT, else why nothing is written there (probed once: _Entries._check_store).
+_PROBED: dict[tuple[str, str], str | None] = {}
+_PROBED_LOCK = threading.Lock()
 # A process that learned no new version for this long (wall clock: a process or machine
 # suspended for days counts them) checks the last checkpoint before
 # trusting that the next entry is missing because nobody wrote it (log cleanup removes
@@ -88,7 +93,9 @@ class TableLog:
 
     Not thread-safe: its owner (:class:`cdnlake.lake.log.table.LogTable`) holds a lock."""
 
-    def __init__(self, lake: Lake, spec: TableSpec) -> None:
+    def __init__(self, lake: Lake, spec: TableSpec, table: DeltaTable | None = None) -> None:
+        """``table``: the table as opened (a reader's, never made nor evolved); without
+        it, opened and made ready to write (:meth:`Lake.open_or_create`)."""
         self.lake = lake
         self.spec = spec
         self._entries = _Entries(lake, spec)
@@ -103,7 +110,7 @@ class TableLog:
         self._where: dict[str, Key] = {}  # each file's partition, by path
         self._learned_at = time.time()
         self._checkpoint_ahead = -1  # a newer checkpoint a commit found than the state
-        self._load(lake.open_or_create(spec))
+        self._load(lake.open_or_create(spec) if table is None else table)
 
     def uri(self) -> str:
         return self.lake.table_uri(self.spec)
@@ -577,14 +584,56 @@ class _Entries:
                 temporary.unlink()
             sync_folder(final.parent)  # the name too: acknowledged only once it is there
             return True
+        self._check_store()
+        return self._put_create(name, text.encode())
+
+    def _put_create(self, name: str, data: bytes) -> bool:
+        """A PUT of ``name`` only if absent (``If-None-Match: *``): whether it was made."""
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
         try:
-            obstore.put(self.store(), name, text.encode(), mode="create")
+            obstore.put(self.store(), name, data, mode="create")
         except (AlreadyExistsError, PreconditionError, FileExistsError):
             return False
         return True
+
+    def _check_store(self) -> None:
+        """Once per process and store (endpoint, bucket): that it honours a conditional
+        PUT, on which every commit's exactly-once rests (a store ignoring it lets two
+        writers both land one version, one commit lost). Where it does not, every write
+        is refused in one line naming the store (:class:`StorageError`)."""
+        endpoint = self.lake.storage_options.get("AWS_ENDPOINT_URL") or "AWS S3"
+        bucket = self.lake.uri.removeprefix("s3://").partition("/")[0]
+        with _PROBED_LOCK:
+            if (endpoint, bucket) not in _PROBED:
+                _PROBED[endpoint, bucket] = self._probe(f"{endpoint}, bucket {bucket}")
+            refusal = _PROBED[endpoint, bucket]
+        if refusal is not None:
+            raise StorageError(refusal)
+
+    def _probe(self, store: str) -> str | None:
+        """A scratch object under the lake's root put-if-absent twice, then deleted: None
+        where the second was refused, else why nothing may be written."""
+        import obstore
+
+        scratch = f"_cdnlake/probe-{uuid.uuid4().hex}"
+        try:
+            honoured = self._put_create(scratch, b"probe") and not self._put_create(
+                scratch, b"probe"
+            )
+        finally:
+            try:
+                obstore.delete(self.store(), scratch)
+            except Exception as exc:  # a scratch object left costs nothing
+                log.warning("cannot delete the probe %s: %s", scratch, first_line(exc))
+        if honoured:
+            return None
+        return (
+            f"the lake's store ({store}) ignores a conditional PUT (If-None-Match: *): "
+            "two writers could both land one version and a commit be lost; cdnlake "
+            "writes nothing to it (use a store that honours it)"
+        )
 
     def store(self) -> S3Store:
         """obstore's S3 client for the lake, from the options delta-rs and Arrow get

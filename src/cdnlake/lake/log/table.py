@@ -1,11 +1,21 @@
 """A table of the lake as one process holds it: its state, its committer, its checkpoints.
 
-**The one door.** Every change to an exactly-once table (``requests``, ``shield_events``:
-:class:`LogTable`) is a share (:class:`Prepared`) submitted to its committer
-(:mod:`cdnlake.lake.log.committer`), which lands the shares waiting as one entry of its log
-(:class:`~cdnlake.lake.log.delta_log.TableLog`). delta-rs reads the table, writes its
-checkpoints and vacuums it; it commits nothing to it. One rule decides every share: it
-lands on the newest version when
+An exactly-once table (``requests``, ``shield_events``: :class:`LogTable`) is followed and
+written through its log (:class:`~cdnlake.lake.log.delta_log.TableLog`): a snapshot costs the
+entries that are new since the last one, and a commit writes the next entry itself.
+
+**Its one door.** Every change to it is a share (:class:`Prepared`) submitted to its
+committer (:mod:`cdnlake.lake.log.committer`), which drains the shares waiting into one Delta
+commit: passes, forwarding, backfill and rewinds (:mod:`cdnlake.lake.zone.writer`); forget and
+expiry (:mod:`cdnlake.lake.upkeep.rewrite`); compaction, nightly and daytime, apply-privacy, a
+damaged file's removal (:meth:`LogTable.replace`); restore (a zone's commit). delta-rs
+reads the table, writes its checkpoints and vacuums it; it commits to it only metadata:
+the columns a newer cdnlake adds (:meth:`~cdnlake.lake.log.store.Lake.evolve`) and the
+table's properties (:meth:`~cdnlake.lake.log.store.Lake.configure`), each a metaData entry
+that sends every share prepared before it back to its writer (rule 1), once per lake.
+A reader that must write nothing opens it with ``create=False``
+(:meth:`~cdnlake.lake.zone.session.LakeSession.log_table`): neither made nor evolved.
+One rule decides every share: it lands on the newest version when
 
 1. no version since its snapshot is one whose commit is not known (a metadata or protocol
    change, an entry unread);
@@ -21,7 +31,8 @@ again. A share without progress (a compaction, a damaged file's removal) conflic
 pass. A checkpoint is written by a thread of its own, off the commit path.
 
 A bookkeeping table (:class:`MergeTable`) is one delta-rs table brought up to date for
-each MERGE, which its committer runs for a group of rows at once.
+each MERGE, which its committer runs for a group of rows at once, or delete
+(:class:`Delete`: forget's and expiry's), each tried again when another commit conflicts.
 """
 
 from __future__ import annotations
@@ -34,7 +45,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import unquote
 
 from deltalake import CommitProperties, DeltaTable, PostCommitHookProperties
@@ -69,6 +80,7 @@ COMMIT_ATTEMPTS = 200
 # whose answer was lost) is run again, this many times in all.
 MERGE_ATTEMPTS = 10
 NO_CHECKPOINT = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
+_R = TypeVar("_R")
 AGAIN = "again"  # the share fails the one rule (see the module): prepare it again
 REPLACE_ROUNDS = 5  # plans of a replacement whose files other commits kept replacing
 UNHELD = -1  # a share's lake_mark where its rows were held against no erasure (none new)
@@ -122,15 +134,22 @@ class LogTable:
     """An exactly-once table: its state as of the last entry read, and its committer."""
 
     def __init__(
-        self, lake: Lake, spec: TableSpec, lake_mark: str | Callable[[], int | None]
+        self,
+        lake: Lake,
+        spec: TableSpec,
+        lake_mark: str | Callable[[], int | None],
+        table: DeltaTable | None = None,
     ) -> None:
         """``lake_mark``: the lake's erasure mark (rule 4): its app id where this table
-        holds it (``requests``), else how to read it now (``shield_events``)."""
+        holds it (``requests``), else how to read it now (``shield_events``). ``table``: a
+        reader's, as opened (see :class:`TableLog`); ``made``: whether the table was made
+        ready to write (created, evolved)."""
         self.lake = lake
         self.spec = spec
         self._lake_mark = lake_mark
+        self.made = table is None
         self._lock = threading.Lock()  # the state: one reader or committer at a time
-        self._log = TableLog(lake, spec)
+        self._log = TableLog(lake, spec, table)
         self._refreshed_at = time.monotonic()  # when the last refresh began
         # The last version whose commit carried each app id (since the state's load), and
         # the last one whose commit is not known (it may carry any).
@@ -361,8 +380,23 @@ class Merge:
     key_literals: bool = False
 
 
+@dataclass(frozen=True)
+class Delete:
+    """Rows of a bookkeeping table deleted: those ``where`` (a delta-rs predicate over the
+    table's columns) selects; alone in its group, retried as a MERGE is."""
+
+    where: str
+
+
+@dataclass(frozen=True)
+class Deleted:
+    rows: int  # rows deleted
+    files: int  # files removed (rewritten without them)
+
+
 class MergeTable:
-    """A bookkeeping table: one delta-rs table brought up to date for each MERGE."""
+    """A bookkeeping table: one delta-rs table brought up to date for each MERGE (or
+    delete), every change through its committer."""
 
     def __init__(self, lake: Lake, spec: TableSpec) -> None:
         self.lake = lake
@@ -372,7 +406,9 @@ class MergeTable:
         self._checkpoints = Checkpoints(lake, spec)
         interval = self._table.metadata().configuration.get("delta.checkpointInterval")
         self._interval = int(interval or DEFAULT_CHECKPOINT_INTERVAL)
-        self.committer: Committer[Merge, None] = Committer(spec.name, self._merge_group)
+        self.committer: Committer[Merge | Delete, Deleted | None] = Committer(
+            spec.name, self._merge_group
+        )
 
     @contextmanager
     def current(self) -> Iterator[DeltaTable]:
@@ -387,16 +423,22 @@ class MergeTable:
                 ) from None
             yield self._table
 
-    def _merge_group(self, merges: list[Merge]) -> list[BaseException | None]:
-        """The group's merges: those that share a ``match`` and a ``key`` in one MERGE."""
+    def _merge_group(self, merges: list[Merge | Delete]) -> list[BaseException | Deleted | None]:
+        """The group's merges: those that share a ``match`` and a ``key`` in one MERGE; a
+        delete alone."""
         batches: dict[tuple[str, tuple[str, ...]], list[Merge]] = {}
         alone: list[list[Merge]] = []
+        outcome: dict[int, BaseException | Deleted | None] = {}
         for merge in merges:
-            if merge.key and merge.update is None:
+            if isinstance(merge, Delete):
+                try:
+                    outcome[id(merge)] = self._delete(merge)
+                except StorageError as exc:
+                    outcome[id(merge)] = exc
+            elif merge.key and merge.update is None:
                 batches.setdefault((merge.match, merge.key), []).append(merge)
             else:
                 alone.append([merge])
-        outcome: dict[int, BaseException | None] = {}
         for batch in [*batches.values(), *alone]:
             try:
                 self._merge(batch)
@@ -420,35 +462,61 @@ class MergeTable:
                 frame = frame.unique(subset=[column, *first.key], keep="first", maintain_order=True)
             return conform(frame, self.spec.schema)
 
+        def attempt() -> None:
+            frame = rows()
+            if frame.height == 0:
+                return
+            where = predicate
+            if first.key_literals:
+                (key,) = first.key
+                named = ", ".join(_literal(v) for v in frame[key].unique().sort())
+                where += f" AND t.{key} IN ({named})"
+            with self.current() as table:
+                merger = table.merge(
+                    frame,
+                    predicate=where,
+                    source_alias="s",
+                    target_alias="t",
+                    commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
+                    post_commithook_properties=NO_CHECKPOINT,  # on its own thread
+                )
+                if first.update:
+                    merger = merger.when_matched_update(first.update, predicate=first.update_if)
+                merger.when_not_matched_insert_all().execute()
+                self._landed(table)
+
+        self._retried("merging into", attempt)
+
+    def _delete(self, delete: Delete) -> Deleted:
+        def attempt() -> Deleted:
+            with self.current() as table:
+                metrics = table.delete(
+                    delete.where,
+                    commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
+                    post_commithook_properties=NO_CHECKPOINT,  # on its own thread
+                )
+                self._landed(table)
+            return Deleted(
+                rows=int(metrics.get("num_deleted_rows", 0) or 0),
+                files=int(metrics.get("num_removed_files", 0) or 0),
+            )
+
+        return self._retried("deleting from", attempt)
+
+    def _landed(self, table: DeltaTable) -> None:
+        """A commit acknowledged: its checkpoint, when due, on the checkpoints' thread."""
+        if table.version() % self._interval == 0:
+            self._checkpoints.want(table.version())
+
+    def _retried(self, what: str, attempt: Callable[[], _R]) -> _R:
+        """``attempt`` (one commit), again while another writer's commit made it fail."""
         try:
-            for attempt in retrying(
-                f"merging into {self.spec.name}", on=CommitFailedError, attempts=MERGE_ATTEMPTS
+            for each in retrying(
+                f"{what} {self.spec.name}", on=CommitFailedError, attempts=MERGE_ATTEMPTS
             ):
-                with attempt:
-                    frame = rows()
-                    if frame.height == 0:
-                        return
-                    where = predicate
-                    if first.key_literals:
-                        (key,) = first.key
-                        named = ", ".join(_literal(v) for v in frame[key].unique().sort())
-                        where += f" AND t.{key} IN ({named})"
-                    with self.current() as table:
-                        merger = table.merge(
-                            frame,
-                            predicate=where,
-                            source_alias="s",
-                            target_alias="t",
-                            commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
-                            post_commithook_properties=NO_CHECKPOINT,  # on its own thread
-                        )
-                        if first.update:
-                            merger = merger.when_matched_update(
-                                first.update, predicate=first.update_if
-                            )
-                        merger.when_not_matched_insert_all().execute()
-                        if table.version() % self._interval == 0:
-                            self._checkpoints.want(table.version())
+                with each:
+                    return attempt()
+            raise AssertionError("retrying ended without an outcome")  # (never reached)
         except CommitFailedError as exc:
             raise StorageError(
                 f"cannot write {self.spec.name}: {first_line(exc)} ({MERGE_ATTEMPTS} attempts)"

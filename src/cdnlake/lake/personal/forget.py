@@ -536,6 +536,8 @@ def _forget_rejects(
     session: LakeSession, target: Target, texts: list[str], zones: list[int] | None
 ) -> int:
     """Delete the rejected lines whose raw text (or request id) holds what is forgotten."""
+    from cdnlake.lake.log.table import Delete
+
     lake = session.lake
     table = lake.open(REJECTED_LINES)
     if table is None:
@@ -567,14 +569,9 @@ def _forget_rejects(
     removed = 0
     for (zone,), part in gone.group_by(["zone"]):
         keys = ", ".join(_literal(k) for k in part["record_key"].to_list())
-        try:
-            with session.merge_table(REJECTED_LINES).current() as delta:
-                metrics = delta.delete(f"zone = {int(zone)} AND record_key IN ({keys})")  # type: ignore[arg-type]
-        except StorageError:
-            raise
-        except Exception as exc:
-            raise StorageError(f"cannot remove rejected lines: {first_line(exc)}") from None
-        removed += int(metrics.get("num_deleted_rows", 0) or 0)
+        where = f"zone = {int(zone)} AND record_key IN ({keys})"
+        deleted = session.merge_table(REJECTED_LINES).committer.run(Delete(where), patient=False)
+        removed += deleted.rows if deleted is not None else 0
     return removed
 
 

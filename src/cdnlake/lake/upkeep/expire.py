@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from cdnlake.config import RetentionConfig
-from cdnlake.errors import StopRequested, StorageError, first_line
+from cdnlake.errors import StopRequested
 from cdnlake.lake.log.schema import (
     AUDIT_DAYS,
     INGEST_GAPS,
@@ -26,6 +26,7 @@ from cdnlake.lake.log.schema import (
     TableSpec,
 )
 from cdnlake.lake.log.store import add_actions_table
+from cdnlake.lake.log.table import Delete
 from cdnlake.lake.upkeep.rewrite import Rewriter, rewrite
 from cdnlake.lake.zone.session import LakeSession
 
@@ -142,13 +143,7 @@ def _expire_rows(
     where = f"{column} < '{moment}'"
     if zones:
         where += f" AND {spec.zone_column} IN ({', '.join(str(int(z)) for z in zones)})"
-    try:
-        with session.merge_table(spec).current() as table:
-            metrics = table.delete(where)
-    except StorageError:
-        raise
-    except Exception as exc:
-        raise StorageError(f"expiring {spec.name}: {first_line(exc)}") from None
-    item.rows = int(metrics.get("num_deleted_rows", 0) or 0)
-    item.files = int(metrics.get("num_removed_files", 0) or 0)
+    deleted = session.merge_table(spec).committer.run(Delete(where), patient=False)
+    if deleted is not None:
+        item.rows, item.files = deleted.rows, deleted.files
     return item

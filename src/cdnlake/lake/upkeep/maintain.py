@@ -135,6 +135,7 @@ def maintain(
     compacted nor rolled up. ``stop``: checked between files and partitions.
     """
     lake = session.lake
+    configure(session)
     now = now or datetime.now(UTC)
     report = MaintainReport()
     # (table, zone, day) of damaged files left in place: not compacted, not rolled up.
@@ -196,6 +197,14 @@ def maintain(
             log.info("maintain %s", item.line())
         report.tables.append(item)
     return report
+
+
+def configure(session: LakeSession) -> None:
+    """Tables of an older cdnlake gain their properties: from now on, no log entry names
+    a value of a personal column (``delta.dataSkippingStatsColumns``). Lake policy, run
+    first by every maintenance (the CLI's and the daemon's daily one)."""
+    for spec in (*TABLES, ROLLUP):
+        session.lake.configure(spec)
 
 
 def _vacuum(spec: TableSpec, table: DeltaTable, retention_hours: int) -> tuple[int, int]:

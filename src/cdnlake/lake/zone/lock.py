@@ -1,7 +1,16 @@
 """One process at a time per zone on this machine (an advisory ``flock``), for passes run
-without a fleet lease; :func:`writers_held` holds every writer of the lake off at once
-(``--vacuum-now``). It saves the rate budget and spares a pass a rewind's refusal;
-correctness rests on Delta's commits and the zone's fence, not on it.
+without a fleet lease (in a fleet the lease keeps them apart, and a lock left by a stalled
+holder on a shared storage root must not keep the lease's owner busy).
+
+:func:`writers_held` holds every writer of the lake off at once (``--vacuum-now``): the
+storage root's daemon lock, the writers' lock that every writer no zone lock covers holds
+shared (:func:`writing`: ``backfill``, a re-read, ``forget``, ``maintain``) and every
+zone's lock.
+
+This saves the rate budget from two local processes polling one zone, and spares a pass
+in flight the refusal a rewind by ``maintain`` would cause (``maintain`` waits for it).
+Correctness does not rest on it: Delta's commit protocol keeps every request once, and
+the zone's fence its progress, even when processes on different machines write one zone.
 """
 
 from __future__ import annotations
@@ -11,12 +20,17 @@ import fcntl
 import os
 import socket
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 from cdnlake.errors import StopRequested, ZoneBusyError
+
+# ``<locks>/writers.lock``, held shared by each writer no zone lock covers (:func:`writing`),
+# exclusively by :func:`writers_held`; ``<locks>/writers/``: those writers' names.
+WRITERS = "writers"
 
 
 @contextmanager
@@ -32,28 +46,88 @@ def zone_lock(
     after ``wait`` seconds (0: at once); StopRequested once ``stop`` turns true meanwhile."""
     locks.mkdir(parents=True, exist_ok=True)
     fd = os.open(locks / f"{kind}-{int(zone_id)}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    deadline = time.monotonic() + wait
     try:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if stop():
-                    raise StopRequested() from None
-                if time.monotonic() >= deadline:
-                    noun = "shield zone" if kind == "shield_events" else "pull zone"
-                    held_by = _holder(fd)
-                    raise ZoneBusyError(
-                        f"{noun} {zone_id} is being ingested by another cdnlake process"
-                        + (f" ({held_by})" if held_by else "")
-                    ) from None
-                time.sleep(0.1)
+        if not _take(fd, fcntl.LOCK_EX, wait, stop):
+            noun = "shield zone" if kind == "shield_events" else "pull zone"
+            held_by = _holder(fd)
+            raise ZoneBusyError(
+                f"{noun} {zone_id} is being ingested by another cdnlake process"
+                + (f" ({held_by})" if held_by else "")
+            )
         os.ftruncate(fd, 0)  # the holder named, for whoever finds the zone busy
         os.pwrite(fd, f"{socket.gethostname()}:{os.getpid()}".encode(), 0)
         yield
     finally:
         os.close(fd)
+
+
+@contextmanager
+def writing(
+    locks: Path, who: str, *, wait: float, stop: Callable[[], bool] = lambda: False
+) -> Iterator[None]:
+    """A writer of the lake that no zone lock covers (``backfill``, a re-read, ``forget``,
+    ``maintain``) while the block runs: the writers' lock held shared, which
+    :func:`writers_held` takes exclusively, and its name (``who``) in a file of its own
+    under ``<locks>/writers/`` for a ``--vacuum-now`` that finds the lake busy to name.
+    A vacuum under way is waited for up to ``wait`` seconds, then :class:`ZoneBusyError`
+    naming it; ``stop`` turning true meanwhile: :class:`StopRequested`."""
+    locks.mkdir(parents=True, exist_ok=True)
+    fd = os.open(locks / f"{WRITERS}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if not _take(fd, fcntl.LOCK_SH, wait, stop):
+            raise ZoneBusyError(
+                f"the lake is being vacuumed ({_holder(fd) or 'another cdnlake process'}): "
+                "run this again once it ends"
+            )
+        (locks / WRITERS).mkdir(exist_ok=True)
+        mine = locks / WRITERS / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        named = os.open(mine, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(named, fcntl.LOCK_EX)
+            os.pwrite(named, f"{who} since {_now()}".encode(), 0)
+            yield
+        finally:
+            mine.unlink(missing_ok=True)
+            os.close(named)
+    finally:
+        os.close(fd)
+
+
+def _writers(locks: Path) -> list[str]:
+    """The names of the writers holding the writers' lock (:func:`writing`) now."""
+    found = []
+    for path in sorted((locks / WRITERS).glob("*")):
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            continue  # it just ended
+        try:
+            if _take(fd, fcntl.LOCK_SH, 0.0, lambda: False):
+                continue  # left by a killed writer: nobody holds it
+            found.append(_holder(fd) or path.name)
+        finally:
+            os.close(fd)
+    return found
+
+
+def _take(fd: int, how: int, wait: float, stop: Callable[[], bool]) -> bool:
+    """``flock(fd, how)``, waited for up to ``wait`` seconds: whether it was had;
+    :class:`StopRequested` once ``stop`` turns true meanwhile."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, how | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if stop():
+                raise StopRequested() from None
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _holder(fd: int) -> str:
@@ -76,11 +150,12 @@ def writers_held(
 ) -> Iterator[None]:
     """Hold every local writer of the lake off while the block runs: the storage root's
     daemon lock (``daemon_lock``: no daemon runs, none starts meanwhile; the lock names
-    ``who`` holds it) and the lock of each ``(table, zone)`` (no ``ingest``, ``backfill``
-    or ``import-v1`` of it runs), each waited for up to ``wait`` seconds. A daemon running
-    is not waited for: :class:`ZoneBusyError` at once, naming it (host:pid, since when);
-    a zone still held after ``wait``: :class:`ZoneBusyError` naming it; ``stop`` turning
-    true meanwhile: :class:`StopRequested`."""
+    ``who`` holds it), the writers' lock (no ``backfill``, re-read, ``forget`` or
+    ``maintain`` runs: :func:`writing`) and the lock of each ``(table, zone)`` (no
+    ``ingest`` or ``import-v1`` of it runs), each waited for up to ``wait`` seconds. A
+    daemon running is not waited for: :class:`ZoneBusyError` at once, naming it (host:pid,
+    since when); a writer or a zone still held after ``wait``: :class:`ZoneBusyError`
+    naming it; ``stop`` turning true meanwhile: :class:`StopRequested`."""
     daemon_lock.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as held:
         fd = os.open(daemon_lock, os.O_RDWR | os.O_CREAT, 0o644)
@@ -93,9 +168,17 @@ def writers_held(
                 f"a cdnlake daemon ({running}) writes this lake: stop it first"
             ) from None
         os.ftruncate(fd, 0)
-        since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        os.pwrite(fd, f"{who} since {since}\n".encode(), 0)
+        os.pwrite(fd, f"{who} since {_now()}\n".encode(), 0)
         held.callback(os.ftruncate, fd, 0)
+        locks.mkdir(parents=True, exist_ok=True)
+        writers = os.open(locks / f"{WRITERS}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        held.callback(os.close, writers)
+        if not _take(writers, fcntl.LOCK_EX, wait, stop):
+            named = ", ".join(_writers(locks)) or "another cdnlake process"
+            raise ZoneBusyError(f"the lake is being written by {named}")
+        os.ftruncate(writers, 0)  # the vacuum named, for a writer that finds it
+        os.pwrite(writers, f"{who} since {_now()}".encode(), 0)
+        held.callback(os.ftruncate, writers, 0)
         for kind, zone_id in sorted(set(zones)):
             held.enter_context(zone_lock(locks, kind, zone_id, wait=wait, stop=stop))
         yield

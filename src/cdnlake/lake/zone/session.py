@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 
 from cdnlake.errors import first_line
 from cdnlake.lake.log.schema import REQUESTS, TableSpec
@@ -116,9 +116,19 @@ class LakeSession:
 
         return self._erasure_marks(REQUESTS, [EVERY_ZONE])[EVERY_ZONE]
 
-    def log_table(self, spec: TableSpec) -> LogTable:
+    @overload
+    def log_table(self, spec: TableSpec) -> LogTable: ...
+    @overload
+    def log_table(self, spec: TableSpec, *, create: Literal[True]) -> LogTable: ...
+    @overload
+    def log_table(self, spec: TableSpec, *, create: Literal[False]) -> LogTable | None: ...
+    def log_table(self, spec: TableSpec, *, create: bool = True) -> LogTable | None:
         """The exactly-once table ``spec`` (``requests``, ``shield_events``), loaded at the
-        first call (created where it does not exist yet)."""
+        first call (created where it does not exist yet, given the columns it lacks).
+        ``create=False``, a reader's (``top``, the metrics): None where the table does not
+        exist, and one of an older cdnlake is followed as it is, neither made nor evolved
+        (a reader writes nothing); a writer of the process asking for it later makes it
+        ready then."""
         from cdnlake.lake.log.progress import ERASED
         from cdnlake.lake.log.table import LogTable
         from cdnlake.lake.zone.erasures import EVERY_ZONE
@@ -126,14 +136,23 @@ class LakeSession:
         if spec.key is None:
             raise ValueError(f"{spec.name} has no key: its rows are merged (merge_table)")
         with self._table_lock(spec):
-            if spec.name not in self._logs:
-                lake_mark = REQUESTS.app_id(EVERY_ZONE, ERASED)
-                self._logs[spec.name] = LogTable(
+            held = self._logs.get(spec.name)
+            if held is None:
+                table = None if create else self.lake.open(spec)
+                if not create and table is None:
+                    return None
+                held = self._logs[spec.name] = LogTable(
                     self.lake,
                     spec,
-                    lake_mark if spec.name == REQUESTS.name else self._lake_erasure_mark,
+                    REQUESTS.app_id(EVERY_ZONE, ERASED)
+                    if spec.name == REQUESTS.name
+                    else self._lake_erasure_mark,
+                    table,
                 )
-            return self._logs[spec.name]
+            elif create and not held.made:
+                self.lake.open_or_create(spec)  # its state reads the metadata entry
+                held.made = True
+            return held
 
     def merge_table(self, spec: TableSpec) -> MergeTable:
         """The bookkeeping table ``spec``, opened at the first call (created where it does
