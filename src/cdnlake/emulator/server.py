@@ -21,7 +21,9 @@ from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from cdnlake.emulator import logging_routes, statistics, storage
+import cdnlake.emulator.logging_routes as logging_routes
+import cdnlake.emulator.statistics as statistics
+import cdnlake.emulator.storage as storage
 from cdnlake.emulator.archive import DAY_MS, Archive, ArchiveLimits
 from cdnlake.emulator.area import ManagementFixtures
 from cdnlake.emulator.clock import EmulatorClock
