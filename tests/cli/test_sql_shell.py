@@ -227,7 +227,7 @@ def test_a_file_vacuumed_under_the_shell_is_read_again_not_failed_query_after_qu
     shell = spawn_shell(tmp_path)
     try:
         assert "│ 12 │" in ask(shell, "SELECT count(*) AS n FROM requests;")
-        forget = ["forget", "--request-id", "r06", "--vacuum-now"]
+        forget = ["forget", "--ip", "2001:db8::", "--vacuum-now"]  # r05 alone
         done = subprocess.run(
             [*CLI, "--config", str(tmp_path / "config.toml"), *forget],
             capture_output=True,

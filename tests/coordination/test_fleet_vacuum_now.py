@@ -44,7 +44,7 @@ cdnlake.coordination.MAINTAIN_WAIT_SECONDS = 0.0
 from cdnlake.cli.main import main
 raise SystemExit(main(sys.argv[1:]))
 """
-KEY_ENV = {"ERASE_KEY": "fleet-erasure-key"}  # every process of a fleet shares the key
+KEY_ENV = {"ERASE_KEY": "fleet-erasure-key-" + "e" * 32}  # every process of a fleet shares the key
 
 
 def fleet_config(tmp_path: Path, emu, dsn: str) -> Path:
