@@ -112,7 +112,9 @@ class LakeSession:
     def _lake_erasure_mark(self) -> int | None:
         """The erasure mark of every zone (zone 0's in ``requests``), as the table has it
         now: an erasure made without ``--zone`` holds for zones that came after it."""
-        return self.erasures.lake_mark()
+        from cdnlake.lake.zone.erasures import EVERY_ZONE
+
+        return self._erasure_marks(REQUESTS, [EVERY_ZONE])[EVERY_ZONE]
 
     @overload
     def log_table(self, spec: TableSpec) -> LogTable: ...
