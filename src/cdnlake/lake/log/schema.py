@@ -81,7 +81,7 @@ RUN_SCHEMA: Columns = {
     "error": STRING,
     "daemon": STRING,  # host:pid of the process that ran the pass
     # Records (v2, shield) or lines (v1) the provider served, new or not: with ``rows``,
-    # the pass's read amplification. Added after the first releases: NULL in older runs.
+    # the pass's read amplification (NULL in runs of before the column).
     "rows_read": LONG,
 }
 
@@ -196,22 +196,12 @@ class TableSpec:
     columns: Columns
     by_date: bool  # also partitioned by the UTC date of ``ts``
     key: str | None = None  # each value once per zone (exactly-once tables)
-    # The columns whose statistics the log records (None: every one not personal).
-    stats: tuple[str, ...] | None = None
-
-    def __post_init__(self) -> None:
-        personal = PERSONAL_COLUMNS.intersection(self.stats or ())
-        if personal:
-            raise ValueError(f"{self.name}: personal columns in stats: {sorted(personal)}")
 
     @property
     def stats_columns(self) -> tuple[str, ...]:
-        """The columns whose statistics (smallest, largest, nulls) the log records for a
-        file: the table's ``delta.dataSkippingStatsColumns``, which delta-rs honours in
-        its writes and cdnlake's writer too (:mod:`cdnlake.lake.log.files`). Never a personal
-        column."""
-        if self.stats is not None:
-            return self.stats
+        """The columns whose statistics the log records for a file (the table's
+        ``delta.dataSkippingStatsColumns``, honoured by delta-rs and
+        :mod:`cdnlake.lake.log.files`): every column but the personal ones."""
         return tuple(c for c in self.columns if c not in PERSONAL_COLUMNS)
 
     @property
@@ -254,8 +244,6 @@ class TableSpec:
         return f"cdnlake/{self.name}/{zone_id}" + (f"/{part}" if part else "")
 
 
-# The statistics readers and deduplication prune files by (``ts``, the key), ``source``
-# (``status`` tells forwarded files by it) and the columns reports filter on.
 REQUESTS = TableSpec("requests", "pull_zone_id", REQUEST_SCHEMA, by_date=True, key="request_id")
 SHIELD_EVENTS = TableSpec("shield_events", "shield_zone_id", SHIELD_SCHEMA, True, key="log_id")
 INGEST_RUNS = TableSpec("ingest_runs", "zone", RUN_SCHEMA, by_date=False)
@@ -296,3 +284,12 @@ def polars_schema(columns: Mapping[str, ColumnType]) -> pl.Schema:
 def conform(frame: pl.DataFrame, columns: Mapping[str, ColumnType]) -> pl.DataFrame:
     """``frame`` as rows of ``columns``: those columns only, in their order and types."""
     return frame.select(list(columns)).cast(polars_schema(columns))
+
+
+def frame_of(table: pa.Table) -> pl.DataFrame:
+    """An Arrow table as a polars frame (``pl.from_arrow`` types it as a series too)."""
+    import polars as pl
+
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame

@@ -27,10 +27,10 @@ from cdnlake.lake.log.progress import (
     privacy_applied,
     stored_settings,
 )
-from cdnlake.lake.log.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, TableSpec
+from cdnlake.lake.log.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, TableSpec, frame_of
 from cdnlake.lake.log.store import add_actions_table
 from cdnlake.lake.log.table import Merge
-from cdnlake.lake.upkeep.maintain import _frame, _holding, compact
+from cdnlake.lake.upkeep.maintain import _holding, compact
 from cdnlake.lake.zone.session import LakeSession
 from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.privacy import HASH_PATTERN, PrivacyPolicy, Setting
@@ -188,7 +188,7 @@ def _rewrite_partition(
         if not actions:
             return []
         dataset = session.lake.dataset(spec, table, actions=actions)
-        stored = _frame(dataset.to_table(columns=columns))
+        stored = frame_of(dataset.to_table(columns=columns))
         _refuse_hashes(policy, stored)
         treated = policy.rows(stored)
         differs = pl.any_horizontal(pl.col(c).ne_missing(treated[c]) for c in columns)
@@ -224,7 +224,7 @@ def _rejected_lines(session: LakeSession, zones: list[int] | None, stop: Callabl
         if stop():
             raise StopRequested()
         dataset = lake.dataset(REJECTED_LINES, table, [("zone", "=", str(zone))])
-        rows = _frame(dataset.to_table())
+        rows = frame_of(dataset.to_table())
         treated = rows.with_columns(policy.texts(rows["raw_line"]), policy.texts(rows["reason"]))
         differs = rows["raw_line"].ne_missing(treated["raw_line"]) | rows["reason"].ne_missing(
             treated["reason"]

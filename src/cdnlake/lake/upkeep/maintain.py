@@ -34,7 +34,7 @@ from cdnlake.errors import (
 from cdnlake.lake.log.delta_log import write_checkpoint
 from cdnlake.lake.log.files import prepare
 from cdnlake.lake.log.progress import ZoneHold
-from cdnlake.lake.log.schema import REQUESTS, TABLES, TableSpec
+from cdnlake.lake.log.schema import REQUESTS, TABLES, TableSpec, frame_of
 from cdnlake.lake.log.store import add_actions_table
 from cdnlake.lake.log.table import Replacement
 from cdnlake.lake.upkeep import rollups
@@ -332,7 +332,7 @@ def compact(
         actions = choose(session.lake.add_actions(spec, table, partition, stats=("size_bytes",)))
         if len(actions) < (1 if treat else 2):
             return None
-        rows = _frame(session.lake.dataset(spec, table, actions=actions).to_table())
+        rows = frame_of(session.lake.dataset(spec, table, actions=actions).to_table())
         if treat is not None:
             rows = treat(rows)
         read[:] = [rows.height]
@@ -355,12 +355,6 @@ def compact(
             spec.key,
         )
     return len(done.paths), repeats
-
-
-def _frame(table: Any) -> pl.DataFrame:
-    frame = pl.from_arrow(table)
-    assert isinstance(frame, pl.DataFrame)
-    return frame
 
 
 class OpenDays:

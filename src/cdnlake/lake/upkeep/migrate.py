@@ -28,6 +28,7 @@ from cdnlake.lake.log.schema import (
     REJECTED_LINES,
     TS,
     TableSpec,
+    frame_of,
     polars_schema,
 )
 from cdnlake.lake.log.store import Lake
@@ -154,9 +155,7 @@ def _bookkeeping(path: Path, session: LakeSession, report: MigrationReport) -> N
 
 
 def _frame(con: duckdb.DuckDBPyConnection, table: str) -> pl.DataFrame:
-    frame = pl.from_arrow(con.sql(f"SELECT * FROM {table}").to_arrow_table())
-    assert isinstance(frame, pl.DataFrame)
-    return frame
+    return frame_of(con.sql(f"SELECT * FROM {table}").to_arrow_table())
 
 
 def _append_new(
@@ -191,8 +190,7 @@ def _new_rows(lake: Lake, spec: TableSpec, frame: pl.DataFrame, key: list[str]) 
             columns.append(pl.lit(None, dtype).alias(name))
     frame = frame.select(columns).unique(subset=[spec.zone_column, *key], keep="first")
     table = lake.open_or_create(spec)
-    existing = pl.from_arrow(table.to_pyarrow_table(columns=[spec.zone_column, *key]))
-    assert isinstance(existing, pl.DataFrame)
+    existing = frame_of(table.to_pyarrow_table(columns=[spec.zone_column, *key]))
     if existing.height:
         frame = frame.join(existing, on=[spec.zone_column, *key], how="anti", nulls_equal=True)
     return frame

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from cdnlake.errors import CdnlakeError, StorageError, StorageUnavailableError, first_line
-from cdnlake.lake.log.schema import TABLES_BY_NAME
+from cdnlake.lake.log.schema import TABLES_BY_NAME, frame_of
 from cdnlake.lake.zone.damage import QUARANTINE, with_retries
 from cdnlake.lake.zone.session import LakeSession
 from cdnlake.lake.zone.writer import ZoneWriter
@@ -125,6 +125,4 @@ def _decoded(files: pafs.FileSystem, name: str, item: Restored) -> pl.DataFrame 
     except (OSError, pa.ArrowException, ValueError) as exc:
         item.error = f"still does not decode ({first_line(exc)})"
         return None
-    frame = pl.from_arrow(table)
-    assert isinstance(frame, pl.DataFrame)
-    return frame
+    return frame_of(table)

@@ -26,7 +26,7 @@ from cdnlake.errors import (
 from cdnlake.lake.log.delta_log import File, Removal
 from cdnlake.lake.log.files import write_files
 from cdnlake.lake.log.progress import FENCE
-from cdnlake.lake.log.schema import TableSpec, conform
+from cdnlake.lake.log.schema import TableSpec, conform, frame_of, polars_schema
 from cdnlake.lake.log.table import Prepared
 from cdnlake.lake.zone.dedup import Reads
 from cdnlake.lake.zone.session import LakeSession
@@ -103,7 +103,7 @@ class Rewriter(ZoneWriter):
             removals.append(Removal(file["path"], partition))
         if not removals and not progress:
             raise NothingToRewrite(f"zone {self.zone_id}: nothing to rewrite")
-        new = pl.concat(kept) if kept else self.empty_rows()
+        new = pl.concat(kept) if kept else pl.DataFrame(schema=polars_schema(self.spec.schema))
         versions = self._versions(progress, False, snapshot)
         try:
             actions, written_kept = write_files(self.session.lake, self.spec, new)
@@ -122,11 +122,6 @@ class Rewriter(ZoneWriter):
             reads=reads,
         )
         return _Attempt(share, snapshot, versions, new.clear(), written_kept, written)
-
-    def empty_rows(self) -> pl.DataFrame:
-        from cdnlake.lake.log.schema import polars_schema
-
-        return pl.DataFrame(schema=polars_schema(self.spec.schema))
 
     def _rest(self, file: File, day: date | None) -> pl.DataFrame | None:
         """The rows of ``file`` that stay, or None when none goes (read once)."""
@@ -156,9 +151,8 @@ class Rewriter(ZoneWriter):
                 f"{self.spec.name}/{path} does not decode ({first_line(exc)}); run "
                 "`cdnlake maintain --check-all`, then this again"
             ) from None
-        frame = pl.from_arrow(table)
-        assert isinstance(frame, pl.DataFrame)
-        frame = frame.with_columns(pl.lit(self.zone_id, pl.Int64).alias(self.spec.zone_column))
+        zone = pl.lit(self.zone_id, pl.Int64).alias(self.spec.zone_column)
+        frame = frame_of(table).with_columns(zone)
         if self.spec.by_date:
             frame = frame.with_columns(pl.lit(day, pl.Date).alias("date"))
         missing = [c for c in self.spec.schema if c not in frame.columns]

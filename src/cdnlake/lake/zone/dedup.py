@@ -19,6 +19,7 @@ from urllib.parse import unquote
 import polars as pl
 
 from cdnlake.errors import StorageError
+from cdnlake.lake.log.schema import frame_of
 from cdnlake.lake.log.store import logged_span
 from cdnlake.lake.zone.damage import (
     BeforeMove,
@@ -168,9 +169,8 @@ class Dedup:
                     continue
                 keys, rows = checked, checked.num_rows  # all its keys: more than needed
             reads.keys += rows
-            frame_of_keys = pl.from_arrow(keys)  # a table: no detour through pyarrow.compute
-            assert isinstance(frame_of_keys, pl.DataFrame)
-            seen.append(frame_of_keys.select(pl.col(key).cast(pl.String)))
+            # as a frame: no detour through pyarrow.compute
+            seen.append(frame_of(keys).select(pl.col(key).cast(pl.String)))
         if not (undecodable or orphans):
             return seen, []
         table = self.lake.open(self.spec)  # a delta-rs table for their statistics alone
