@@ -122,13 +122,6 @@ def _zones_of(spec: TableSpec, table: Any, zones: list[int] | None) -> list[int]
     return [z for z in found if zones is None or z in zones]
 
 
-def _open(session: LakeSession, spec: TableSpec) -> Any:
-    table = session.lake.open(spec)
-    if table is None:
-        raise StorageError(f"{spec.name}: the table went away")
-    return table
-
-
 def _apply_zone(
     session: LakeSession,
     spec: TableSpec,
@@ -139,8 +132,7 @@ def _apply_zone(
     stop: Callable[[], bool],
 ) -> None:
     """Rewrite the zone's partitions the policy changes, holding the zone, then mark it."""
-    policy = session.privacy
-    wanted = policy.setting
+    wanted = session.privacy.setting
     with _holding(locks, hold, spec, zone) as generation:
         writer = ZoneWriter(session, spec, zone, holder=generation)
         marks = writer.table.snapshot(zone).mark
@@ -150,7 +142,9 @@ def _apply_zone(
                 raise ConfigError(why)
         seen = marks(PRIVACY)
         reached = all(s.reaches(wanted) for s in stored_settings(marks) or [Setting()])
-        table = _open(session, spec)
+        table = session.lake.open(spec)
+        if table is None:
+            raise StorageError(f"{spec.name}: the table went away")
         columns = [c for c in TREATED if c in spec.columns]
         for day in _days_of(session, spec, table, zone):
             if stop():
@@ -190,13 +184,17 @@ def _rewrite_partition(
         dataset = session.lake.dataset(spec, table, actions=actions)
         stored = frame_of(dataset.to_table(columns=columns))
         _refuse_hashes(policy, stored)
-        treated = policy.rows(stored)
-        differs = pl.any_horizontal(pl.col(c).ne_missing(treated[c]) for c in columns)
-        changed[0] = int(stored.select(differs.sum()).item())
+        changed[0] = int(_differs(stored, policy.rows(stored), columns).sum())
         return actions if changed[0] else []
 
     done = compact(session, spec, table, zone, day, choose, treat=policy.rows)
     return 0 if done is None else changed[0]
+
+
+def _differs(rows: pl.DataFrame, treated: pl.DataFrame, columns: list[str]) -> pl.Series:
+    """Whether each row has a value of ``columns`` that ``treated`` changed."""
+    differs = pl.any_horizontal(pl.col(c).ne_missing(treated[c]) for c in columns)
+    return rows.select(differs).to_series()
 
 
 def _refuse_hashes(policy: PrivacyPolicy, stored: pl.DataFrame) -> None:
@@ -226,10 +224,7 @@ def _rejected_lines(session: LakeSession, zones: list[int] | None, stop: Callabl
         dataset = lake.dataset(REJECTED_LINES, table, [("zone", "=", str(zone))])
         rows = frame_of(dataset.to_table())
         treated = rows.with_columns(policy.texts(rows["raw_line"]), policy.texts(rows["reason"]))
-        differs = rows["raw_line"].ne_missing(treated["raw_line"]) | rows["reason"].ne_missing(
-            treated["reason"]
-        )
-        changed = treated.filter(differs)
+        changed = treated.filter(_differs(rows, treated, ["raw_line", "reason"]))
         if changed.height == 0:
             continue
         merges.committer.run(_update_texts(changed, zone), patient=False)
@@ -239,9 +234,5 @@ def _rejected_lines(session: LakeSession, zones: list[int] | None, stop: Callabl
 
 def _update_texts(changed: pl.DataFrame, zone: int) -> Merge:
     """The MERGE that replaces the raw text and reason of ``changed`` (rows as read)."""
-    return Merge(
-        lambda: changed,
-        "t.record_key = s.record_key",
-        [zone],
-        update={"raw_line": "s.raw_line", "reason": "s.reason"},
-    )
+    update = {"raw_line": "s.raw_line", "reason": "s.reason"}
+    return Merge(lambda: changed, "t.record_key = s.record_key", [zone], update=update)

@@ -113,7 +113,9 @@ def _expire_days(
         names = [d.isoformat() for d in days]
 
         def make(zone: int = zone, names: list[str] = names) -> Rewriter:
-            return Rewriter(session, spec, zone, chooses=_before(first), days=names)
+            return Rewriter(
+                session, spec, zone, chooses=lambda day: day is not None and day < first, days=names
+            )
 
         written = rewrite(make, {})
         item.partitions += len(days)
@@ -127,10 +129,6 @@ def _expire_days(
             written.files_removed,
         )
     return item
-
-
-def _before(first: date) -> Callable[[date | None], bool]:
-    return lambda day: day is not None and day < first
 
 
 def _expire_rows(

@@ -164,7 +164,7 @@ def maintain(
             door = session.log_table(spec)
             item.damaged = unreadable_files(door, table, since, before, stop)
             table.update_incremental()
-            damaged_days |= {(spec.name, *_partition_of(d)) for d in item.damaged if d.left}
+            damaged_days |= {(spec.name, *d.partition) for d in item.damaged if d.left}
         skip = {(z, d) for t, z, d in damaged_days if t == spec.name}
         try:
             if spec.key is not None:  # through its door (a bookkeeping table: delta-rs's)
@@ -252,12 +252,6 @@ def vacuum_removed(session: LakeSession, specs: list[TableSpec]) -> int:
         except Exception as exc:
             raise StorageError(f"cannot vacuum {spec.name}: {first_line(exc)}") from None
     return deleted
-
-
-def _partition_of(damaged: DamagedFile) -> tuple[int, str]:
-    """The (zone, day) partition of a damaged file (``<zone column>=<id>/date=<day>/...``)."""
-    zone, day = damaged.path.split("/")[:2]
-    return int(zone.split("=", 1)[1]), day.split("=", 1)[1]
 
 
 def partitions_of_many_files(

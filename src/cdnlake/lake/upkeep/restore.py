@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from cdnlake.errors import CdnlakeError, StorageError, StorageUnavailableError, first_line
+from cdnlake.errors import CdnlakeError, StorageError, StorageUnavailableError
 from cdnlake.lake.log.schema import TABLES_BY_NAME, frame_of
-from cdnlake.lake.zone.damage import QUARANTINE, with_retries
+from cdnlake.lake.zone.damage import QUARANTINE, Undecodable, decoded, with_retries
 from cdnlake.lake.zone.session import LakeSession
 from cdnlake.lake.zone.writer import ZoneWriter
 
@@ -108,21 +108,12 @@ def _remove(files: pafs.FileSystem, name: str) -> None:
 
 def _decoded(files: pafs.FileSystem, name: str, item: Restored) -> pl.DataFrame | None:
     """The rows of a quarantined file as a polars frame, or None (``item.error`` says why)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    def fetch() -> bytes:
-        with files.open_input_file(name) as source:
-            return bytes(source.read())
-
     try:
-        data = with_retries(f"reading {name}", fetch)
+        table = decoded(files, name, f"reading {name}")
     except StorageError as exc:
         item.error = str(exc)
         return None
-    try:
-        table = pq.ParquetFile(pa.BufferReader(data)).read()
-    except (OSError, pa.ArrowException, ValueError) as exc:
-        item.error = f"still does not decode ({first_line(exc)})"
+    if isinstance(table, Undecodable):
+        item.error = f"still does not decode ({table.reason})"
         return None
     return frame_of(table)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, date, datetime
+from datetime import date
 from urllib.parse import unquote
 
 import polars as pl
@@ -63,9 +63,8 @@ class Rewriter(ZoneWriter):
         chooses: Callable[[date | None], bool],
         match: Match | None = None,
         days: list[str] | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        super().__init__(session, spec, zone_id, clock=clock)
+        super().__init__(session, spec, zone_id)
         self.chooses = chooses
         self.match = match
         self.days = days
