@@ -41,8 +41,8 @@ def prepare(spec: TableSpec, zone_id: int, rows: pl.DataFrame) -> pl.DataFrame:
 
 
 def _may_repeat(keys: pl.Series) -> bool:
-    """Whether a key may occur twice: distinct hashes prove it does not, at a third of the
-    cost of counting distinct strings; a collision only sends the rows to ``unique``."""
+    """Whether a key may occur twice: distinct hashes prove it does not, cheaper than
+    counting distinct strings; a collision only sends the rows to ``unique``."""
     return keys.hash().n_unique() < keys.len()
 
 
@@ -52,11 +52,8 @@ def write_files(
     """``frame`` (rows as :func:`prepare` makes them) as Parquet data files, one per
     partition, for a commit to name; and each file's keys and times, by path.
 
-    polars writes them (zstd level 1, on every core: three times the single-threaded writer
-    of ``write_deltalake`` here); the log gets each file's partition values and its
-    ``ts`` and key statistics, which readers and deduplication prune files by, and its
-    ``source`` range, by which ``status`` tells the files of forwarded rows alone.
-    """
+    polars writes them (on every core, unlike ``write_deltalake``); the log gets each
+    file's partition values and statistics (:func:`_measured`)."""
     if frame.height == 0:
         return [], {}
     keys = spec.partition_by
@@ -70,7 +67,7 @@ def write_files(
         path = f"{folder}/part-{uuid.uuid4()}.zstd.parquet"
         data = part.drop(keys)
         buffer = io.BytesIO()
-        # zstd level 1: files as small as the default level 3 here, a fifth faster
+        # zstd level 1: files as small as the default level's, written faster
         data.write_parquet(
             buffer,
             compression="zstd",
@@ -119,22 +116,19 @@ def _by_partition(
     frame: pl.DataFrame, keys: list[str]
 ) -> list[tuple[tuple[Any, ...], pl.DataFrame]]:
     """The frame's rows by partition, in order. A frame of one partition (the usual
-    commit: a window or a chunk of one zone's day) is handed over as it is: splitting
-    it would copy every column (a fifth of a 250,000-row commit's page faults)."""
+    commit) is handed over as it is: splitting it would copy every column."""
     if all(frame[k].null_count() == 0 and frame[k].min() == frame[k].max() for k in keys):
         return [(tuple(frame[k][0] for k in keys), frame)]
     return list(frame.partition_by(keys, as_dict=True, maintain_order=True).items())
 
 
-# The columns whose smallest and largest values this writer records, of those the table
-# keeps statistics of: what readers and deduplication prune files by (``ts``, the key)
-# and ``source`` (``status`` tells forwarded files by it).
 MEASURED = ("ts", "source")
 
 
 def _measured(spec: TableSpec, data: pl.DataFrame) -> list[str]:
-    """Of the table's statistics columns (``delta.dataSkippingStatsColumns``, never a
-    personal one), those this writer records."""
+    """Of the table's statistics columns (never a personal one), those whose smallest and
+    largest values this writer records: what readers and deduplication prune files by
+    (``ts``, the key), and ``source``, by which ``status`` tells forwarded files."""
     wanted = {*MEASURED, spec.key}
     return [c for c in spec.stats_columns if c in wanted and c in data.columns]
 

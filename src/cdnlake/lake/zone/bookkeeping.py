@@ -8,22 +8,15 @@ Every write is a MERGE on the row's key, so that no row is ever written twice:
   window, a closed v1 day read once more) is kept once: a v2 record by its request id, a
   shield event by its log id, a line of a file by the file and its line number;
 - ``audit_days`` by day: a day audited again (after a re-read) updates its row;
-- ``archive_parts`` by path: a part listed again or imported updates its row (a part's
-  import records it there after its rows' last commit: what later runs and ``status``
-  read to know it done);
-- ``erased_requests`` by request id: a request an erasure removed or held back, once
-  (read again, it is not counted twice);
-- ``ingest_gaps`` by span: a gap claims only what no earlier gap of its zone claims, and
-  a gap that continues one (an outage that goes on) extends that row instead of adding
-  one (see :meth:`Bookkeeping.record_gaps`).
+- ``archive_parts`` by path: a part listed again or imported updates its row;
+- ``erased_requests`` by request id: a request an erasure removed or held back, once;
+- ``ingest_gaps`` by span (see :meth:`Bookkeeping.record_gaps`).
 
-Each write goes through its table's one committer (:mod:`cdnlake.lake.log.table`). Why a
-MERGE and not an append: when the store applied a commit but its answer was lost,
-delta-rs finds the commit's version taken and commits the same actions again as the next
-version. An append then adds its file a second time, which doubles its rows once a
-compaction (``maintain``) replaced the first copy in between. A MERGE reads the zone's
-rows first, so delta-rs sees that the version it lost added rows it did not read and
-refuses the commit; the MERGE is then run again and finds its rows already there.
+Each write goes through its table's one committer (:mod:`cdnlake.lake.log.table`). Not an
+append: where the store applied a commit but its answer was lost, delta-rs commits the
+same actions again as the next version, and an appended file would count twice. A MERGE
+reads the zone's rows first, so delta-rs refuses that second commit; run again, the MERGE
+finds its rows already there.
 """
 
 from __future__ import annotations
@@ -152,7 +145,7 @@ class Bookkeeping:
 
         def fresh(held: dict[ClaimKey, list[dict[str, Any]]]) -> list[Span]:
             """What of ``spans`` no gap of the zone (and kind) claims yet."""
-            return _subtract(spans, _spans(held.get(key, [])))
+            return _subtract(spans, [(g["gap_from"], g["gap_to"]) for g in held.get(key, [])])
 
         new = fresh(self._claimed({key}))
 
@@ -286,10 +279,6 @@ def rejects_frame(
 
 def _md5(text: str | None) -> str:
     return hashlib.md5((text or "").encode(), usedforsecurity=False).hexdigest()
-
-
-def _spans(rows: list[dict[str, Any]]) -> list[Span]:
-    return [(row["gap_from"], row["gap_to"]) for row in rows]
 
 
 def _union(spans: list[Span]) -> list[Span]:

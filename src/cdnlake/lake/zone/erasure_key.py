@@ -53,7 +53,6 @@ class KeySource:
         self.work = work
         self._secret = secret or None
         self._key: ErasureKey | None = None
-        self._from_env = self._secret is not None
         self._every: list[ErasureKey] | None = None
 
     @property
@@ -66,14 +65,11 @@ class KeySource:
         if self._key is not None:
             return self._key
         if self._secret is not None:
-            if len(self._secret) < MIN_KEY_BYTES:
-                raise ConfigError(
-                    f"privacy.hash_key_env: the erasure key its variable holds has "
-                    f"{len(self._secret)} byte(s), fewer than {MIN_KEY_BYTES}: a short key "
-                    f"protects no erased address; set the variable to at least "
-                    f"{MIN_KEY_BYTES} random bytes"
-                )
-            self._key = ErasureKey(self._secret)
+            self._key = _long_enough(
+                self._secret,
+                "privacy.hash_key_env: the erasure key its variable holds has",
+                f"set the variable to at least {MIN_KEY_BYTES} random bytes",
+            )
             return self._key
         path = self.file
         if path is None:
@@ -95,7 +91,7 @@ class KeySource:
                 return []
             self._every = [key]
             path = self.file
-            if self._from_env and path is not None and path.exists():
+            if self._secret is not None and path is not None and path.exists():
                 stored = read_key(path)
                 if stored.key_id != key.key_id:
                     self._every.append(stored)
@@ -134,10 +130,18 @@ def read_key(path: Path) -> ErasureKey:
             f"{path}: the erasure key cannot be read ({why}); restore it from the backup "
             "of the storage root, or set privacy.hash_key_env to the key forget used"
         ) from None
+    return _long_enough(
+        secret,
+        f"{path}: the erasure key holds",
+        "restore it from the backup of the storage root, or set privacy.hash_key_env",
+    )
+
+
+def _long_enough(secret: bytes, holds: str, remedy: str) -> ErasureKey:
+    """The key, unless it is too short (ConfigError: ``holds`` its length, ``remedy``)."""
     if len(secret) < MIN_KEY_BYTES:
         raise ConfigError(
-            f"{path}: the erasure key holds {len(secret)} byte(s), fewer than "
-            f"{MIN_KEY_BYTES}: a short key protects no erased address; restore it from "
-            "the backup of the storage root, or set privacy.hash_key_env"
+            f"{holds} {len(secret)} byte(s), fewer than {MIN_KEY_BYTES}: a short key "
+            f"protects no erased address; {remedy}"
         )
     return ErasureKey(secret)
