@@ -200,19 +200,16 @@ def maintain(
 
 
 def configure(session: LakeSession) -> None:
-    """Tables of an older cdnlake gain their properties: from now on, no log entry names
-    a value of a personal column (``delta.dataSkippingStatsColumns``). Lake policy, run
-    first by every maintenance (the CLI's and the daemon's daily one)."""
+    """Tables of an older cdnlake gain their properties, so that no log entry names a
+    value of a personal column (``delta.dataSkippingStatsColumns``)."""
     for spec in (*TABLES, ROLLUP):
         session.lake.configure(spec)
 
 
 def _vacuum(spec: TableSpec, table: DeltaTable, retention_hours: int) -> tuple[int, int]:
     """Remove the data files no version within ``retention_hours`` needs, then those no
-    log entry ever named once they are ``UNNAMED_FILE_HOURS`` old at least (delta-rs's full
-    vacuum: a process killed between writing a file and committing it, or a commit whose
-    files could not be taken back; a younger one may be a commit still on its way): the
-    files removed, and of them the ones never named."""
+    log entry ever named (a commit that never came) once ``UNNAMED_FILE_HOURS`` old: a
+    younger one may be a commit still on its way. The files removed, and the unnamed."""
     enforce = retention_hours >= DEFAULT_RETENTION_HOURS
 
     def named(paths: list[str]) -> set[str]:  # relative to the table, as some come whole
@@ -258,8 +255,7 @@ def partitions_of_many_files(
     spec: TableSpec, table: DeltaTable, zones: list[int] | None
 ) -> list[tuple[int, date, int]]:
     """The (zone, day) partitions of ``zones`` (all without) that hold more than one data
-    file, with their file counts: counted in Arrow on the log's add actions, so that a
-    night's maintenance of a lake of 100,000 files makes no Python value per file."""
+    file, with their file counts: counted in Arrow, no Python value per file."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -290,11 +286,11 @@ def _sort_days(
     left as they are."""
     rewritten = 0
     for zone, day, _count in partitions_of_many_files(spec, table, zones):
-        if (int(zone), str(day)) in skip:
+        if (zone, str(day)) in skip:
             continue
         if stop():
             raise StopRequested()
-        done = compact(session, spec, table, int(zone), str(day), lambda files: files)
+        done = compact(session, spec, table, zone, str(day), lambda files: files)
         if done is not None:
             files, repeats = done
             rewritten += files
@@ -392,7 +388,7 @@ class OpenDays:
             if stop():
                 raise StopRequested()
             try:
-                rewritten += self._compact_zone(spec, table, zone, day)
+                done = compact(self.session, spec, table, zone, day.isoformat(), _small)
             except StopRequested:
                 raise
             except Exception as exc:  # one zone's trouble stops no other zone's compaction
@@ -400,19 +396,24 @@ class OpenDays:
                 self.failures.append((spec.name, zone, failure))
                 log.error("compaction of %s zone %s %s: %s", spec.name, zone, day, failure)
                 table.update_incremental()
+                continue
+            if done is not None:
+                log.info(
+                    "%s: zone %s %s: %d small files compacted into one",
+                    spec.name,
+                    zone,
+                    day,
+                    done[0],
+                )
+                rewritten += done[0]
         self.rewritten += rewritten
         return rewritten
 
-    def _compact_zone(self, spec: TableSpec, table: DeltaTable, zone: int, day: date) -> int:
-        def small(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            chosen = [a for a in actions if (a["size_bytes"] or 0) < SMALL_FILE_BYTES]
-            return chosen if len(chosen) > OPEN_DAY_FILES else []
 
-        done = compact(self.session, spec, table, zone, day.isoformat(), small)
-        if done is None:
-            return 0
-        log.info("%s: zone %s %s: %d small files compacted into one", spec.name, zone, day, done[0])
-        return done[0]
+def _small(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A zone-day's small files, when there are too many of them."""
+    chosen = [a for a in actions if (a["size_bytes"] or 0) < SMALL_FILE_BYTES]
+    return chosen if len(chosen) > OPEN_DAY_FILES else []
 
 
 def _compaction_error(exc: Exception) -> CdnlakeError:

@@ -65,10 +65,9 @@ def partitions(
 ) -> Partitions:
     """The ``requests`` snapshot's partitions of ``zones`` and ``days`` (None: all).
 
-    Asked for some, only their files become Python values (chosen by DuckDB on the log's
-    add actions, :meth:`Lake.add_actions`): a report's day or a zone's maintenance pays
-    for its own partitions, not for every file of the lake. Asked for all, the columns
-    are read whole (no dict per file)."""
+    Asked for some, only their files become Python values (:meth:`Lake.add_actions`): a
+    report's day pays for its own partitions. Asked for all, the columns are read whole
+    (no dict per file)."""
     columns = ["path", "partition.pull_zone_id", "partition.date"]
     if zones is None and days is None:
         actions = add_actions_table(table)
@@ -107,8 +106,7 @@ def fresh(current: dict[Key, str], done: dict[Key, str]) -> list[Key]:
 
 def stale(current: dict[Key, str], done: dict[Key, str]) -> list[Key]:
     """The others: never rolled up, or changed since."""
-    rolled = set(fresh(current, done))
-    return sorted(key for key in current if key not in rolled)
+    return sorted(key for key, fingerprint in current.items() if done.get(key) != fingerprint)
 
 
 def refresh(
