@@ -133,12 +133,12 @@ def _bookkeeping(path: Path, session: LakeSession, report: MigrationReport) -> N
     try:
         con.execute("SET TimeZone = 'UTC'")
         tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-        if "ingest_runs" in tables:
-            runs = _frame(con, "ingest_runs")
-            _append_new(lake, INGEST_RUNS, runs, ["run_id"], report)
-        if "ingest_gaps" in tables:
-            gaps = _frame(con, "ingest_gaps")
-            _append_new(lake, INGEST_GAPS, gaps, ["run_id", "gap_from", "gap_to"], report)
+        for spec, key in (
+            (INGEST_RUNS, ["run_id"]),
+            (INGEST_GAPS, ["run_id", "gap_from", "gap_to"]),
+        ):
+            if spec.name in tables:
+                _append_new(lake, spec, _frame(con, spec.name), key, report)
         if "rejected_lines" in tables:
             rejects = _frame(con, "rejected_lines")
             if "record_key" not in rejects.columns:

@@ -260,19 +260,14 @@ def with_retries(what: str, action: Callable[[], T], *, then: str = "") -> T:
     :class:`StorageUnavailableError` (``what``: the object and the operation; ``then``:
     what that means, appended to the message). A file that is not there is no failure of
     the store: :class:`StorageError` at once."""
-
-    def once() -> T:
-        try:
-            return action()
-        except FileNotFoundError as exc:
-            raise StorageError(
-                f"{what}: not found in the lake's store ({first_line(exc)})"
-            ) from None
-
     try:
         for attempt in retrying(what, on=OSError, attempts=READ_ATTEMPTS, wait=FIRST_WAIT):
             with attempt:
-                return once()
+                try:
+                    return action()
+                except FileNotFoundError as exc:
+                    where = f"not found in the lake's store ({first_line(exc)})"
+                    raise StorageError(f"{what}: {where}") from None
     except OSError as exc:
         raise StorageUnavailableError(
             f"{what}: the store kept failing ({READ_ATTEMPTS} attempts): "
