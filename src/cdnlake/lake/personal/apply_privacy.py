@@ -28,7 +28,7 @@ from cdnlake.lake.log.progress import (
     stored_settings,
 )
 from cdnlake.lake.log.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, TableSpec, frame_of
-from cdnlake.lake.log.store import add_actions_table
+from cdnlake.lake.log.store import held_zones
 from cdnlake.lake.log.table import Merge
 from cdnlake.lake.upkeep.maintain import _holding, compact
 from cdnlake.lake.zone.session import LakeSession
@@ -112,14 +112,7 @@ def _mixed(marks: Versions, policy: PrivacyPolicy) -> bool:
 
 
 def _zones_of(spec: TableSpec, table: Any, zones: list[int] | None) -> list[int]:
-    import pyarrow as pa
-
-    actions = pa.table(add_actions_table(table))
-    column = f"partition.{spec.zone_column}"
-    if actions.num_rows == 0:
-        return []
-    found = sorted({int(z) for z in actions[column].to_pylist() if z is not None})
-    return [z for z in found if zones is None or z in zones]
+    return [z for z in held_zones(spec, table) if zones is None or z in zones]
 
 
 def _apply_zone(
