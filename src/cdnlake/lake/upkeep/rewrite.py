@@ -23,7 +23,7 @@ from cdnlake.errors import (
     ZoneBusyError,
     first_line,
 )
-from cdnlake.lake.log.delta_log import File, Removal
+from cdnlake.lake.log.delta_log import Removal
 from cdnlake.lake.log.files import write_files
 from cdnlake.lake.log.progress import FENCE
 from cdnlake.lake.log.schema import TableSpec, conform, frame_of, polars_schema
@@ -68,8 +68,8 @@ class Rewriter(ZoneWriter):
         self.chooses = chooses
         self.match = match
         self.days = days
-        self._read: dict[str, pl.DataFrame | None] = {}  # path: the rows kept, None: no match
-        self._gone: dict[str, int] = {}  # path: rows removed
+        # path: the rows kept (None: no match) and the number removed
+        self._read: dict[str, tuple[pl.DataFrame | None, int]] = {}
 
     def _prepare(
         self,
@@ -90,12 +90,12 @@ class Rewriter(ZoneWriter):
             if not self.chooses(day):
                 continue
             if self.match is not None:
-                rest = self._rest(file, day)
+                rest, gone = self._rest(file["path"], day)
                 if rest is None:
                     continue
                 if rest.height:
                     kept.append(rest)
-                removed += self._gone[file["path"]]
+                removed += gone
             partition: dict[str, str | None] = {self.spec.zone_column: str(self.zone_id)}
             if self.spec.by_date:
                 partition["date"] = day.isoformat() if day else None
@@ -122,16 +122,14 @@ class Rewriter(ZoneWriter):
         )
         return _Attempt(share, snapshot, versions, new.clear(), written_kept, written)
 
-    def _rest(self, file: File, day: date | None) -> pl.DataFrame | None:
-        """The rows of ``file`` that stay, or None when none goes (read once)."""
-        path = file["path"]
+    def _rest(self, path: str, day: date | None) -> tuple[pl.DataFrame | None, int]:
+        """The rows of a file that stay (None when none goes) and how many go; read once."""
         if path not in self._read:
             rows = self._rows(path, day)
             assert self.match is not None
             goes = self.match(rows).fill_null(False)
             gone = int(goes.sum())
-            self._gone[path] = gone
-            self._read[path] = rows.filter(~goes) if gone else None
+            self._read[path] = (rows.filter(~goes) if gone else None), gone
         return self._read[path]
 
     def _rows(self, path: str, day: date | None) -> pl.DataFrame:
