@@ -94,10 +94,8 @@ class TableReport:
         for where in self.repeated:
             text += f"; REPEATED KEYS {where}"
         for d in self.damaged:
-            if d.left:
-                text += f"; DAMAGED {d.path} ({d.reason}), NOT set aside: {d.left}"
-            else:
-                text += f"; DAMAGED {d.path} ({d.reason}), kept as {d.moved_to}"
+            fate = f"NOT set aside: {d.left}" if d.left else f"kept as {d.moved_to}"
+            text += f"; DAMAGED {d.path} ({d.reason}), {fate}"
         return text
 
 
