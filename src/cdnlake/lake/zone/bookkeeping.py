@@ -37,6 +37,7 @@ from cdnlake.lake.log.schema import (
     INGEST_RUNS,
     REJECTED_LINES,
     TableSpec,
+    conform,
     polars_schema,
 )
 from cdnlake.lake.log.table import Merge
@@ -124,8 +125,7 @@ class Bookkeeping:
             pl.lit(kind).alias("kind"),
             pl.lit(datetime.now(UTC)).alias("recorded_at"),
         )
-        frame = frame.unique("request_id").cast(polars_schema(ERASED_REQUESTS.schema))
-        frame = frame.select(list(ERASED_REQUESTS.schema))
+        frame = conform(frame.unique("request_id"), ERASED_REQUESTS.schema)
         merge = Merge(lambda: frame, "t.request_id = s.request_id", [zone_id])
         self.session.merge_table(ERASED_REQUESTS).committer.run(merge, patient=False)
 
