@@ -127,14 +127,24 @@ def moved_already(files: pafs.FileSystem, table_name: str, path: str) -> bool:
     came first, so only the log entry is left to drop)."""
     import pyarrow.fs as pafs
 
+    if not gone(files, f"{table_name}/{path}"):
+        return False
     folder, name = f"{QUARANTINE}/{table_name}/{path}".rsplit("/", 1)
     try:
-        if files.get_file_info(f"{table_name}/{path}").type != pafs.FileType.NotFound:
-            return False
         listed = files.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
     except OSError:  # the store does not answer: not known to be so (the read says why)
         return False
     return any(info.base_name.startswith(f"{name}.") for info in listed)
+
+
+def gone(files: pafs.FileSystem, name: str) -> bool:
+    """Whether the file ``name`` is not in the store (a failure to ask: not known)."""
+    import pyarrow.fs as pafs
+
+    try:
+        return bool(files.get_file_info(name).type == pafs.FileType.NotFound)
+    except OSError:
+        return False
 
 
 def unreadable_files(

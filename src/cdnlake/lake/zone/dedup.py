@@ -26,6 +26,7 @@ from cdnlake.lake.zone.damage import (
     DamagedFile,
     Undecodable,
     drop,
+    gone,
     moved_already,
     read_checked,
     set_aside,
@@ -85,20 +86,20 @@ class Dedup:
         gone again is a :class:`~cdnlake.errors.StorageError`."""
         try:
             return self._new_rows(frame, files, reads)
-        except _Gone as gone:
+        except _Gone as missing:
             log.info(
                 "%s: lake file %s is gone (vacuumed since the snapshot): choosing the "
                 "files again from the table as it is now",
                 self.spec.name,
-                gone.path,
+                missing.path,
             )
         zone = int(frame[self.spec.zone_column][0])
         days = sorted(d.isoformat() for d in frame["date"].unique()) if self.spec.by_date else None
         try:
             return self._new_rows(frame, self.current(zone, days), reads)
-        except _Gone as gone:
+        except _Gone as missing:
             raise StorageError(
-                f"reading lake file {self.spec.name}/{gone.path}: not found in the lake's "
+                f"reading lake file {self.spec.name}/{missing.path}: not found in the lake's "
                 "store, though the table as it is now names it; nothing of this commit "
                 "was written"
             ) from None
@@ -161,7 +162,7 @@ class Dedup:
                 if moved_already(files, self.spec.name, path):
                     orphans.append(path)
                     continue
-                if _gone(files, name):
+                if gone(files, name):
                     raise _Gone(path) from None
                 checked = read_checked(files, name, [key], exc, name)
                 if isinstance(checked, Undecodable):
@@ -189,16 +190,6 @@ class _Gone(Exception):
     def __init__(self, path: str) -> None:
         super().__init__(path)
         self.path = path
-
-
-def _gone(files: pafs.FileSystem, name: str) -> bool:
-    """Whether the data file ``name`` is not in the store (a failure to ask: not known)."""
-    import pyarrow.fs as pafs
-
-    try:
-        return bool(files.get_file_info(name).type == pafs.FileType.NotFound)
-    except OSError:
-        return False
 
 
 def _may_hold(action: dict[str, Any], lo: datetime, hi: datetime) -> bool:
