@@ -464,3 +464,85 @@ def test_rows_stored_before_signed_paths_were_scrubbed_are_pending() -> None:
     marks = {WATERMARK: 1, PRIVACY: older.code()}
     assert _mixed(marks.get, TRUNCATE)
     assert not _mixed({WATERMARK: 1, PRIVACY: now.code()}.get, TRUNCATE)
+
+
+V6 = "2001:db8::7"
+TOKENS = [
+    # (free text, what address_tokens reads in it: each address as parse_address spells
+    # it, None for a run that may be one but does not parse)
+    ("client 203.0.113.7 blocked", ["203.0.113.7"]),
+    ("2001:db8::7", [V6]),
+    ("2001:DB8::7", [V6]),  # upper case
+    ("2001:0db8:0000:0000:0000:0000:0000:0007", [V6]),  # expanded, leading zeros
+    ("2001:db8:0:0:0:0:0:7", [V6]),
+    ("2001:DB8:0::0007", [V6]),  # half compressed
+    ("::ffff:203.0.113.7", ["203.0.113.7"]),  # IPv4-mapped: its IPv4 address
+    ("::FFFF:CB00:7107", ["203.0.113.7"]),  # the same, in hex
+    ("0:0:0:0:0:ffff:203.0.113.7", ["203.0.113.7"]),
+    ("[2001:db8::7]:443", [V6]),  # bracketed, with a port
+    ("fe80::7%eth0 up", ["fe80::7"]),  # a zone index
+    ("[fe80::7%25eth0]:8080", ["fe80::7"]),  # percent-encoded zone index
+    ("https://[2001:db8::7]:8443/a?b=1", [V6]),
+    ("https://203.0.113.7:8080/a", ["203.0.113.7"]),
+    ("/x?ip=2001%3Adb8%3A%3A7&y=1", [V6]),  # percent-encoded colons
+    ('{"ip":"2001:db8::7","n":1}', [V6]),
+    ("'203.0.113.7',", ["203.0.113.7"]),
+    ("(2001:db8::7).", [V6]),
+    ("from 2001:db8::7: denied", [V6]),  # a colon after it
+    ("ip:2001:db8::7", [V6]),  # a label before it
+    ("010.001.002.003", ["10.1.2.3"]),  # padded octets: decimal
+    ("a 1.2.3.4 b ::1 c", ["1.2.3.4", "::1"]),
+    # no address
+    ("version 1.2.3", []),
+    ("v1.2.3.4.5", []),
+    ("1.2.3.4567", []),
+    ("at 12:34:56", []),
+    ("2026-12-05T12:34:56.789Z", []),
+    ("12:34:56:789", []),
+    ("mac 00:1a:2b:3c:4d:5e", []),
+    ("std::vector<int>", []),
+    ("ratio 16:9, sha256:abcdef", []),
+    # may be an address, does not parse: personal all the same
+    ("999.1.2.3", [None]),
+    ("2001:db8::7::1", [None]),
+    ("2001:db8:1:2:3:4:5:6:7", [None]),  # nine groups
+    ("2001:db8::12345", [None]),
+    ("::ffff:999.1.2.3", [None]),
+]
+
+
+@pytest.mark.parametrize(("text", "held"), TOKENS)
+def test_one_reading_of_addresses_in_free_text(text: str, held: list[str | None]) -> None:
+    """address_tokens (the one definition scrubbing, forget and the erasure filter read
+    free text with) finds an address by its parsed value however it is written; scrubbing
+    leaves none of it (``-`` where it does not parse) and text without one byte for byte."""
+    from cdnlake.privacy import address_tokens, addresses_in
+
+    found = address_tokens(text)
+    assert [t.address.compressed if t.address else None for t in found] == held
+    assert addresses_in(text) == [a for a in held if a is not None]
+    if not held:
+        for policy in (TRUNCATE, HASH, PrivacyPolicy("drop")):
+            assert policy.scrub_text(text) == text
+        return
+    truncated = TRUNCATE.scrub_text(text) or ""
+    assert addresses_in(truncated) == [TRUNCATE.stored_as(a) for a in held if a is not None]
+    hashed = HASH.scrub_text(text) or ""
+    assert addresses_in(hashed) == []
+    assert all(mac(a) in hashed for a in held if a is not None)
+    dropped = PrivacyPolicy("drop").scrub_text(text) or ""
+    assert addresses_in(dropped) == []
+    policies = (TRUNCATE, HASH, PrivacyPolicy("drop"))
+    for policy, policy_out in zip(policies, (truncated, hashed, dropped), strict=True):
+        assert policy.scrub_text(policy_out) == policy_out  # stored text stays as stored
+        for token in found:
+            assert text[token.start : token.end] not in policy_out, policy_out
+        if None in held:
+            assert "-" in policy_out
+
+
+def test_addresses_column_reads_each_value_once_and_keeps_nulls_empty() -> None:
+    from cdnlake.privacy import addresses_column
+
+    column = pl.Series("log", ["a 2001:DB8::7", None, "none", "a 2001:DB8::7"])
+    assert addresses_column(column).to_list() == [[V6], [], [], [V6]]

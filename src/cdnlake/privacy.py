@@ -26,9 +26,10 @@ rejected line's raw text before a byte is written (``docs/privacy.md``).
   does not decode, goes (a parameter) or becomes :data:`MARKER` (a segment, a fragment).
 - A rejected line's raw text: a v1 line (``|``-separated: address in field 6, URL in
   field 8) or a v2 record's JSON (``remoteIp``, ``url``, ``path``) is treated field by
-  field, and then, whatever the text is, every IPv4- or IPv6-looking token in it is
-  treated as an address and every URL-ish run (one holding ``=``, ``%``, ``;`` or a
-  bearer token) as a URL.
+  field, and then, whatever the text is, every run :func:`address_tokens` finds (the one
+  reading of addresses in free text, ``forget``'s and the erasure filter's too) is
+  treated as an address (``-`` where it does not parse: fails closed) and every URL-ish
+  run (one holding ``=``, ``%``, ``;`` or a bearer token) as a URL.
 - A shield event's ``log`` text and its labels (``labels_json``) are scrubbed the same
   way (they are free text).
 
@@ -47,7 +48,7 @@ import socket
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 from urllib.parse import unquote
 
 if TYPE_CHECKING:
@@ -61,12 +62,16 @@ HASH_PATTERN = r"^[0-9a-f]{64}$"
 _HASHED = re.compile(HASH_PATTERN)
 _V4 = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
 IPV4_PATTERN = rf"^{_V4}(?:\.{_V4}){{3}}$"  # dotted quad as ipaddress reads it
-# Tokens of free text that look like an address (checked with ipaddress afterwards).
-_V4_TOKEN = re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d]|\.\d)")
-_V6_TOKEN = re.compile(
-    r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{0,4})"
-    r"(?:%[\w.]+)?(?![\w:])"
+# A run of free text that may be an address (:func:`address_tokens` decides). IPv6: hex
+# groups and at least two colons (or ``%3A``: percent-encoded in a URL), maybe a dotted
+# quad last and a zone index (``%eth0``, ``%25eth0``); the longest run, never the middle
+# of a word. IPv4: a dotted quad standing alone (not a piece of ``1.2.3.4.5``).
+_ADDRESS_IN_TEXT = re.compile(
+    r"(?<![\w.])(?P<v6>(?P<body>(?:[0-9A-Fa-f]*+(?::|%3[Aa])){2,}+"
+    r"(?:\d{1,3}(?:\.\d{1,3}){3}(?!\.?\d)|[0-9A-Fa-f]*+))(?:%(?!3[Aa])[\w.~-]+)?)"
+    r"|(?<![\d.])(?P<v4>\d{1,3}(?:\.\d{1,3}){3})(?!\.?\d)"
 )
+_ENCODED_COLON = re.compile(r"%3[Aa]")
 # The provider's token authentication (its README: "Token authentication"): the names of
 # its signing parameters, in a query string or, for directory tokens, as a path segment
 # (``/bcdn_token=...&expires=...&token_path=%2Fv%2F/v/seg.ts``). They always go while
@@ -131,6 +136,75 @@ def packed_address(text: str) -> bytes | None:
         address = parse_address(text)
         return None if address is None else address.packed
     return packed[12:] if packed.startswith(_MAPPED) else packed
+
+
+class AddressToken(NamedTuple):
+    """A run of free text that may be a client address: where it stands, and the address
+    (an IPv4-mapped one as its IPv4 address), or None where it does not parse: then it
+    is personal all the same (scrubbing fails closed)."""
+
+    start: int
+    end: int
+    address: Address | None
+
+
+def address_tokens(text: str) -> list[AddressToken]:
+    """The runs of ``text`` (a raw line, a shield event's text, labels) that may be client
+    addresses: the one reading of free text that scrubbing, ``forget`` and the erasure
+    filter share, so that an address is matched by its parsed value however it is
+    written (any case, leading zeros, ``::`` or not, ``::ffff:1.2.3.4``, ``[...]:443``,
+    a zone index, ``%3A``). A dotted quad is read in decimal, leading zeros and all (an
+    octet past 255: None). An IPv6 run that does not parse counts (None) where only an
+    address would hold ``::``, six colons or a dotted quad; a time of day (``12:34:56``)
+    or a MAC address does not."""
+    found: list[AddressToken] = []
+    for match in _ADDRESS_IN_TEXT.finditer(text):
+        start, end = match.span()
+        if match["v4"] is not None:
+            found.append(AddressToken(start, end, _dotted_quad(match["v4"])))
+            continue
+        written = match["body"]
+        body = _ENCODED_COLON.sub(":", written)
+        trailing = body.endswith(":") and (not body.endswith("::") or body.endswith(":::"))
+        if written == match["v6"] and trailing:
+            # a colon after it (``2001:db8::1: blocked``, ``2001:db8::: x``) is punctuation
+            body = body[:-1]
+            end -= 1 if written.endswith(":") else 3
+        address = parse_address(body)
+        if address is None and "::" not in body and "." not in body and body.count(":") < 6:
+            continue  # a time of day, a MAC address, a ratio: no address
+        found.append(AddressToken(start, end, address))
+    return found
+
+
+def _dotted_quad(text: str) -> ipaddress.IPv4Address | None:
+    """Four decimal octets as an address (``010.001.002.003`` is 10.1.2.3: logs pad, they
+    do not write octal), or None when one is past 255."""
+    try:
+        return ipaddress.IPv4Address(bytes(int(octet) for octet in text.split(".")))
+    except ValueError:
+        return None
+
+
+def addresses_in(text: str | None) -> list[str]:
+    """The addresses ``text`` holds (:func:`address_tokens` that parse), each in the one
+    spelling :func:`parse_address` gives (``2001:db8::1``; an IPv4-mapped one as its IPv4
+    address): what erasures are matched by, never the text as written."""
+    if not text:
+        return []
+    return [token.address.compressed for token in address_tokens(text) if token.address]
+
+
+def addresses_column(column: pl.Series) -> pl.Series:
+    """:func:`addresses_in` of each value of a text column (a list each), once per
+    distinct value."""
+    import polars as pl
+
+    read: dict[str, list[str]] = {}
+    for value in column.unique().drop_nulls().to_list():
+        read[value] = addresses_in(value)
+    lists = [[] if value is None else read[value] for value in column.to_list()]
+    return pl.Series(column.name, lists, dtype=pl.List(pl.String))
 
 
 def address_text(packed: bytes) -> str:
@@ -587,21 +661,22 @@ class PrivacyPolicy:
         if self._names:
             text = _URLISH_IN_TEXT.sub(self._strip_url_match, text)
         if self.ip != "keep":
-            text = _V6_TOKEN.sub(self._address_match, text)
-            text = _V4_TOKEN.sub(self._address_match, text)
+            text = self._scrub_addresses(text)
         return text
 
     def _strip_url_match(self, match: re.Match[str]) -> str:
         return self.strip_url(match[0]) or ""
 
-    def _address_match(self, match: re.Match[str]) -> str:
-        token = match[0]
-        if parse_address(token) is None:
-            if "." in token and ":" not in token:  # octets past 255 or with leading 0s
-                return "-"
-            return token  # a time of day, a MAC address: no address
-        stored = self.stored_as(token)
-        return "-" if stored is None else stored
+    def _scrub_addresses(self, text: str) -> str:
+        """Every :func:`address_tokens` run of ``text`` as its address is stored, ``-``
+        where it is not or where the run does not parse (fails closed)."""
+        pieces: list[str] = []
+        last = 0
+        for token in address_tokens(text):
+            stored = None if token.address is None else self.stored_as(token.address.compressed)
+            pieces += [text[last : token.start], stored or "-"]
+            last = token.end
+        return "".join(pieces) + text[last:] if pieces else text
 
     def _v2_record(self, text: str) -> str | None:
         if not text.lstrip().startswith("{"):

@@ -632,3 +632,44 @@ def test_forget_removes_raw_files_a_killed_read_left_behind(tmp_path, capsys):
     assert main(["--config", str(path), "forget", "--ip", ADDRESS]) == 0
     assert "removed 1 raw log file(s) a killed read left" in capsys.readouterr().out
     assert not old.exists() and fresh.exists()
+
+
+V6 = "2001:db8::7"
+V6_SPELLINGS = [  # the same address as sources write it
+    "2001:DB8:0:0::7",
+    "[2001:0db8::0007]:443",
+    "2001:db8:0:0:0:0:0:7%eth0",
+    "https://h/?ip=2001%3Adb8%3A%3A7&x=1",
+]
+
+
+def test_shield_text_and_rejected_lines_holding_another_spelling_go_and_stay_out(tmp_path):
+    """``forget --ip 2001:db8::7`` finds the address by its parsed value however a shield
+    event's text or a rejected line writes it, and keeps them out when read again; the
+    neighbour ``2001:db8::70`` and a time of day are no match."""
+    from cdnlake.lake.log.schema import SHIELD_EVENTS
+
+    texts = [f"from {s} at 12:34:56" for s in V6_SPELLINGS] + ["from 2001:db8::70 at 12:34:56"]
+    events = shield_events(START, len(texts)).with_columns(pl.Series("log", texts))
+    rejects = pl.DataFrame(
+        {"line_number": list(range(len(texts))), "raw_line": texts},
+        schema={"line_number": pl.Int64, "raw_line": pl.String},
+    ).with_columns(
+        pl.lit("bad").alias("reason"),
+        pl.lit("bad").alias("kind"),
+        pl.lit(None, pl.String).alias("request_id"),
+    )
+    frame = rejects_frame(7, rejects, source="v1-file", file="d", rejected_at=START, run_id="r")
+    config = config_at(tmp_path)
+    with session_for(config) as session:
+        ZoneWriter(session, SHIELD_EVENTS, 5001).commit(events, {})
+        Bookkeeping(session).record_rejects([frame], patient=False)
+        report = forget(session, Target(ip=V6), datetime.now(UTC))
+        assert (report.shield, report.rejected) == (4, 4)
+        assert table_rows(session, SHIELD_EVENTS)["log"].to_list() == texts[-1:]
+        assert table_rows(session, REJECTED_LINES)["raw_line"].to_list() == texts[-1:]
+    with session_for(config) as other:  # the event log and the bad lines read again
+        written = ZoneWriter(other, SHIELD_EVENTS, 5001).commit(events, {})
+        assert (written.new, written.erased) == (0, 4)
+        Bookkeeping(other).record_rejects([frame], patient=False)
+        assert table_rows(other, REJECTED_LINES)["raw_line"].to_list() == texts[-1:]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import socket
 import ssl
@@ -30,6 +29,7 @@ from cdnlake.forwarding.batch import DEFAULT_MAX_LINES, Buffer, Counts, Flusher
 from cdnlake.forwarding.framing import MAX_FRAME_BYTES, Deframer
 from cdnlake.forwarding.syslog import NotSyslog, message_text
 from cdnlake.lake.zone.session import LakeSession
+from cdnlake.privacy import parse_address
 
 log = logging.getLogger("cdnlake.forwarding")
 
@@ -185,13 +185,8 @@ class Receiver:
             await asyncio.wait(list(self._connections), timeout=STOP_SECONDS)
 
     def allowed(self, host: str) -> bool:
-        try:
-            address = ipaddress.ip_address(host.split("%", 1)[0])
-        except ValueError:
-            return False
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        return any(address in network for network in self.networks)
+        address = parse_address(host)  # an IPv4-mapped peer as its IPv4 address
+        return address is not None and any(address in network for network in self.networks)
 
     def take(self, frame: bytes) -> None:
         """One message: into the buffer, or counted as not syslog."""

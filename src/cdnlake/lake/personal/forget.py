@@ -78,12 +78,9 @@ from cdnlake.lake.zone.erasures import (
 )
 from cdnlake.lake.zone.lock import zone_lock
 from cdnlake.lake.zone.session import LakeSession
-from cdnlake.privacy import PrivacyPolicy, Setting
+from cdnlake.privacy import PrivacyPolicy, Setting, addresses_column, parse_address
 
 log = logging.getLogger(__name__)
-
-# Text around an address in a raw line or a log text that is not part of it.
-_EDGE = r"[^0-9A-Za-z.:]"
 
 
 @dataclass(frozen=True)
@@ -99,14 +96,11 @@ class Target:
     def __post_init__(self) -> None:
         if (self.ip is None) == (self.request_id is None):
             raise UsageError("forget: give one of --ip ADDR or --request-id ID")
-        if self.ip is not None:
-            try:
-                ipaddress.ip_address(self.ip.strip())
-            except ValueError:
-                raise UsageError(
-                    "forget --ip: not an IPv4 or IPv6 address (give one address, e.g. "
-                    "192.0.2.10 or 2001:db8::10)"
-                ) from None
+        if self.ip is not None and parse_address(self.ip) is None:
+            raise UsageError(
+                "forget --ip: not an IPv4 or IPv6 address (give one address, e.g. "
+                "192.0.2.10 or 2001:db8::10)"
+            )
         if self.request_id is not None and not re.fullmatch(
             REQUEST_ID_FORM, self.request_id.strip()
         ):
@@ -236,9 +230,9 @@ def forget(
             Bookkeeping(session).record_erased(zone, removed, "removed")
             record(session, _rows(erasure, target, report))
 
-    texts = _texts(target, stored, [form.text for form, _ in variants if form is not None])
+    traces = None
     if target.ip is not None:
-        pattern = _pattern(texts)
+        traces = _traces(target.ip, stored, [form.text for form, _ in variants if form])
         shield_scope = set(_zones_of(session, SHIELD_EVENTS, zones))
         for zone in sorted(shield_scope | _concerned(target, shield_zones_known)):
             if stop():
@@ -250,7 +244,7 @@ def forget(
                     SHIELD_EVENTS,
                     zone,
                     chooses=target.covers,
-                    match=lambda rows: _text_match(rows, ("log", "labels_json"), pattern),
+                    match=lambda rows: traces.found(rows, ("log", "labels_json")),
                     days=days,
                 )
 
@@ -259,7 +253,7 @@ def forget(
             report.shield += written.removed
             report.files += written.files_removed
             report.days |= written.days_removed
-    report.rejected = _forget_rejects(session, target, texts, zones)
+    report.rejected = _forget_rejects(session, target, traces, zones)
     report.quarantined = _quarantined(session, zones)
 
     record(session, _rows(erasure, target, report))  # with its counts
@@ -500,40 +494,43 @@ def _zones_of(session: LakeSession, spec: TableSpec, zones: list[int] | None) ->
     return sorted(held if zones is None else held & set(zones))
 
 
-def _texts(
-    target: Target, stored: Callable[[str], str | None], forms: Sequence[str] = ()
-) -> list[str]:
-    """The spellings of what to find in raw text: the request id, or the address as given,
-    in its canonical and (IPv6) long form, as stored, and in each of its ``forms``."""
-    if target.request_id is not None:
-        return [target.request_id.strip().lower()]
-    assert target.ip is not None
-    address = ipaddress.ip_address(canonical(target.ip))
-    texts = {target.ip.strip(), address.compressed, address.exploded}
-    if isinstance(address, ipaddress.IPv4Address):  # and as an IPv4-mapped IPv6 address
-        mapped = ipaddress.IPv6Address(f"::ffff:{address}")
-        texts |= {f"::ffff:{address}", mapped.compressed, mapped.exploded}
-    as_stored = stored(address.compressed)
-    if as_stored:
-        texts.add(as_stored)
-    return sorted(texts | set(forms))
+@dataclass(frozen=True)
+class Traces:
+    """What marks free text (a rejected line, a shield event's text or labels) as holding
+    the address: an address in it (:func:`cdnlake.privacy.addresses_in`, so by its parsed
+    value, however written) that is the address or one of its network forms, or one of
+    its keyed hashes standing alone."""
+
+    addresses: frozenset[str]
+    hashes: tuple[str, ...]
+
+    def found(self, rows: pl.DataFrame, columns: Sequence[str]) -> pl.Series:
+        """Which ``rows`` hold it in any of ``columns``."""
+        wanted = sorted(self.addresses)
+        # a keyed hash stands alone in text as a request id does
+        hashed = "|".join(f"(?:{request_id_in_text(h)})" for h in self.hashes)
+        hit = pl.Series([False] * rows.height, dtype=pl.Boolean)
+        for column in columns:
+            held = addresses_column(rows[column]).list.eval(pl.element().is_in(wanted))
+            hit = hit | held.list.any().fill_null(False)
+            if hashed:
+                hit = hit | rows[column].str.contains(hashed).fill_null(False)
+        return hit
 
 
-def _pattern(texts: list[str]) -> str:
-    """Any of ``texts`` standing alone, in any case (``2001:DB8::1``, ``::FFFF:1.2.3.4``)."""
-
-    return "(?i)" + "|".join(f"(?:^|{_EDGE}){re.escape(t)}(?:$|{_EDGE})" for t in texts)
-
-
-def _text_match(rows: pl.DataFrame, columns: tuple[str, ...], pattern: str) -> pl.Series:
-    hit = pl.Series([False] * rows.height, dtype=pl.Boolean)
-    for column in columns:
-        hit = hit | rows[column].str.contains(pattern).fill_null(False)
-    return hit
+def _traces(address: str, stored: Callable[[str], str | None], forms: Sequence[str]) -> Traces:
+    """The traces of ``address`` in free text: itself, as stored, and each of its
+    ``forms`` (networks by their address, keyed hashes as they are)."""
+    texts = {canonical(address), stored(canonical(address)) or "", *forms} - {""}
+    parsed = {text: parse_address(text) for text in texts}
+    return Traces(
+        frozenset(a.compressed for a in parsed.values() if a is not None),
+        tuple(sorted(text.lower() for text, a in parsed.items() if a is None)),
+    )
 
 
 def _forget_rejects(
-    session: LakeSession, target: Target, texts: list[str], zones: list[int] | None
+    session: LakeSession, target: Target, traces: Traces | None, zones: list[int] | None
 ) -> int:
     """Delete the rejected lines whose raw text (or request id) holds what is forgotten."""
     from cdnlake.lake.log.table import Delete
@@ -557,8 +554,8 @@ def _forget_rejects(
             request_id_in_text(wanted)
         ).fill_null(False)
     else:
-        pattern = _pattern(texts)
-        hit = _text_match(rows, ("raw_line",), pattern)
+        assert traces is not None
+        hit = traces.found(rows, ("raw_line",))
     gone = rows.filter(hit)
     if target.from_day is not None or target.to_day is not None:
         days = zip(gone["file"].to_list(), gone["rejected_at"].to_list(), strict=True)

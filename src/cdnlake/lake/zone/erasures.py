@@ -22,7 +22,7 @@ from cdnlake.errors import ConfigError, StorageError
 from cdnlake.lake.log.schema import ERASURES, REQUESTS, SHIELD_EVENTS, TableSpec
 from cdnlake.lake.log.store import Lake
 from cdnlake.lake.zone.erasure_key import KeySource
-from cdnlake.privacy import parse_address
+from cdnlake.privacy import addresses_column, parse_address
 
 if TYPE_CHECKING:
     import polars as pl
@@ -31,12 +31,6 @@ log = logging.getLogger(__name__)
 
 IP, REQUEST_ID = "ip", "request_id"
 EVERY_ZONE = 0  # an erasure's zone when it concerns every zone
-# What may be an address in free text (a shield event's log): checked by its keyed hash.
-# An IPv6 address ending in a dotted quad (``::ffff:1.2.3.4``) first, whole.
-ADDRESS_TOKEN = (
-    r"(?:[0-9A-Fa-f]{0,4}:){2,6}\d{1,3}(?:\.\d{1,3}){3}"
-    r"|\d{1,3}(?:\.\d{1,3}){3}|[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}"
-)
 
 
 # The provider's request ids: 32 hexadecimal characters (logging API, field 11).
@@ -202,7 +196,7 @@ class ErasureFilter:
                 wanted[(zone, is_shield)] = self.concerning(zone, mark, lake_mark)
         if not any(wanted.values()):
             return frame
-        found = frame["raw_line"].str.extract_all(ADDRESS_TOKEN)
+        found = addresses_column(frame["raw_line"])
         every = [e for erasures in wanted.values() for e in erasures if e.kind == IP]
         tokens = found.explode().drop_nulls().unique().to_list()
         hashes = self._address_hashes(tokens, every, zone=None, as_stored=True)
@@ -244,7 +238,7 @@ class ErasureFilter:
             text = pl.concat_str(
                 [pl.col("log"), pl.col("labels_json")], separator=" ", ignore_nulls=True
             )
-            found = frame.select(text.str.extract_all(ADDRESS_TOKEN)).to_series()
+            found = addresses_column(frame.select(text).to_series())
         else:
             found = frame["remote_ip"]
         distinct = found.explode() if spec is SHIELD_EVENTS else found
@@ -252,7 +246,7 @@ class ErasureFilter:
             distinct = pl.concat([distinct, received["remote_ip"]])
         heard = None  # a shield event's addresses as received (its text before treatment)
         if received is not None and spec is SHIELD_EVENTS:
-            heard = received["text"].str.extract_all(ADDRESS_TOKEN)
+            heard = addresses_column(received["text"])
             distinct = pl.concat([distinct, heard.explode()])
         hashes = self._address_hashes(
             distinct.drop_nulls().unique().to_list(),
