@@ -10,6 +10,7 @@ compaction rewriting those files keeps it, where a commit time would not).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -91,32 +92,48 @@ class ZoneStatus:
         return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in vars(self).items()}
 
 
+# An app id's version in a table (its Delta application transaction), None where none.
+AppVersions = Callable[[str], int | None]
+
+
+def app_versions(
+    session: LakeSession, spec: TableSpec, table: DeltaTable | None, own_state: bool
+) -> AppVersions | None:
+    """How ``spec``'s app ids are read: from delta-rs's ``table`` (None: no table), or,
+    ``own_state``, from the session's state of it (the daemon's: in memory, where each
+    delta-rs call reads the log again, a millisecond and more, thousands a ``/healthz``)."""
+    if table is None:
+        return None
+    held = session.log_table(spec, create=False) if own_state else None
+    return table.transaction_version if held is None else held.apps()
+
+
 def watermarks(
-    spec: TableSpec, table: DeltaTable | None, zone_ids: list[int]
+    spec: TableSpec, versions: AppVersions | None, zone_ids: list[int]
 ) -> dict[int, datetime]:
     """Each zone's watermark: its Delta application transaction in the table."""
-    if table is None:
+    if versions is None:
         return {}
     marks = {}
     for zone_id in zone_ids:
-        mark = from_ms(table.transaction_version(spec.app_id(zone_id)))
+        mark = from_ms(versions(spec.app_id(zone_id)))
         if mark is not None:
             marks[zone_id] = mark
     return marks
 
 
 def zone_privacy(
-    spec: TableSpec, table: DeltaTable | None, zone_id: int, configured: Setting, held: bool
+    spec: TableSpec, app: AppVersions | None, zone_id: int, configured: Setting, held: bool
 ) -> tuple[str | None, bool, bool]:
     """The setting a zone's stored rows went through, as its marks say; whether some were
     stored under another than ``configured``; whether ``maintain --apply-privacy`` would
     rewrite some. (None, False, False: a zone holding no data file, whatever its marks: a
     commit of progress alone or an erasure's mark gives a zone without rows marks too.)"""
-    if table is None or not held:
+    if app is None or not held:
         return None, False, False
 
     def versions(mark: str) -> int | None:
-        return table.transaction_version(spec.app_id(zone_id, mark))
+        return app(spec.app_id(zone_id, mark))
 
     stored = stored_settings(versions)
     if not stored:
@@ -266,9 +283,11 @@ def zone_statuses(
     *,
     now: datetime | None = None,
     max_lag_seconds: int | None = None,
+    own_state: bool = False,
 ) -> list[ZoneStatus]:
     """Every zone's status, read from the session's tables (:meth:`LakeSession.reader`:
-    brought up to date, not opened anew at each call)."""
+    brought up to date, not opened anew at each call); ``own_state``: the zones' marks
+    from the session's state of the tables (:func:`app_versions`)."""
     now = now or datetime.now(UTC)
     max_lag = config.status.max_lag_seconds if max_lag_seconds is None else max_lag_seconds
     lake = session.lake
@@ -279,8 +298,10 @@ def zone_statuses(
     events = session.reader(SHIELD_EVENTS) if shield_ids else None
     rows_today = rows_on(lake, REQUESTS, requests, now.date())
     events_today = rows_on(lake, SHIELD_EVENTS, events, now.date())
-    pull_marks = watermarks(REQUESTS, requests, pull_ids)
-    shield_marks = watermarks(SHIELD_EVENTS, events, shield_ids)
+    pull_apps = app_versions(session, REQUESTS, requests, own_state)
+    shield_apps = app_versions(session, SHIELD_EVENTS, events, own_state)
+    pull_marks = watermarks(REQUESTS, pull_apps, pull_ids)
+    shield_marks = watermarks(SHIELD_EVENTS, shield_apps, shield_ids)
     wanted = {(z, False) for z in pull_ids} | {(z, True) for z in shield_ids}
     archived = [z.id for z in config.zones if z.archive is not None]
     relations = [INGEST_GAPS.name, AUDIT_DAYS.name] + ([ARCHIVE_PARTS.name] if archived else [])
@@ -335,7 +356,7 @@ def zone_statuses(
         forwarded_at = freshest.forwarded.get(zone_id)
         privacy, pending, rewritable = zone_privacy(
             SHIELD_EVENTS if shield else REQUESTS,
-            events if shield else requests,
+            shield_apps if shield else pull_apps,
             zone_id,
             configured,
             zone_id in held[shield],
@@ -443,10 +464,14 @@ def fleet_status(config: Config, *, now: datetime | None = None) -> FleetStatus:
 
 
 def full_status(
-    config: Config, session: LakeSession, *, max_lag_seconds: int | None = None
+    config: Config,
+    session: LakeSession,
+    *,
+    max_lag_seconds: int | None = None,
+    own_state: bool = False,
 ) -> tuple[list[ZoneStatus], FleetStatus]:
     """Every zone's status with its owner, and the fleet: what ``status`` shows."""
-    statuses = zone_statuses(config, session, max_lag_seconds=max_lag_seconds)
+    statuses = zone_statuses(config, session, max_lag_seconds=max_lag_seconds, own_state=own_state)
     fleet = fleet_status(config)
     for zone in statuses:
         zone.owner = fleet.owner(zone)
@@ -455,8 +480,9 @@ def full_status(
 
 def health(config: Config, session: LakeSession) -> tuple[list[dict[str, Any]], bool]:
     """``status --format json``'s body, and whether every zone (and the fleet) is healthy:
-    what the daemon's ``/healthz`` serves, from its own session's tables."""
-    statuses, fleet = full_status(config, session)
+    what the daemon's ``/healthz`` serves, from its own session's tables (the zones'
+    marks from its state of them)."""
+    statuses, fleet = full_status(config, session, own_state=True)
     healthy = all(s.healthy for s in statuses) and fleet.problem is None
     return [s.as_dict() for s in statuses], healthy
 

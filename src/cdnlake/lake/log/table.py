@@ -181,6 +181,18 @@ class LogTable:
             self._refresh()
             return {zone: self._log.app(self.spec.app_id(zone, mark)) for zone in zone_ids}
 
+    def apps(self) -> Callable[[str], int | None]:
+        """App ids' versions, the table brought up to date once: then each a lookup in
+        memory, where delta-rs's ``transaction_version`` reads the log again at each call
+        (``/healthz`` asks thousands)."""
+        with self._lock:
+            self._refresh()
+        return self._app
+
+    def _app(self, app_id: str) -> int | None:
+        with self._lock:
+            return self._log.app(app_id)
+
     def _refresh(self) -> None:
         """Bring the state up to date, learning what each new version's commit carried."""
         began = time.monotonic()
