@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -178,3 +179,36 @@ def test_forget_beside_a_daemon_committing_every_second_finishes(tmp_path):
         assert took < 60, f"forget took {took:.0f} s"
     finally:
         emu.stop()
+
+
+def test_a_waiter_gets_its_turn_beside_passes_that_take_the_lock_again_at_once(tmp_path):
+    """Passes that take the zone's lock again the moment they let go (no gap to catch)
+    do not keep a waiting ``forget`` out: while it waits, a pass about to start finds the
+    zone busy, naming it, so it waits for the pass in flight only."""
+    from cdnlake.errors import ZoneBusyError
+    from cdnlake.lake.zone.lock import zone_lock
+
+    stop, busy, passes = threading.Event(), [], [0]
+
+    def daemon() -> None:
+        while not stop.is_set():
+            try:
+                with zone_lock(tmp_path, "requests", ZONE):
+                    passes[0] += 1
+                    stop.wait(0.05)  # the pass's work
+            except ZoneBusyError as exc:
+                busy.append(str(exc))
+
+    running = threading.Thread(target=daemon)
+    running.start()
+    try:
+        while passes[0] < 3:  # the daemon is taking turns
+            time.sleep(0.01)
+        with zone_lock(tmp_path, "requests", ZONE, wait=10):
+            during = passes[0]
+            stop.wait(0.3)
+            assert passes[0] == during  # no pass while it holds the zone
+    finally:
+        stop.set()
+        running.join()
+    assert busy and f"pull zone {ZONE} is" in busy[0]
