@@ -43,20 +43,52 @@ def zone_lock(
     stop: Callable[[], bool] = lambda: False,
 ) -> Iterator[None]:
     """Hold ``kind`` zone ``zone_id``; ZoneBusyError if another local process still has it
-    after ``wait`` seconds (0: at once); StopRequested once ``stop`` turns true meanwhile."""
+    after ``wait`` seconds (0: at once); StopRequested once ``stop`` turns true meanwhile.
+
+    A caller that waits queues for its turn first (:func:`_turn`): while it waits, a pass
+    that would start finds the zone busy, so it waits for the pass in flight only, never
+    for a daemon that takes the lock again the moment it lets go."""
     locks.mkdir(parents=True, exist_ok=True)
-    fd = os.open(locks / f"{kind}-{int(zone_id)}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    noun = "shield zone" if kind == "shield_events" else "pull zone"
+    name = f"{kind}-{int(zone_id)}"
+    deadline = time.monotonic() + wait
+    fd = os.open(locks / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        if not _take(fd, fcntl.LOCK_EX, wait, stop):
-            noun = "shield zone" if kind == "shield_events" else "pull zone"
-            held_by = _holder(fd)
-            raise ZoneBusyError(
-                f"{noun} {zone_id} is being ingested by another cdnlake process"
-                + (f" ({held_by})" if held_by else "")
-            )
+        with _turn(locks / f"{name}.turn", f"{noun} {zone_id}", wait, stop):
+            if not _take(fd, fcntl.LOCK_EX, max(0.0, deadline - time.monotonic()), stop):
+                held_by = _holder(fd)
+                raise ZoneBusyError(
+                    f"{noun} {zone_id} is being ingested by another cdnlake process"
+                    + (f" ({held_by})" if held_by else "")
+                )
         os.ftruncate(fd, 0)  # the holder named, for whoever finds the zone busy
         os.pwrite(fd, f"{socket.gethostname()}:{os.getpid()}".encode(), 0)
         yield
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _turn(path: Path, zone: str, wait: float, stop: Callable[[], bool]) -> Iterator[None]:
+    """The zone's queue, held while its lock is asked for: taken exclusively by a caller
+    that waits (one waiter at a time, up to ``wait`` seconds), shared and at once by one
+    that does not, which finds the zone busy while someone waits for it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if not _take(fd, fcntl.LOCK_EX if wait > 0 else fcntl.LOCK_SH, wait, stop):
+            held_by = _holder(fd)
+            raise ZoneBusyError(
+                f"{zone} is waited for by another cdnlake process"
+                + (f" ({held_by})" if held_by else "")
+            )
+        if wait > 0:
+            os.ftruncate(fd, 0)  # the waiter named, for a pass that finds the zone busy
+            os.pwrite(fd, f"{socket.gethostname()}:{os.getpid()}".encode(), 0)
+        try:
+            yield
+        finally:
+            if wait > 0:
+                os.ftruncate(fd, 0)
     finally:
         os.close(fd)
 
