@@ -56,13 +56,8 @@ def zone_lock(
     try:
         with _turn(locks / f"{name}.turn", f"{noun} {zone_id}", wait, stop):
             if not _take(fd, fcntl.LOCK_EX, max(0.0, deadline - time.monotonic()), stop):
-                held_by = _holder(fd)
-                raise ZoneBusyError(
-                    f"{noun} {zone_id} is being ingested by another cdnlake process"
-                    + (f" ({held_by})" if held_by else "")
-                )
-        os.ftruncate(fd, 0)  # the holder named, for whoever finds the zone busy
-        os.pwrite(fd, f"{socket.gethostname()}:{os.getpid()}".encode(), 0)
+                raise _busy(fd, f"{noun} {zone_id} is being ingested by another cdnlake process")
+        _name_me(fd)  # for whoever finds the zone busy
         yield
     finally:
         os.close(fd)
@@ -76,14 +71,9 @@ def _turn(path: Path, zone: str, wait: float, stop: Callable[[], bool]) -> Itera
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         if not _take(fd, fcntl.LOCK_EX if wait > 0 else fcntl.LOCK_SH, wait, stop):
-            held_by = _holder(fd)
-            raise ZoneBusyError(
-                f"{zone} is waited for by another cdnlake process"
-                + (f" ({held_by})" if held_by else "")
-            )
+            raise _busy(fd, f"{zone} is waited for by another cdnlake process")
         if wait > 0:
-            os.ftruncate(fd, 0)  # the waiter named, for a pass that finds the zone busy
-            os.pwrite(fd, f"{socket.gethostname()}:{os.getpid()}".encode(), 0)
+            _name_me(fd)  # for a pass that finds the zone busy
         try:
             yield
         finally:
@@ -160,6 +150,18 @@ def _take(fd: int, how: int, wait: float, stop: Callable[[], bool]) -> bool:
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _name_me(fd: int) -> None:
+    """This process's name (host:pid) in a lock file it holds, for :func:`_busy` to show."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{socket.gethostname()}:{os.getpid()}".encode(), 0)
+
+
+def _busy(fd: int, what: str) -> ZoneBusyError:
+    """``what``, with the holder a lock file names where it names one."""
+    held_by = _holder(fd)
+    return ZoneBusyError(what + (f" ({held_by})" if held_by else ""))
 
 
 def _holder(fd: int) -> str:
