@@ -18,6 +18,7 @@ from cdnlake.errors import first_line
 from cdnlake.lake.log.schema import REQUESTS, TableSpec
 from cdnlake.lake.log.store import Lake
 from cdnlake.lake.zone.erasure_key import KeySource
+from cdnlake.lake.zone.erasures import EVERY_ZONE, ErasureFilter
 from cdnlake.privacy import KEEP, PrivacyPolicy
 
 if TYPE_CHECKING:
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
     from cdnlake.config import StorageConfig
     from cdnlake.lake.log.table import LogTable, MergeTable
-    from cdnlake.lake.zone.erasures import ErasureFilter
     from cdnlake.lake.zone.traffic import TrafficSink
 
 log = logging.getLogger(__name__)
@@ -50,12 +50,18 @@ class LakeSession:
         self.privacy = privacy
         self.erasure_keys = erasure_keys or KeySource(None)
         self.traffic = traffic
-        self._erasures: ErasureFilter | None = None
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}  # one per table: loads run apart
         self._logs: dict[str, LogTable] = {}
         self._merges: dict[str, MergeTable] = {}
         self._readers: dict[str, DeltaTable] = {}
+        # The erasures the rows entering a table are held against (read when a zone's
+        # erasure mark says there are new ones). Made here, under no lock: its ``marks``
+        # reads the session's tables, and ``shield_events``' committer asks it for the
+        # lake's mark under that table's lock.
+        self.erasures = ErasureFilter(
+            lake, self.erasure_keys, self._erasure_marks, privacy.stored_as
+        )
 
     @classmethod
     def from_config(
@@ -90,31 +96,11 @@ class LakeSession:
         except Exception:  # the rows are stored: a counting bug must not fail the commit
             log.exception("zone %s: %d stored requests not counted", zone_id, rows.height)
 
-    @property
-    def erasures(self) -> ErasureFilter:
-        """The erasures the rows entering ``requests`` are held against (read when a
-        zone's erasure mark says there are new ones)."""
-        from cdnlake.lake.zone.erasures import ErasureFilter
-
-        with self._lock:
-            if self._erasures is None:
-                self._erasures = ErasureFilter(
-                    self.lake, self.erasure_keys, self._erasure_marks, self.privacy.stored_as
-                )
-            return self._erasures
-
     def _erasure_marks(self, spec: TableSpec, zones: list[int]) -> dict[int, int | None]:
         """The erasure marks of ``zones`` in ``spec`` as the table has it now."""
         from cdnlake.lake.log.progress import ERASED
 
         return self.log_table(spec).marks(zones, ERASED)
-
-    def _lake_erasure_mark(self) -> int | None:
-        """The erasure mark of every zone (zone 0's in ``requests``), as the table has it
-        now: an erasure made without ``--zone`` holds for zones that came after it."""
-        from cdnlake.lake.zone.erasures import EVERY_ZONE
-
-        return self._erasure_marks(REQUESTS, [EVERY_ZONE])[EVERY_ZONE]
 
     @overload
     def log_table(self, spec: TableSpec) -> LogTable: ...
@@ -131,7 +117,6 @@ class LakeSession:
         ready then."""
         from cdnlake.lake.log.progress import ERASED
         from cdnlake.lake.log.table import LogTable
-        from cdnlake.lake.zone.erasures import EVERY_ZONE
 
         if spec.key is None:
             raise ValueError(f"{spec.name} has no key: its rows are merged (merge_table)")
@@ -146,7 +131,7 @@ class LakeSession:
                     spec,
                     REQUESTS.app_id(EVERY_ZONE, ERASED)
                     if spec.name == REQUESTS.name
-                    else self._lake_erasure_mark,
+                    else self.erasures.lake_mark,
                     table,
                 )
             elif create and not held.made:
@@ -188,6 +173,11 @@ class LakeSession:
             return opened
 
     def _table_lock(self, spec: TableSpec) -> threading.Lock:
+        """``spec``'s loading lock; the session's lock only the first time, so a table's
+        committer reading another table (the lake's erasure mark) waits on no holder of it."""
+        held = self._loading.get(spec.name)
+        if held is not None:
+            return held
         with self._lock:
             return self._loading.setdefault(spec.name, threading.Lock())
 
