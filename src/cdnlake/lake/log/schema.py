@@ -158,8 +158,8 @@ ERASURE_SCHEMA: Columns = {  # one row per erasure and zone (zone 0: every zone)
 
 
 ERASED_REQUEST_SCHEMA: Columns = {  # one row per erased request and zone
-    "request_id": STRING,
-    "ts": TS,  # when the request was made: the audit counts it in that hour
+    "request_id": STRING,  # the keyed hash of its id (hmac-sha256:...), never the id
+    "ts": TS,  # the hour the request was made in (never its instant): the audit's hour
     # "removed": by cdnlake forget (counted in erasures.hours_removed); "held": held back
     # by the erasure filter when a later pass read it (counted here, by the audit)
     "kind": STRING,

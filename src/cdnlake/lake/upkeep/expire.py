@@ -5,6 +5,10 @@ in one fenced commit through the door (:mod:`cdnlake.lake.upkeep.rewrite`), its 
 unchanged; the bookkeeping tables lose rows older than ``bookkeeping_days``. The files
 leave storage at a vacuum past ``vacuum_hours``. ``requests_days`` is at least the
 provider's 3 days, so expiry never races a pass for its rows.
+
+Whatever ``[retention]`` says, rows of ``erased_requests`` an earlier cdnlake wrote with
+the raw request id and instant are rewritten as a keyed hash and an hour
+(:meth:`~cdnlake.lake.zone.bookkeeping.Bookkeeping.hash_erased_ids`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from cdnlake.config import RetentionConfig
 from cdnlake.errors import StopRequested
 from cdnlake.lake.log.schema import (
     AUDIT_DAYS,
+    ERASED_REQUESTS,
     INGEST_GAPS,
     INGEST_RUNS,
     REJECTED_LINES,
@@ -28,6 +33,7 @@ from cdnlake.lake.log.schema import (
 from cdnlake.lake.log.store import add_actions_table
 from cdnlake.lake.log.table import Delete
 from cdnlake.lake.upkeep.rewrite import Rewriter, rewrite
+from cdnlake.lake.zone.bookkeeping import Bookkeeping
 from cdnlake.lake.zone.session import LakeSession
 
 log = logging.getLogger(__name__)
@@ -41,6 +47,7 @@ BOOKKEEPING_TIMES: tuple[tuple[TableSpec, str], ...] = (
     (INGEST_GAPS, "gap_to"),
     (REJECTED_LINES, "rejected_at"),
     (AUDIT_DAYS, "day"),
+    (ERASED_REQUESTS, "ts"),  # the hour of the request
 )
 
 
@@ -73,6 +80,7 @@ def expire(
             if stop():
                 raise StopRequested()
             out.append(_expire_rows(session, spec, column, first, zones))
+    Bookkeeping(session).hash_erased_ids(zones)
     return [e for e in out if e.partitions or e.rows]
 
 

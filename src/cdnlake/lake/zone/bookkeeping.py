@@ -9,7 +9,8 @@ Every write is a MERGE on the row's key, so that no row is ever written twice:
   shield event by its log id, a line of a file by the file and its line number;
 - ``audit_days`` by day: a day audited again (after a re-read) updates its row;
 - ``archive_parts`` by path: a part listed again or imported updates its row;
-- ``erased_requests`` by request id: a request an erasure removed or held back, once;
+- ``erased_requests`` by the keyed hash of the request id: a request an erasure removed
+  or held back, once (its hour only: no id, no instant of the erased client is kept);
 - ``ingest_gaps`` by span (see :meth:`Bookkeeping.record_gaps`).
 
 Each write goes through its table's one committer (:mod:`cdnlake.lake.log.table`). Not an
@@ -22,13 +23,14 @@ finds its rows already there.
 from __future__ import annotations
 
 import hashlib
+import logging
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from cdnlake.errors import StorageError
+from cdnlake.errors import ConfigError, StorageError
 from cdnlake.lake.log.schema import (
     ARCHIVE_PARTS,
     AUDIT_DAYS,
@@ -38,15 +40,20 @@ from cdnlake.lake.log.schema import (
     REJECTED_LINES,
     TableSpec,
     conform,
+    frame_of,
     polars_schema,
 )
-from cdnlake.lake.log.table import Merge
+from cdnlake.lake.log.table import Delete, Merge
+from cdnlake.lake.zone.erasure_key import ErasureKey
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from cdnlake.lake.zone.session import LakeSession
 
+log = logging.getLogger(__name__)
+
+HASHED = "hmac-sha256:"  # how a keyed hash begins (ErasureKey.digest)
 Span = tuple[datetime, datetime]
 ClaimKey = tuple[int, bool]  # a zone, and whether its gaps are a shield zone's
 
@@ -117,17 +124,60 @@ class Bookkeeping:
     def record_erased(self, zone_id: int, rows: pl.DataFrame, kind: str) -> None:
         """Requests of the zone (``request_id``, ``ts``) an erasure removed (``kind``
         "removed") or held back ("held"): each once, so that the audit explains an hour
-        short by them once, however often they are read again."""
+        short by them once, however often they are read again. Kept as the keyed hash of
+        the id and the hour only (:func:`erased_rows`): never the erased client's ids or
+        instants."""
         if rows.height == 0:
             return
-        frame = rows.select("request_id", "ts").with_columns(
+        rows = rows.select("request_id", "ts").with_columns(
             pl.lit(zone_id, pl.Int64).alias("zone"),
             pl.lit(kind).alias("kind"),
             pl.lit(datetime.now(UTC)).alias("recorded_at"),
         )
-        frame = conform(frame.unique("request_id"), ERASED_REQUESTS.schema)
+        frame = erased_rows(self._erasure_key(), rows)
         merge = Merge(lambda: frame, "t.request_id = s.request_id", [zone_id])
         self.session.merge_table(ERASED_REQUESTS).committer.run(merge, patient=False)
+
+    def hash_erased_ids(self, zones: list[int] | None = None) -> int:
+        """Rows of ``erased_requests`` written before ids were hashed (a raw request id,
+        its instant), of ``zones`` (all without), rewritten as :meth:`record_erased` writes
+        them: the hashed rows merged in ("removed" wins over "held"), then the raw ones
+        deleted; cut off between the two, the next run finishes. How many were raw."""
+        table = self.session.reader(ERASED_REQUESTS)
+        if table is None:
+            return 0
+        filters = [("zone", "in", [str(z) for z in zones])] if zones else None
+        try:
+            found = self.session.lake.dataset(ERASED_REQUESTS, table, filters).to_table()
+        except OSError as exc:
+            raise StorageError(f"cannot read erased_requests: {exc}") from None
+        raw = frame_of(found).filter(~pl.col("request_id").str.starts_with(HASHED))
+        if raw.height == 0:
+            return 0
+        key = self._erasure_key()
+        erased = self.session.merge_table(ERASED_REQUESTS).committer
+        first = raw.sort(pl.col("kind") != "removed")  # one row a request: "removed" first
+        for rows in first.partition_by("zone", maintain_order=True):
+            erased.run(_rehashed(erased_rows(key, rows)), patient=False)
+        where = f"request_id NOT LIKE '{HASHED}%'"
+        if zones:
+            where += f" AND zone IN ({', '.join(str(int(z)) for z in zones)})"
+        erased.run(Delete(where), patient=False)
+        log.info("erased_requests: %d row(s) of raw request ids rewritten hashed", raw.height)
+        return raw.height
+
+    def _erasure_key(self) -> ErasureKey:
+        """The erasure key that hashes the ids of ``erased_requests`` (made in the work
+        folder where there is none yet, as ``forget`` makes it); ConfigError where this
+        process has none: nothing is recorded, so nothing of the zone is committed."""
+        key = self.session.erasure_keys.get(create=True)
+        if key is None:
+            raise ConfigError(
+                "privacy.hash_key_env: no erasure key to hash the ids of erased requests "
+                "with (no storage root's work folder), so nothing an erasure covers is "
+                "committed: set privacy.hash_key_env"
+            )
+        return key
 
     def record_gaps(self, zone_id: int, gaps: list[dict[str, Any]]) -> float:
         """Claim the spans of ``gaps`` lost, each instant once per zone.
@@ -275,6 +325,29 @@ def rejects_frame(
         pl.lit(run_id).alias("run_id"),
         key.alias("record_key"),
     ).unique(subset=["record_key"], keep="first", maintain_order=True)
+
+
+def erased_rows(key: ErasureKey, rows: pl.DataFrame) -> pl.DataFrame:
+    """``erased_requests`` rows of ``rows`` (its columns, a raw ``request_id`` and
+    ``ts``): the keyed hash of each id (lowercased: one request however a source spelled
+    it) and the hour it was made in, each request once."""
+    frame = rows.with_columns(
+        pl.Series("request_id", [key.digest(i) for i in rows["request_id"].str.to_lowercase()]),
+        pl.col("ts").dt.truncate("1h"),
+    )
+    return conform(frame.unique("request_id", keep="first"), ERASED_REQUESTS.schema)
+
+
+def _rehashed(frame: pl.DataFrame) -> Merge:
+    """The MERGE of rows of one zone rewritten hashed: "removed" wins over "held" (the
+    audit counts a removed request by its erasure's ``hours_removed``, not here)."""
+    return Merge(
+        lambda: frame,
+        "t.request_id = s.request_id",
+        [int(frame["zone"][0])],
+        update={"kind": "s.kind"},
+        update_if="s.kind = 'removed'",
+    )
 
 
 def _md5(text: str | None) -> str:
