@@ -38,6 +38,8 @@ from cdnlake.lake.log.schema import (
     INGEST_GAPS,
     INGEST_RUNS,
     REJECTED_LINES,
+    REQUESTS,
+    SHIELD_EVENTS,
     TableSpec,
     conform,
     frame_of,
@@ -269,21 +271,83 @@ class Bookkeeping:
         """Rows of :func:`rejects_frame`, of one or more zones: each line or record once
         (see the module docstring). A pass records the rejects of the pages it has read
         just before the commit that moves its progress past them (so none is lost to a
-        SIGKILL in between), in the MERGE of the passes' rejects waiting at once. The
-        lines an erasure covers are left out first, by their text as received (an
-        address erased before a change of ``[privacy]`` is found whole there); then
-        the raw text and the reason are stored as the session's privacy policy allows."""
-        frame = self.session.erasures.kept_rejects(pl.concat(frames))
-        privacy = self.session.privacy
-        if not privacy.changes_nothing and frame.height:
-            frame = frame.with_columns(
-                privacy.texts(frame["raw_line"]), privacy.texts(frame["reason"])
-            )
-        if frame.height == 0:
+        SIGKILL in between), in the MERGE of the passes' rejects waiting at once.
+
+        The lines an erasure covers are left out at each attempt of the MERGE, on the
+        committer thread (an erasure recorded while the rows waited is honoured), by their
+        text as received (an address erased before a change of ``[privacy]`` is found
+        whole there); then the raw text and the reason are stored as the session's
+        privacy policy allows. An erasure landing between that and the commit is seen by
+        the erasure marks having moved once it has landed: the lines it covers are
+        deleted again (``forget``'s own delete may have run before they landed)."""
+        received = pl.concat(frames)
+        if received.height == 0:
             return
-        zones = frame["zone"].unique().to_list()
-        merge = Merge(lambda: frame, "t.record_key = s.record_key", zones, key=("record_key",))
-        self.session.merge_table(REJECTED_LINES).committer.run(merge, patient=patient)
+        erasures = self.session.erasures
+        held: list[tuple[object, pl.DataFrame]] = []  # the last attempt's marks and lines
+        refused: list[ConfigError] = []
+
+        def rows() -> pl.DataFrame:
+            marks = self._erasure_marks(received)
+            refused.clear()
+            try:
+                kept = erasures.kept_rejects(received)
+            except ConfigError as exc:  # raised to the caller, as it is, after the MERGE
+                refused.append(exc)
+                kept = received.clear()
+            held[:] = [(marks, kept)]
+            return self._scrubbed(kept)
+
+        zones = received["zone"].unique().to_list()
+        merge = Merge(rows, "t.record_key = s.record_key", zones, key=("record_key",))
+        committer = self.session.merge_table(REJECTED_LINES).committer
+        committer.run(merge, patient=patient)
+        if refused:
+            raise refused[0]
+        marks, kept = held[-1]
+        if kept.height and self._erasure_marks(received) != marks:
+            self._delete_rejects(kept)
+
+    def _scrubbed(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Rejected lines as the privacy policy stores their raw text and reason."""
+        privacy = self.session.privacy
+        if privacy.changes_nothing or frame.height == 0:
+            return frame
+        return frame.with_columns(privacy.texts(frame["raw_line"]), privacy.texts(frame["reason"]))
+
+    def _erasure_marks(self, frame: pl.DataFrame) -> object:
+        """The erasure marks that concern rejected lines of ``frame``'s zones, as the tables
+        have them now: the lake's, and each pull and shield zone's."""
+        erasures = self.session.erasures
+        shield = frame["source"] == "shield"
+        marks: list[object] = [erasures.lake_mark()]
+        for spec, is_shield in ((REQUESTS, False), (SHIELD_EVENTS, True)):
+            zones = sorted(int(z) for z in frame.filter(shield == is_shield)["zone"].unique())
+            marks.append(erasures.marks(spec, zones) if zones else {})
+        return marks
+
+    def _delete_rejects(self, stored: pl.DataFrame) -> None:
+        """Delete the lines of ``stored`` (as received) the erasures cover now (one landed
+        meanwhile); every one where it cannot tell (ConfigError, raised after: the lines of
+        a zone whose erasures cannot be matched are not kept)."""
+        refused: ConfigError | None = None
+        try:
+            gone = stored.join(
+                self.session.erasures.kept_rejects(stored).select("zone", "record_key"),
+                on=["zone", "record_key"],
+                how="anti",
+            )
+        except ConfigError as exc:
+            gone, refused = stored, exc
+        committer = self.session.merge_table(REJECTED_LINES).committer
+        for rows in gone.partition_by("zone", maintain_order=True) if gone.height else []:
+            keys = ", ".join(_literal(key) for key in rows["record_key"].unique().sort())
+            where = f"zone = {int(rows['zone'][0])} AND record_key IN ({keys})"
+            committer.run(Delete(where), patient=False)
+        if gone.height:
+            log.info("%d rejected line(s) an erasure covers deleted again", gone.height)
+        if refused is not None:
+            raise refused
 
 
 # A listing's state of a part, unless the row says the same copy was done meanwhile.
@@ -348,6 +412,11 @@ def _rehashed(frame: pl.DataFrame) -> Merge:
         update={"kind": "s.kind"},
         update_if="s.kind = 'removed'",
     )
+
+
+def _literal(value: object) -> str:
+    """A string literal of a delta-rs predicate (it binds no parameters there)."""
+    return "'" + str(value).replace("'", "''") + "'"
 
 
 def _md5(text: str | None) -> str:
