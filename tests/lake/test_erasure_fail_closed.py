@@ -23,7 +23,7 @@ from cdnlake.lake.log.schema import ERASURES, REJECTED_LINES, REQUESTS, SHIELD_E
 from cdnlake.lake.personal.apply_privacy import apply_privacy
 from cdnlake.lake.personal.forget import Target, forget
 from cdnlake.lake.zone.bookkeeping import Bookkeeping, rejects_frame
-from cdnlake.lake.zone.erasure_key import KEY_FILE, KeySource
+from cdnlake.lake.zone.erasure_key import KEY_FILE, RETIRED_FILE, KeySource
 from cdnlake.lake.zone.session import LakeSession
 from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.privacy import PrivacyPolicy
@@ -31,6 +31,7 @@ from tests.lake.test_forget import (
     ADDRESS,
     END,
     GONE,
+    OTHER,
     START,
     config_at,
     requests,
@@ -244,3 +245,33 @@ def test_shield_events_are_held_before_they_are_scrubbed(tmp_path):
         assert (written.new, written.erased) == (5, 5)
         logs = table_rows(daemon, SHIELD_EVENTS)["log"].to_list()
         assert not any("203.0.113.0" in text for text in logs), logs
+
+
+def test_a_retired_hash_key_still_matches_the_erasures_made_under_it(tmp_path):
+    """``hash_key_env`` rotated: the erasures made under the old key refuse every zone's
+    rows until the old key is kept in ``<root>/work/erasure-retired.keys``; then they
+    match again, and a new erasure is made under the new key."""
+    old, new = "k" * 32, "n" * 32
+
+    def keyed(secret: str):
+        raw = {"storage": {"root": str(tmp_path / "data")}, "privacy": {"hash_key_env": "KEY"}}
+        return build_config(raw, base_dir=tmp_path, env={"KEY": secret})
+
+    with session_for(keyed(old)) as session:
+        seed(session, zones=(7,))
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC))
+    with session_for(keyed(new)) as rotated, pytest.raises(ConfigError):
+        ZoneWriter(rotated, REQUESTS, 7).commit(requests(7), {})
+    retired = tmp_path / "data" / "work" / RETIRED_FILE
+    retired.parent.mkdir(parents=True, exist_ok=True)
+    retired.write_text(f"{('x' * 40).encode().hex()}\n{old.encode().hex()}\n")
+    with session_for(keyed(new)) as rotated:
+        written = ZoneWriter(rotated, REQUESTS, 7).commit(requests(7), {})
+        assert (written.new, written.erased) == (0, 12)
+        report = forget(rotated, Target(ip=OTHER), datetime.now(UTC))
+        erasures = table_rows(rotated, ERASURES)
+        made = erasures.filter(pl.col("erasure_id") == report.erasure_id)["key_id"][0]
+        assert made == KeySource(None, new.encode()).every()[0].key_id
+    retired.write_text("abcd\n")  # a short key there is an error, never a key
+    with session_for(keyed(new)) as rotated, pytest.raises(ConfigError):
+        ZoneWriter(rotated, REQUESTS, 7).commit(requests(7), {})

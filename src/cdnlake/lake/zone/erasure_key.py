@@ -4,7 +4,9 @@ An address is kept as an HMAC-SHA256 under a key not in the lake (a plain hash o
 brute-forced in minutes): ``[privacy] hash_key_env``'s, else 32 random bytes that
 ``cdnlake forget`` writes once, whole, to ``<root>/work/erasure.key`` (mode 0600). A short
 or unreadable key is an error. Each erasure keeps the key's id, so a process holding
-another key knows it cannot match it.
+another key knows it cannot match it. Keys retired from ``hash_key_env`` stay in
+``<root>/work/erasure-retired.keys`` (one a line): erasures made under them still match,
+none is made under them (docs/privacy.md, "Rotating the key").
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from cdnlake.lake.log.store import sync_folder, write_durably
 log = logging.getLogger(__name__)
 
 KEY_FILE = "erasure.key"
+RETIRED_FILE = "erasure-retired.keys"
 _KEY_ID_TEXT = b"cdnlake erasure key id"
 MIN_KEY_BYTES = 32
 
@@ -82,19 +85,23 @@ class KeySource:
         return self._key
 
     def every(self) -> list[ErasureKey]:
-        """The key, and the work folder's key file too where the key comes from the
-        environment: erasures made before ``hash_key_env`` was set (under the file's key)
-        still match. Read once."""
+        """The key, and those erasures made before may have used: the work folder's key
+        file where the key comes from the environment (erasures made before
+        ``hash_key_env`` was set), and each retired key. Read once."""
         if self._every is None:
             key = self.get()
             if key is None:
                 return []
-            self._every = [key]
+            found: list[ErasureKey] = []
             path = self.file
             if self._secret is not None and path is not None and path.exists():
-                stored = read_key(path)
-                if stored.key_id != key.key_id:
-                    self._every.append(stored)
+                found.append(read_key(path))
+            if self.work is not None and (self.work / RETIRED_FILE).exists():
+                found += read_keys(self.work / RETIRED_FILE)
+            self._every = [key]
+            for other in found:
+                if other.key_id not in {k.key_id for k in self._every}:
+                    self._every.append(other)
         return self._every
 
     @staticmethod
@@ -121,20 +128,24 @@ class KeySource:
 
 def read_key(path: Path) -> ErasureKey:
     """The key of a key file; ConfigError where it cannot be read or is too short."""
+    (key,) = read_keys(path, one=True)
+    return key
+
+
+def read_keys(path: Path, *, one: bool = False) -> list[ErasureKey]:
+    """The keys of a file of keys, one a line in hexadecimal (``one``: the file holds a
+    single key); ConfigError where it cannot be read or a key is too short."""
+    remedy = "restore it from the backup of the storage root, or set privacy.hash_key_env"
     try:
-        text = path.read_text().strip()
-        secret = bytes.fromhex(text)
+        text = path.read_text()
+        found = [bytes.fromhex(text)] if one else [bytes.fromhex(line) for line in text.split()]
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) else "not hexadecimal"
         raise ConfigError(
             f"{path}: the erasure key cannot be read ({why}); restore it from the backup "
             "of the storage root, or set privacy.hash_key_env to the key forget used"
         ) from None
-    return _long_enough(
-        secret,
-        f"{path}: the erasure key holds",
-        "restore it from the backup of the storage root, or set privacy.hash_key_env",
-    )
+    return [_long_enough(secret, f"{path}: the erasure key holds", remedy) for secret in found]
 
 
 def _long_enough(secret: bytes, holds: str, remedy: str) -> ErasureKey:
