@@ -148,12 +148,18 @@ class Bookkeeping:
         table = self.session.reader(ERASED_REQUESTS)
         if table is None:
             return 0
+        import pyarrow.compute as pc
+        import pyarrow.dataset as ds
+
         filters = [("zone", "in", [str(z) for z in zones])] if zones else None
+        unhashed = ~pc.starts_with(ds.field("request_id"), pattern=HASHED)
         try:
-            found = self.session.lake.dataset(ERASED_REQUESTS, table, filters).to_table()
+            found = self.session.lake.dataset(ERASED_REQUESTS, table, filters).to_table(
+                filter=unhashed
+            )
         except OSError as exc:
             raise StorageError(f"cannot read erased_requests: {exc}") from None
-        raw = frame_of(found).filter(~pl.col("request_id").str.starts_with(HASHED))
+        raw = frame_of(found)
         if raw.height == 0:
             return 0
         key = self._erasure_key()
