@@ -20,7 +20,7 @@ from cdnlake.emulator import Faults
 from cdnlake.monitoring.metrics import DaemonMetrics
 from cdnlake.scheduler import Daemon, wait_for
 from cdnlake.status import completeness
-from tests.audit.test_audit_cli import Setup
+from tests.audit.test_audit_cli import Setup, audited_day
 from tests.conftest import (
     lake_frame,
     load_test_config,
@@ -34,8 +34,9 @@ from tests.sessions import session_for
 
 @pytest.fixture(scope="module")
 def lost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    """Zones 1234 (v2) and 1236 (v2) ingested; yesterday 05:00 of 1234 was lost."""
-    day = (datetime.now(UTC) - timedelta(days=1)).date()
+    """Zones 1234 (v2) and 1236 (v2) ingested; 05:00 of the audited day (yesterday, or the
+    day before just after midnight, while yesterday's last hour is pending) of 1234 was lost."""
+    day = audited_day()
     faults = Faults(lose_hours=f"1234@{day}T05")
     emu = start_emulator("1234,1236", rpm=2, now=None, frozen=False, faults=faults)
     try:

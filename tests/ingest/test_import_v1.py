@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import httpx
+import pytest
 
 from cdnlake.ingest.local_import import import_v1_files
 from cdnlake.warehouse.db import Warehouse
@@ -133,6 +134,27 @@ def test_cli_import_v1_summary_and_exit_code(tmp_path, emulator):
     assert missing.returncode == 2 and "nope.log" in missing.stderr
     unknown = run_cli("--config", str(path), "import-v1", str(src), "--zone", "999")
     assert unknown.returncode == 2 and "999" in unknown.stderr
+
+
+@pytest.mark.parametrize(("good", "bad", "code"), [(1, 1, 0), (1, 5, 0), (0, 2, 1)])
+def test_the_exit_code_says_whether_a_file_gave_rows_not_how_many_lines_were_bad(
+    tmp_path, emulator, good, bad, code
+):
+    """Rejected lines are kept in rejected_lines and counted, whatever their share: a file
+    that gave rows is done (0); one whose every line is rejected failed (1)."""
+    path = write_config(tmp_path, emulator, zones=[(1234, "v2")])
+    ts = int((NOW - timedelta(hours=30)).timestamp() * 1000)
+    lines = [GOOD.format(ts=ts + i, rid=f"{i:032x}") for i in range(good)]
+    lines += [GOOD.format(ts="not-a-time", rid=f"{100 + i:032x}") for i in range(bad)]
+    src = tmp_path / "day.log"
+    src.write_text("\n".join(lines) + "\n")
+    result = run_cli("--config", str(path), "import-v1", str(src), "--zone", "1234")
+    assert result.returncode == code, result.stdout + result.stderr
+    assert f"{good} new rows, 0 duplicates dropped, {bad} rejected ({bad} bad timestamp)" in (
+        result.stdout
+    )
+    assert lake_frame(tmp_path / "data", "rejected_lines").height == bad
+    assert len(lake_ids(tmp_path / "data", 1234)) == good
 
 
 def import_stdin(path: Path, data: bytes, *names: str) -> subprocess.CompletedProcess[str]:

@@ -296,11 +296,13 @@ class LiveView:
             self._con.execute(internal_sql("top_rows"))
             return
         assert self._delta is not None
+        from cdnlake.lake.upkeep.rewrite import day_of  # (its writer, polars: on S3 only)
+
         actions = [
             {
                 **f,
                 f"partition.{REQUESTS.zone_column}": f["zone"],
-                "partition.date": _day_of(f["path"]),
+                "partition.date": day_of(f["path"]),
             }
             for f in files
         ]
@@ -324,11 +326,3 @@ def _overlaps(file: File, start: datetime, end: datetime) -> bool:
 
     span = logged_span(file)
     return span is None or (span[0] < end and span[1] > start)
-
-
-def _day_of(path: str) -> date | None:
-    """A data file's ``date`` partition value, from its path as the log names it."""
-    for part in unquote(path).split("/"):
-        if part.startswith("date="):
-            return date.fromisoformat(part.removeprefix("date="))
-    return None
