@@ -125,7 +125,13 @@ def _outcome(target: Target, report: ForgetReport, policy: PrivacyPolicy) -> lis
     for network in sorted(report.networks):
         lines.append(
             f"the rows held the network {network}, not single addresses: this erasure "
-            "removed, and holds back, the requests of every client in it"
+            "removed the requests of every client in it; it holds back that address's "
+            "requests under any setting"
+            + (
+                ", and every client's in it while [privacy] ip stores addresses truncated to it"
+                if _stores(policy, network)
+                else ""
+            )
         )
     if policy.ip == "drop":
         lines.append(
@@ -134,6 +140,15 @@ def _outcome(target: Target, report: ForgetReport, policy: PrivacyPolicy) -> lis
         )
     lines.append("recorded in the relation erasures (the address as a keyed hash, never itself)")
     return lines
+
+
+def _stores(policy: PrivacyPolicy, network: str) -> bool:
+    """Whether ``policy`` stores every address of ``network`` as the network itself."""
+    import ipaddress
+
+    parsed = ipaddress.ip_network(network)
+    prefix = policy.ipv4_prefix if parsed.version == 4 else policy.ipv6_prefix
+    return policy.ip == "truncate" and parsed.prefixlen == prefix
 
 
 def _stopped(signal: str | None) -> str:

@@ -75,6 +75,7 @@ from cdnlake.lake.zone.erasures import (
     Erasure,
     canonical,
     request_id_in_text,
+    same_id,
 )
 from cdnlake.lake.zone.lock import zone_lock
 from cdnlake.lake.zone.session import LakeSession
@@ -192,7 +193,7 @@ def forget(
     report = ForgetReport(erasure.erasure_id, now)
     zones = list(target.zones) or None
     scope = sorted(set(_zones_of(session, REQUESTS, zones)) | _concerned(target, zones_known))
-    variants = _variants(session, erasure, target, scope)  # may refuse: nothing done yet
+    erasure, variants = _variants(session, erasure, target, scope)  # may refuse: nothing done
     record(session, _rows(erasure, target, report))  # first: never lost
     mark = {ERASED: to_ms(now)}
     if not target.zones:  # every zone's, those configured later too
@@ -363,25 +364,35 @@ def forms(address: str, policy: PrivacyPolicy, settings: Sequence[Setting] = ())
 
 def _variants(
     session: LakeSession, erasure: Erasure, target: Target, scope: list[int]
-) -> list[tuple[Form | None, Erasure]]:
-    """The erasure as recorded, and (an address) as each form it may be stored in."""
+) -> tuple[Erasure, list[tuple[Form | None, Erasure]]]:
+    """The erasure to record, and (an address) as each form it may be stored in. An
+    address's erasure holds the keyed hashes of the address itself, of its form as stored
+    now, and of each form the zones' data went through (their privacy marks): it then
+    matches the client's rows read again under any later setting (by the address as
+    received) and rows restored as they were stored (by their stored form)."""
     if target.ip is None:
-        return [(None, erasure)]
+        return erasure, [(None, erasure)]
     key = session.erasure_keys.get()
     assert key is not None  # made by _erasure
     codes = session.log_table(REQUESTS).marks(scope, PRIVACY) if scope else {}
     before = session.log_table(REQUESTS).marks(scope, PRIVACY_BEFORE) if scope else {}
     settings = [Setting.decode(c) for c in [*codes.values(), *before.values()] if c]
+    version = ipaddress.ip_address(canonical(target.ip)).version
+    went = {  # the prefixes of networks the zones' data was stored as
+        s.ipv4_prefix if version == 4 else s.ipv6_prefix for s in settings if s.holds_networks
+    }
+    recorded = {*erasure.hashes, key.digest(canonical(target.ip))}
     variants: list[tuple[Form | None, Erasure]] = []
-    seen = set()
     for form in forms(target.ip, session.privacy, settings):
         text = key.digest(canonical(form.text))
-        if text not in seen:
-            seen.add(text)
+        if form.network is None or int(form.network.rsplit("/", 1)[1]) in went:
+            recorded.add(text)
+        if all(text != e.filter for _, e in variants):
             variants.append((form, replace(erasure, filter=text)))
-    if erasure.filter not in seen:
+    erasure = replace(erasure, filter=" ".join(sorted(recorded)))
+    if not recorded <= {e.filter for _, e in variants}:
         variants.append((None, erasure))
-    return variants
+    return erasure, variants
 
 
 def _quarantined(session: LakeSession, zones: list[int] | None) -> int:
@@ -407,7 +418,8 @@ def _quarantined(session: LakeSession, zones: list[int] | None) -> int:
 def _erasure(
     session: LakeSession, target: Target, now: datetime, stored: Callable[[str], str | None]
 ) -> Erasure:
-    """The erasure to record: an address as the keyed hash of its stored form."""
+    """The erasure to record: an address as the keyed hash of its form as stored now
+    (:func:`_variants` adds the others)."""
     erasure_id = f"erasure-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
     if target.request_id is not None:
         kind, text, key_id = REQUEST_ID, target.request_id.strip().lower(), None
@@ -550,7 +562,7 @@ def _forget_rejects(
     assert isinstance(rows, pl.DataFrame)
     if target.request_id is not None:
         wanted = target.request_id.strip().lower()
-        hit = (rows["request_id"] == wanted).fill_null(False) | rows["raw_line"].str.contains(
+        hit = same_id(rows["request_id"], wanted).fill_null(False) | rows["raw_line"].str.contains(
             request_id_in_text(wanted)
         ).fill_null(False)
     else:

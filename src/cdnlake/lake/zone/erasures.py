@@ -5,8 +5,14 @@ Every row that enters ``requests`` or ``shield_events`` goes through a zone's wr
 :class:`ErasureFilter` (the session's) drops the rows an erasure covers: its zone or every
 zone, its days, a ``ts`` up to its instant, its request id or address (by keyed hash). It
 reads ``erasures`` only when a zone's or the lake's (zone 0's) erasure mark names one it
-has not read. It fails closed: an erasure made under a key this process does not hold
-stops the zone's rows, in one line naming the key.
+has not read. It fails closed: an erasure made under a key this process does not hold,
+or a mark naming an erasure ``erasures`` lacks (erasures never expire: it was lost),
+stops the zone's rows, in one line.
+
+An address erasure's ``filter`` holds keyed hashes separated by spaces: of the address as
+received and of each form the zone's data stored it in (:mod:`cdnlake.lake.personal.forget`),
+so that it holds whatever ``[privacy] ip`` becomes; an incoming row matches by its
+address as received or as stored. Rows recorded before hold one hash: the stored form.
 """
 
 from __future__ import annotations
@@ -45,6 +51,12 @@ def request_id_in_text(request_id: str) -> str:
     return rf"(?i)(?:^|[^0-9A-Za-z]){re.escape(request_id)}(?:$|[^0-9A-Za-z])"
 
 
+def same_id(ids: pl.Series, request_id: str) -> pl.Series:
+    """Which of ``ids`` are ``request_id``, in any case (hexadecimal: a source may write
+    it in capitals; ``forget`` records it in small letters)."""
+    return ids.str.to_lowercase() == request_id.strip().lower()
+
+
 def canonical(address: str) -> str:
     """An address in one spelling (``2001:DB8:0::1`` and ``2001:db8::1`` alike, an
     IPv4-mapped ``::ffff:1.2.3.4`` as ``1.2.3.4``, as :func:`cdnlake.privacy.parse_address`
@@ -69,6 +81,11 @@ class Erasure:
 
     def concerns(self, zone: int) -> bool:
         return self.zone in (EVERY_ZONE, zone)
+
+    @property
+    def hashes(self) -> frozenset[str]:
+        """An address erasure's keyed hashes (see the module docstring)."""
+        return frozenset(self.filter.split())
 
 
 def from_row(row: dict[str, Any]) -> Erasure:
@@ -122,20 +139,9 @@ class ErasureFilter:
         self.stored = stored
         self._lock = threading.Lock()
         self._erasures: list[Erasure] = []
-        # The erasure marks (each the instant of its erasure, epoch ms) whose erasures
-        # are read, and those a read did not find (an erasure since expired): neither is
+        # The instants (epoch ms) of the erasures read: a mark naming one of them is not
         # read for again. A mark is matched by value, not compared: clocks of machines differ.
         self._known: set[int] = set()
-
-    def erasures(self, *marks: int | None) -> list[Erasure]:
-        """The erasures known once the erasure marks ``marks`` (epoch ms, or None) are:
-        read again when one names an erasure not read yet."""
-        named = {mark for mark in marks if mark}
-        with self._lock:
-            if named - self._known:
-                self._erasures = read_erasures(self.lake)
-                self._known |= {_ms(e.erased_at) for e in self._erasures} | named
-            return list(self._erasures)
 
     def lake_mark(self) -> int | None:
         """The lake's erasure mark (zone 0's in ``requests``) as the table has it now."""
@@ -143,10 +149,28 @@ class ErasureFilter:
 
     def concerning(self, zone: int, mark: int | None, lake_mark: int | None) -> list[Erasure]:
         """The erasures that concern ``zone``, whose own erasure mark is ``mark``: those
-        of the zone and those of every zone (by the lake's mark, ``lake_mark``)."""
-        if not mark and not lake_mark:
+        of the zone and those of every zone (by the lake's mark, ``lake_mark``); read
+        again when a mark names one not read yet. StorageError, the zone's rows not to be
+        stored, where ``erasures`` holds none of a mark's instant: erasures never expire,
+        so it was lost (a mark naming it is read for again at the next call)."""
+        named = {m for m in (mark, lake_mark) if m}
+        if not named:
             return []
-        return [e for e in self.erasures(mark, lake_mark) if e.concerns(zone)]
+        with self._lock:
+            if named - self._known:
+                self._erasures = read_erasures(self.lake)
+                self._known |= {_ms(e.erased_at) for e in self._erasures}
+            found = list(self._erasures)
+        for lost in sorted(named - self._known):
+            whose = "the lake's erasure mark" if lost == lake_mark else "its erasure mark"
+            at = datetime.fromtimestamp(lost / 1000, tz=UTC)
+            raise StorageError(
+                f"zone {zone}'s rows are not stored: {whose} names an erasure (id "
+                f"erasure-{at:%Y%m%dT%H%M%SZ}-...) that the relation erasures does not hold "
+                "(lost, e.g. to a power loss), so which rows it covers is unknown: run that "
+                "`cdnlake forget` again, which records it anew"
+            )
+        return [e for e in found if e.concerns(zone)]
 
     def kept(
         self,
@@ -205,11 +229,12 @@ class ErasureFilter:
             mine = (frame["zone"] == zone) & (shield == is_shield)
             for erasure in erasures:
                 if erasure.kind == REQUEST_ID:
-                    hit = (frame["request_id"] == erasure.filter) | frame["raw_line"].str.contains(
-                        request_id_in_text(erasure.filter)
-                    )
+                    hit = same_id(frame["request_id"], erasure.filter) | frame[
+                        "raw_line"
+                    ].str.contains(request_id_in_text(erasure.filter))
                 else:
-                    addresses = [a for a, h in hashes.items() if erasure.filter in h]
+                    wanted_hashes = erasure.hashes
+                    addresses = [a for a, h in hashes.items() if wanted_hashes & h]
                     if not addresses:
                         continue
                     hit = found.list.eval(pl.element().is_in(addresses)).list.any()
@@ -257,9 +282,10 @@ class ErasureFilter:
         covered = pl.Series([False] * frame.height, dtype=pl.Boolean)
         for erasure in erasures:
             if erasure.kind == REQUEST_ID:
-                hit = frame["request_id"] == erasure.filter
+                hit = same_id(frame["request_id"], erasure.filter)
             else:
-                addresses = [a for a, h in hashes.items() if erasure.filter in h]
+                wanted_hashes = erasure.hashes
+                addresses = [a for a, h in hashes.items() if wanted_hashes & h]
                 if not addresses:
                     continue
                 if spec is SHIELD_EVENTS:
