@@ -23,8 +23,14 @@ import polars as pl
 import pytest
 
 from cdnlake.emulator import Emulator
+from cdnlake.lake.log.progress import WATERMARK, to_ms
+from cdnlake.lake.log.schema import ERASURES, REQUESTS
+from cdnlake.lake.personal.forget import Target, forget, record
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.conftest import lake_frame, load_test_config, run_cli, start_emulator
 from tests.conftest import write_config as emulator_config
+from tests.lake.test_forget import ADDRESS, END, config_at, requests, seed, table_rows
+from tests.sessions import session_for
 
 ZONE, LATER = 1234, 1236
 KEY_ENV, KEY = "ERASURE_HOLDS_KEY", "erasure-holds-key-" + "k" * 32
@@ -32,7 +38,7 @@ KEY_ENV, KEY = "ERASURE_HOLDS_KEY", "erasure-holds-key-" + "k" * 32
 
 @pytest.fixture
 def emulator() -> Iterator[Emulator]:
-    emu = start_emulator(f"{ZONE}:fullip,{LATER}:fullip", rpm=2, now=datetime.now(UTC))
+    emu = start_emulator(f"{ZONE}:fullip,{LATER}:fullip", rpm=1, now=datetime.now(UTC))
     yield emu
     emu.stop()
 
@@ -97,6 +103,8 @@ def test_an_erasure_holds_after_the_privacy_setting_changes(tmp_path, emulator, 
     assert len(ids & stored) > 5, "the test has nothing to erase"
     out = cli(path, "forget", "--ip", address)
     assert address not in out
+    if "truncate" in before:  # it holds back the network's while stored as the network
+        assert "and every client's in it while [privacy] ip stores addresses truncated" in out
     assert not ids & set(lake_frame(load_test_config(path))["request_id"].to_list())
 
     path = config(tmp_path, emulator, after)
@@ -177,3 +185,20 @@ def test_forget_request_id_matches_an_id_stored_in_capitals(tmp_path, emulator):
     assert held_back(out) == 1, out
     kept = {rid.lower() for rid in lake_frame(load_test_config(path))["request_id"].to_list()}
     assert kept == {ids[0], ids[2]}
+
+
+def test_an_erasure_recorded_in_the_old_form_still_holds(tmp_path):
+    """A row of ``erasures`` recorded before holds one keyed hash, of the address as the
+    setting then stored it: it still matches what it matched."""
+    config = config_at(tmp_path, ip="truncate")
+    with session_for(config) as session:
+        seed(session, zones=(7,))
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC), zones_known=(7,))
+        key = session.erasure_keys.get()
+        assert key is not None
+        (row,) = table_rows(session, ERASURES).to_dicts()
+        assert key.digest(ADDRESS) in row["filter"].split()  # the new form: several
+        record(session, [{**row, "filter": key.digest("203.0.113.0")}])
+    with session_for(config) as daemon:
+        written = ZoneWriter(daemon, REQUESTS, 7).commit(requests(7), {WATERMARK: to_ms(END)})
+        assert (written.new, written.erased) == (0, 12)
