@@ -4,6 +4,8 @@ against the loopback emulator (``fullip`` zones: whole client addresses):
 - after ``[privacy] ip`` changes (truncate -> keep, hash -> truncate, another prefix), a
   re-read of the span the provider still serves stores none of the erased rows again and
   counts them "held back (erased)";
+- an erasure of an address whose rows the provider stored as its network (anonymised)
+  holds that network's rows, as it removed them;
 - a zone configured after the ``forget`` stores none of them on its first pass;
 - a process without the erasure's key, or whose ``erasures`` lost the row its erasure
   mark names (a power loss), refuses the zone's rows in one line, naming no address;
@@ -32,13 +34,13 @@ from tests.conftest import write_config as emulator_config
 from tests.lake.test_forget import ADDRESS, END, config_at, requests, seed, table_rows
 from tests.sessions import session_for
 
-ZONE, LATER = 1234, 1236
+ZONE, LATER, ANON = 1234, 1236, 1235  # ANON: addresses anonymised by the provider
 KEY_ENV, KEY = "ERASURE_HOLDS_KEY", "erasure-holds-key-" + "k" * 32
 
 
 @pytest.fixture
 def emulator() -> Iterator[Emulator]:
-    emu = start_emulator(f"{ZONE}:fullip,{LATER}:fullip", rpm=1, now=datetime.now(UTC))
+    emu = start_emulator(f"{ZONE}:fullip,{LATER}:fullip,{ANON}", rpm=1, now=datetime.now(UTC))
     yield emu
     emu.stop()
 
@@ -103,8 +105,8 @@ def test_an_erasure_holds_after_the_privacy_setting_changes(tmp_path, emulator, 
     assert len(ids & stored) > 5, "the test has nothing to erase"
     out = cli(path, "forget", "--ip", address)
     assert address not in out
-    if "truncate" in before:  # it holds back the network's while stored as the network
-        assert "and every client's in it while [privacy] ip stores addresses truncated" in out
+    if "truncate" in before:
+        assert "holds back those stored as that network or its keyed hash" in out
     assert not ids & set(lake_frame(load_test_config(path))["request_id"].to_list())
 
     path = config(tmp_path, emulator, after)
@@ -114,6 +116,23 @@ def test_an_erasure_holds_after_the_privacy_setting_changes(tmp_path, emulator, 
     assert not ids & set(after_rows["request_id"].to_list())
     assert after_rows.filter(pl.col("remote_ip") == address).height == 0
     assert after_rows.filter(pl.col("date") >= start.date()).height > 0
+
+
+def test_an_erasure_holds_rows_the_provider_stored_as_the_network(tmp_path, emulator):
+    """Under keep, the provider's anonymised addresses are networks: forget of one address
+    in one removes its rows, names it, and a re-read stores none of them again."""
+    path = config(tmp_path, emulator, 'ip = "keep"', zones=(ANON,))
+    cli(path, "ingest")
+    start, end, reread = span(emulator)
+    network, ids = busiest(emulator, ANON, start, end)  # a.b.c.0
+    out = cli(path, "forget", "--ip", network[:-1] + "77")
+    assert f"the rows held the network {network}/24" in out, out
+    assert "holds back those stored as that network or its keyed hash" in out
+    assert not ids & set(lake_frame(load_test_config(path))["request_id"].to_list())
+    out = cli(path, "ingest", "--zone", str(ANON), *reread)
+    assert held_back(out) > 0, out
+    rows = lake_frame(load_test_config(path))
+    assert rows.height > 0 and not ids & set(rows["request_id"].to_list())
 
 
 def test_a_zone_configured_after_the_forget_stores_none_of_the_rows(tmp_path, emulator):

@@ -125,13 +125,9 @@ def _outcome(target: Target, report: ForgetReport, policy: PrivacyPolicy) -> lis
     for network in sorted(report.networks):
         lines.append(
             f"the rows held the network {network}, not single addresses: this erasure "
-            "removed the requests of every client in it; it holds back that address's "
-            "requests under any setting"
-            + (
-                ", and every client's in it while [privacy] ip stores addresses truncated to it"
-                if _stores(policy, network)
-                else ""
-            )
+            "removed the requests of every client in it, and holds back those stored as "
+            "that network or its keyed hash (by the provider, or a setting truncating to "
+            "it) as well as that address's under any setting"
         )
     if policy.ip == "drop":
         lines.append(
@@ -140,15 +136,6 @@ def _outcome(target: Target, report: ForgetReport, policy: PrivacyPolicy) -> lis
         )
     lines.append("recorded in the relation erasures (the address as a keyed hash, never itself)")
     return lines
-
-
-def _stores(policy: PrivacyPolicy, network: str) -> bool:
-    """Whether ``policy`` stores every address of ``network`` as the network itself."""
-    import ipaddress
-
-    parsed = ipaddress.ip_network(network)
-    prefix = policy.ipv4_prefix if parsed.version == 4 else policy.ipv6_prefix
-    return policy.ip == "truncate" and parsed.prefixlen == prefix
 
 
 def _stopped(signal: str | None) -> str:

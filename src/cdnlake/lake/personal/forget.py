@@ -367,9 +367,11 @@ def _variants(
 ) -> tuple[Erasure, list[tuple[Form | None, Erasure]]]:
     """The erasure to record, and (an address) as each form it may be stored in. An
     address's erasure holds the keyed hashes of the address itself, of its form as stored
-    now, and of each form the zones' data went through (their privacy marks): it then
-    matches the client's rows read again under any later setting (by the address as
-    received) and rows restored as they were stored (by their stored form)."""
+    now, and of each form searched (:func:`forms`): it then matches the client's rows read
+    again under any later setting (by the address as received), and every row stored as
+    one of the forms it removed (a network: everyone in it, as removed), rows restored
+    from ``_quarantine/`` too. All are known before anything is removed: a process reads
+    an erasure once."""
     if target.ip is None:
         return erasure, [(None, erasure)]
     key = session.erasure_keys.get()
@@ -377,18 +379,13 @@ def _variants(
     codes = session.log_table(REQUESTS).marks(scope, PRIVACY) if scope else {}
     before = session.log_table(REQUESTS).marks(scope, PRIVACY_BEFORE) if scope else {}
     settings = [Setting.decode(c) for c in [*codes.values(), *before.values()] if c]
-    version = ipaddress.ip_address(canonical(target.ip)).version
-    went = {  # the prefixes of networks the zones' data was stored as
-        s.ipv4_prefix if version == 4 else s.ipv6_prefix for s in settings if s.holds_networks
-    }
-    recorded = {*erasure.hashes, key.digest(canonical(target.ip))}
     variants: list[tuple[Form | None, Erasure]] = []
     for form in forms(target.ip, session.privacy, settings):
         text = key.digest(canonical(form.text))
-        if form.network is None or int(form.network.rsplit("/", 1)[1]) in went:
-            recorded.add(text)
         if all(text != e.filter for _, e in variants):
             variants.append((form, replace(erasure, filter=text)))
+    recorded = {*erasure.hashes, key.digest(canonical(target.ip))}
+    recorded |= {e.filter for _, e in variants}
     erasure = replace(erasure, filter=" ".join(sorted(recorded)))
     if not recorded <= {e.filter for _, e in variants}:
         variants.append((None, erasure))
