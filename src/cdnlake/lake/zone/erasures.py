@@ -161,7 +161,8 @@ class ErasureFilter:
                 self._erasures = read_erasures(self.lake)
                 self._known |= {_ms(e.erased_at) for e in self._erasures}
             found = list(self._erasures)
-        for lost in sorted(named - self._known):
+            lost = min(named - self._known, default=None)
+        if lost is not None:
             whose = "the lake's erasure mark" if lost == lake_mark else "its erasure mark"
             at = datetime.fromtimestamp(lost / 1000, tz=UTC)
             raise StorageError(
