@@ -15,9 +15,9 @@ In this order, so that whatever is killed midway, the erasure is never lost:
    (a delete on the session's table);
 4. the erasure's row gets its counts, the requests removed per zone and hour among them
    (``hours_removed``), so that the audit explains an hour short by them: each zone's as
-   its rewrite lands (stopped midway, what was removed stays counted), with the ids of
-   the requests removed in ``erased_requests`` (a pass reading them again then does not
-   count them as held back a second time);
+   its rewrite lands (stopped midway, what was removed stays counted), with the keyed
+   hashes of the removed requests' ids in ``erased_requests`` (a pass reading them again
+   then does not count them as held back a second time);
 5. with ``vacuum_now``, the removed files leave storage at once (a vacuum with no
    retention of those tables; its caller holds every other writer off meanwhile); else
    at the first vacuum past ``[retention] vacuum_hours``.
