@@ -38,3 +38,21 @@ def test_a_pass_whose_only_commit_failed_has_failed(tmp_path, monkeypatch, insid
     assert result.outcome == "failed"
     assert "disk is full" in (result.error or "")
     assert result.rows == 0
+
+
+def test_a_pass_whose_bookkeeping_cannot_be_read_has_failed_and_raises_nothing(
+    tmp_path, monkeypatch
+):
+    """A burst of S3 errors while the pass opens ``ingest_runs`` used to escape the
+    runner and end every zone's pass of the run (tests/reliability/test_s3_faults.py)."""
+    config = build_config({"storage": {"root": str(tmp_path / "data")}}, base_dir=tmp_path, env={})
+    session = session_for(config)
+    runner = Runner(config, session, clock=lambda: START)
+
+    def unreadable(spec: object) -> object:
+        raise StorageError("lake table ingest_runs cannot be read: 503 SlowDown")
+
+    monkeypatch.setattr(session, "merge_table", unreadable)
+    result = runner.run(1, QuietZone([0, 0], threading.Lock()))
+    assert result.outcome == "failed"
+    assert "ingest_runs cannot be read" in (result.error or "")

@@ -289,7 +289,9 @@ class Runner:
         # would keep the lease's owner busy.
         locked = holder is None if locked is None else locked
         signal: StopSignal = self.stop if stop is None else AnyStop(self.stop, stop)
-        with self.bookkeeping.passing():  # its rejects and run join those beside them
+        # its rejects and run join those beside them; bookkeeping out of reach (a burst of
+        # S3 errors as its tables load) fails this pass, not the others
+        with pass_outcome(result, f"zone {zone_id}"), self.bookkeeping.passing():
             self._pass(result, source, signal, holder=holder, locked=locked)
             self._record(result)
         self.reporter.finished(result)
