@@ -65,10 +65,16 @@ def v1_lines(emu: Any, zone: int, start: datetime, minutes: int) -> list[str]:
     return [r.v1_line(extended=True) for r in records]
 
 
-def send_tcp(address: tuple[str, int], payload: bytes, tls: ssl.SSLContext | None = None) -> bytes:
+def send_tcp(
+    address: tuple[str, int],
+    payload: bytes,
+    tls: ssl.SSLContext | None = None,
+    timeout: float = 30,
+) -> bytes:
     """Send ``payload`` on one connection, close the sending side, and return what came back
-    before the receiver closed (b"" for a receiver that just closes)."""
-    with socket.create_connection(address, timeout=30) as raw:
+    before the receiver closed (b"" for a receiver that just closes). ``timeout``: how long
+    the sender waits for the receiver to read on (it gives up and closes after it)."""
+    with socket.create_connection(address, timeout=timeout) as raw:
         sock: socket.socket = (
             tls.wrap_socket(raw, server_hostname=address[0]) if tls is not None else raw
         )

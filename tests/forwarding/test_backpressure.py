@@ -46,7 +46,11 @@ def test_a_full_buffer_makes_tcp_senders_wait_and_loses_nothing(tmp_path, emulat
     try:
         assert receiver.address is not None
         address = receiver.address
-        sender = threading.Thread(target=send_tcp, args=(address, payload), daemon=True)
+        # the sender waits as long as the test does: on a busy machine the first commits
+        # after the stall may keep the receiver from reading for more than 30 s
+        sender = threading.Thread(
+            target=send_tcp, args=(address, payload), kwargs={"timeout": 120}, daemon=True
+        )
         sender.start()
         until(receiver.buffer.full, receiver)
         sender.join(timeout=1.0)  # it cannot finish: the receiver does not read
