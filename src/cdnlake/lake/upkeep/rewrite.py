@@ -24,7 +24,6 @@ from cdnlake.errors import (
     first_line,
 )
 from cdnlake.lake.log.delta_log import Removal
-from cdnlake.lake.log.files import write_files
 from cdnlake.lake.log.progress import FENCE
 from cdnlake.lake.log.schema import TableSpec, conform, frame_of, polars_schema
 from cdnlake.lake.log.table import Prepared
@@ -104,12 +103,7 @@ class Rewriter(ZoneWriter):
             raise NothingToRewrite(f"zone {self.zone_id}: nothing to rewrite")
         new = pl.concat(kept) if kept else pl.DataFrame(schema=polars_schema(self.spec.schema))
         versions = self._versions(progress, False, snapshot)
-        try:
-            actions, written_kept = write_files(self.session.lake, self.spec, new)
-        except OSError as exc:
-            raise StorageError(
-                f"cannot write to {self.session.lake.table_uri(self.spec)}: {first_line(exc)}"
-            ) from None
+        actions, written_kept = self._write(new)
         share = Prepared(
             self.zone_id, snapshot.version, actions, self._transactions(versions), removals
         )

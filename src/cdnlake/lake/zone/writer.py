@@ -23,6 +23,7 @@ from typing import TypeAlias
 import polars as pl
 from deltalake import Transaction
 from deltalake.exceptions import DeltaError
+from deltalake.transaction import AddAction
 
 from cdnlake.errors import (
     CdnlakeError,
@@ -252,12 +253,7 @@ class ZoneWriter:
         if new.height and PRIVACY not in versions:  # what the rows were stored under
             setting = self.session.privacy.setting.code()
             versions.update(privacy_marks(snapshot.mark, setting, int(time.time() * 1000)))
-        try:
-            actions, kept = write_files(self.session.lake, self.spec, new)
-        except (OSError, DeltaError) as exc:
-            raise StorageError(
-                f"cannot write to {self.session.lake.table_uri(self.spec)}: {first_line(exc)}"
-            ) from None
+        actions, kept = self._write(new)
         share = Prepared(
             self.zone_id,
             snapshot.version,
@@ -269,6 +265,15 @@ class ZoneWriter:
             new.height, frame.height - new.height, offered - frame.height, reads=reads
         )
         return _Attempt(share, snapshot, versions, new, kept, written)
+
+    def _write(self, rows: pl.DataFrame) -> tuple[list[AddAction], dict[str, pl.DataFrame]]:
+        """``rows`` as the share's data files (:func:`write_files`), a failure a StorageError."""
+        try:
+            return write_files(self.session.lake, self.spec, rows)
+        except (OSError, DeltaError) as exc:
+            raise StorageError(
+                f"cannot write to {self.session.lake.table_uri(self.spec)}: {first_line(exc)}"
+            ) from None
 
     def _landed(self, attempt: _Attempt, version: int, behind: datetime | None) -> Written:
         """What a share that landed at ``version`` did; the writer follows it. Its new rows
