@@ -52,7 +52,7 @@ def zone_lock(
     noun = "shield zone" if kind == "shield_events" else "pull zone"
     name = f"{kind}-{int(zone_id)}"
     deadline = time.monotonic() + wait
-    fd = os.open(locks / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open(locks / f"{name}.lock")
     try:
         with _turn(locks / f"{name}.turn", f"{noun} {zone_id}", wait, stop):
             if not _take(fd, fcntl.LOCK_EX, max(0.0, deadline - time.monotonic()), stop):
@@ -68,7 +68,7 @@ def _turn(path: Path, zone: str, wait: float, stop: Callable[[], bool]) -> Itera
     """The zone's queue, held while its lock is asked for: taken exclusively by a caller
     that waits (one waiter at a time, up to ``wait`` seconds), shared and at once by one
     that does not, which finds the zone busy while someone waits for it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open(path)
     try:
         if not _take(fd, fcntl.LOCK_EX if wait > 0 else fcntl.LOCK_SH, wait, stop):
             raise _busy(fd, f"{zone} is waited for by another cdnlake process")
@@ -94,7 +94,7 @@ def writing(
     A vacuum under way is waited for up to ``wait`` seconds, then :class:`ZoneBusyError`
     naming it; ``stop`` turning true meanwhile: :class:`StopRequested`."""
     locks.mkdir(parents=True, exist_ok=True)
-    fd = os.open(locks / f"{WRITERS}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open(locks / f"{WRITERS}.lock")
     try:
         if not _take(fd, fcntl.LOCK_SH, wait, stop):
             raise ZoneBusyError(
@@ -103,10 +103,10 @@ def writing(
             )
         (locks / WRITERS).mkdir(exist_ok=True)
         mine = locks / WRITERS / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        named = os.open(mine, os.O_RDWR | os.O_CREAT, 0o644)
+        named = _open(mine)
         try:
             fcntl.flock(named, fcntl.LOCK_EX)
-            os.pwrite(named, f"{who} since {_now()}".encode(), 0)
+            _name_me(named, _since(who))
             yield
         finally:
             mine.unlink(missing_ok=True)
@@ -148,14 +148,19 @@ def _take(fd: int, how: int, wait: float, stop: Callable[[], bool]) -> bool:
             time.sleep(0.1)
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _open(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
 
 
-def _name_me(fd: int) -> None:
-    """This process's name (host:pid) in a lock file it holds, for :func:`_busy` to show."""
+def _since(who: str) -> str:
+    return f"{who} since {datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+
+
+def _name_me(fd: int, name: str = "") -> None:
+    """``name`` (this process's ``host:pid`` by default) in a lock file it holds, for
+    whoever finds it held (:func:`_holder`)."""
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{socket.gethostname()}:{os.getpid()}".encode(), 0)
+    os.pwrite(fd, (name or f"{socket.gethostname()}:{os.getpid()}").encode(), 0)
 
 
 def _busy(fd: int, what: str) -> ZoneBusyError:
@@ -192,7 +197,7 @@ def writers_held(
     naming it; ``stop`` turning true meanwhile: :class:`StopRequested`."""
     daemon_lock.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as held:
-        fd = os.open(daemon_lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open(daemon_lock)
         held.callback(os.close, fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -201,17 +206,15 @@ def writers_held(
             raise ZoneBusyError(
                 f"a cdnlake daemon ({running}) writes this lake: stop it first"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{who} since {_now()}\n".encode(), 0)
+        _name_me(fd, _since(who) + "\n")
         held.callback(os.ftruncate, fd, 0)
         locks.mkdir(parents=True, exist_ok=True)
-        writers = os.open(locks / f"{WRITERS}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        writers = _open(locks / f"{WRITERS}.lock")
         held.callback(os.close, writers)
         if not _take(writers, fcntl.LOCK_EX, wait, stop):
             named = ", ".join(_writers(locks)) or "another cdnlake process"
             raise ZoneBusyError(f"the lake is being written by {named}")
-        os.ftruncate(writers, 0)  # the vacuum named, for a writer that finds it
-        os.pwrite(writers, f"{who} since {_now()}".encode(), 0)
+        _name_me(writers, _since(who))  # the vacuum named, for a writer that finds it
         held.callback(os.ftruncate, writers, 0)
         for kind, zone_id in sorted(set(zones)):
             held.enter_context(zone_lock(locks, kind, zone_id, wait=wait, stop=stop))
