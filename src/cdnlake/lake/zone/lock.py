@@ -157,8 +157,7 @@ def _since(who: str) -> str:
 
 
 def _name_me(fd: int, name: str = "") -> None:
-    """``name`` (this process's ``host:pid`` by default) in a lock file it holds, for
-    whoever finds it held (:func:`_holder`)."""
+    """``name`` (else this process's host:pid) in a lock file it holds, for :func:`_holder`."""
     os.ftruncate(fd, 0)
     os.pwrite(fd, (name or f"{socket.gethostname()}:{os.getpid()}").encode(), 0)
 
