@@ -1,23 +1,13 @@
 """The bookkeeping tables: ``ingest_runs``, ``ingest_gaps``, ``rejected_lines``,
-``audit_days``, ``archive_parts``.
+``audit_days``, ``archive_parts``, ``erased_requests``.
 
-Every write is a MERGE on the row's key, so that no row is ever written twice:
-
-- ``ingest_runs`` by ``run_id``;
-- ``rejected_lines`` by ``record_key``, so that a record read again (an overlapping v2
-  window, a closed v1 day read once more) is kept once: a v2 record by its request id, a
-  shield event by its log id, a line of a file by the file and its line number;
-- ``audit_days`` by day: a day audited again (after a re-read) updates its row;
-- ``archive_parts`` by path: a part listed again or imported updates its row;
-- ``erased_requests`` by the keyed hash of the request id: a request an erasure removed
-  or held back, once (its hour only: no id, no instant of the erased client is kept);
-- ``ingest_gaps`` by span (see :meth:`Bookkeeping.record_gaps`).
-
-Each write goes through its table's one committer (:mod:`cdnlake.lake.log.table`). Not an
-append: where the store applied a commit but its answer was lost, delta-rs commits the
-same actions again as the next version, and an appended file would count twice. A MERGE
-reads the zone's rows first, so delta-rs refuses that second commit; run again, the MERGE
-finds its rows already there.
+Every write is a MERGE on the row's key (a run's id, a rejected record's key, a day, a
+part's path, an erased request's hash, a gap's span), through the table's one committer
+(:mod:`cdnlake.lake.log.table`), so that no row is ever written twice. Not an append:
+where the store applied a commit but its answer was lost, delta-rs commits the same
+actions again as the next version, and an appended file would count twice. A MERGE reads
+the zone's rows first, so delta-rs refuses that second commit; run again, the MERGE finds
+its rows already there.
 """
 
 from __future__ import annotations
@@ -52,6 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from cdnlake.lake.zone.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
 
 log = logging.getLogger(__name__)
 
@@ -274,18 +265,14 @@ class Bookkeeping:
             raise StorageError(f"cannot read ingest_runs: {exc}") from None
 
     def record_rejects(self, frames: list[pl.DataFrame], *, patient: bool = True) -> None:
-        """Rows of :func:`rejects_frame`, of one or more zones: each line or record once
-        (see the module docstring). A pass records the rejects of the pages it has read
-        just before the commit that moves its progress past them (so none is lost to a
-        SIGKILL in between), in the MERGE of the passes' rejects waiting at once.
+        """Rows of :func:`rejects_frame`, of one or more zones, each line or record once, in
+        one MERGE with the other passes' waiting rejects (a pass records them just before
+        the commit that moves its progress past them: none is lost to a SIGKILL between).
 
-        The lines an erasure covers are left out at each attempt of the MERGE, on the
-        committer thread (an erasure recorded while the rows waited is honoured), by their
-        text as received (an address erased before a change of ``[privacy]`` is found
-        whole there); then the raw text and the reason are stored as the session's
-        privacy policy allows. An erasure landing between that and the commit is seen by
-        the erasure marks having moved once it has landed: the lines it covers are
-        deleted again (``forget``'s own delete may have run before they landed)."""
+        At each attempt of the MERGE, on the committer thread, the lines an erasure covers
+        are left out by their text as received, then the rest stored as the privacy policy
+        allows. An erasure that lands meanwhile moves the erasure marks: the lines it covers
+        are deleted again (``forget``'s own delete may have run before they landed)."""
         received = pl.concat(frames)
         if received.height == 0:
             return
@@ -302,7 +289,7 @@ class Bookkeeping:
                 refused.append(exc)
                 kept = received.clear()
             held[:] = [(marks, kept)]
-            return self._scrubbed(kept)
+            return scrubbed(self.session.privacy, kept)
 
         zones = received["zone"].unique().to_list()
         merge = Merge(rows, "t.record_key = s.record_key", zones, key=("record_key",))
@@ -313,13 +300,6 @@ class Bookkeeping:
         marks, kept = held[-1]
         if kept.height and self._erasure_marks(received) != marks:
             self._delete_rejects(kept)
-
-    def _scrubbed(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """Rejected lines as the privacy policy stores their raw text and reason."""
-        privacy = self.session.privacy
-        if privacy.changes_nothing or frame.height == 0:
-            return frame
-        return frame.with_columns(privacy.texts(frame["raw_line"]), privacy.texts(frame["reason"]))
 
     def _erasure_marks(self, frame: pl.DataFrame) -> object:
         """The erasure marks that concern rejected lines of ``frame``'s zones, as the tables
@@ -395,6 +375,13 @@ def rejects_frame(
         pl.lit(run_id).alias("run_id"),
         key.alias("record_key"),
     ).unique(subset=["record_key"], keep="first", maintain_order=True)
+
+
+def scrubbed(privacy: PrivacyPolicy, frame: pl.DataFrame) -> pl.DataFrame:
+    """Rejected lines as the privacy policy stores their raw text and reason."""
+    if privacy.changes_nothing or frame.height == 0:
+        return frame
+    return frame.with_columns(privacy.texts(frame["raw_line"]), privacy.texts(frame["reason"]))
 
 
 def erased_rows(key: ErasureKey, rows: pl.DataFrame) -> pl.DataFrame:

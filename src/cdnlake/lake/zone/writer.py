@@ -76,14 +76,6 @@ class Written:
     # The zone's marks as the commit left them, at the version it landed at.
     after: Snapshot | None = None
 
-    @property
-    def files_read(self) -> int:
-        return self.reads.files
-
-    @property
-    def keys_read(self) -> int:
-        return self.reads.keys
-
 
 @dataclass
 class _Attempt:
@@ -196,15 +188,11 @@ class ZoneWriter:
         rewinding: bool = False,
         behind: datetime | None = None,
     ) -> Written:
-        """Add the rows not yet in the table and set the zone's progress, in one commit.
-
-        ``progress`` maps marks ("" for the watermark) to versions. The zone's main app id
-        and fence are always part of the commit, so that any two commits of one zone
-        conflict and the later one is prepared again. FencedError, with nothing written,
-        when the table's fence token is newer than this writer's (a rewind or a new holder
-        since). The watermark never moves back but in a rewind (``rewinding``). ``behind``:
-        the new rows from before it are counted apart (``Written.late``).
-        """
+        """Add the rows not yet in the table and set the zone's progress (marks, "" the
+        watermark, to versions) in one commit, which carries the zone's watermark and fence
+        so that any two commits of the zone conflict. FencedError, nothing written, where
+        the table's fence token is newer than this writer's. The watermark moves back only
+        in a rewind (``rewinding``); new rows from before ``behind`` count as ``late``."""
         (outcome,) = _commit_each(
             [(self, rows)], progress, rewinding=rewinding, behind=behind, patient=self._in_pass
         )
@@ -358,12 +346,10 @@ def _commit_each(
     behind: datetime | None = None,
     patient: bool,
 ) -> list[Written | CdnlakeError]:
-    """The one commit loop of :meth:`ZoneWriter.commit` and :func:`commit_together`: each
-    zone's share prepared, the shares submitted together to the table's committer, those
-    sent back (their zone committed to meanwhile) prepared again, up to
-    ``CONFLICT_RETRIES`` times; each zone's outcome, its error alone where it failed.
-    The rows are stored as the session's privacy policy allows (:mod:`cdnlake.privacy`):
-    addresses and URLs treated before any file is written."""
+    """The one commit loop of :meth:`ZoneWriter.commit` and :func:`commit_together`: the
+    zones' shares submitted together, those sent back (their zone committed to meanwhile)
+    prepared again up to ``CONFLICT_RETRIES`` times, the rows treated by the session's
+    privacy policy first; each zone's outcome, its error alone where it failed."""
     outcomes: dict[int, Written | CdnlakeError] = {}
     frames = {id(w): prepare(w.spec, w.zone_id, w.session.privacy.rows(rows)) for w, rows in writes}
     received = {id(w): _as_received(w, rows) for w, rows in writes}
