@@ -1,11 +1,7 @@
 """One process at a time per zone on this machine (an advisory ``flock``), for passes run
 without a fleet lease (in a fleet the lease keeps them apart, and a lock left by a stalled
 holder on a shared storage root must not keep the lease's owner busy).
-
-:func:`writers_held` holds every writer of the lake off at once (``--vacuum-now``): the
-storage root's daemon lock, the writers' lock that every writer no zone lock covers holds
-shared (:func:`writing`: ``backfill``, a re-read, ``forget``, ``maintain``) and every
-zone's lock.
+:func:`writers_held` holds every writer of the lake off at once (``--vacuum-now``).
 
 This saves the rate budget from two local processes polling one zone, and spares a pass
 in flight the refusal a rewind by ``maintain`` would cause (``maintain`` waits for it).
@@ -187,13 +183,10 @@ def writers_held(
     stop: Callable[[], bool] = lambda: False,
 ) -> Iterator[None]:
     """Hold every local writer of the lake off while the block runs: the storage root's
-    daemon lock (``daemon_lock``: no daemon runs, none starts meanwhile; the lock names
-    ``who`` holds it), the writers' lock (no ``backfill``, re-read, ``forget`` or
-    ``maintain`` runs: :func:`writing`) and the lock of each ``(table, zone)`` (no
-    ``ingest`` or ``import-v1`` of it runs), each waited for up to ``wait`` seconds. A
-    daemon running is not waited for: :class:`ZoneBusyError` at once, naming it (host:pid,
-    since when); a writer or a zone still held after ``wait``: :class:`ZoneBusyError`
-    naming it; ``stop`` turning true meanwhile: :class:`StopRequested`."""
+    daemon lock (a daemon running is not waited for) and the writers' lock (:func:`writing`),
+    both naming ``who``, then each ``(table, zone)``'s, waited for up to ``wait`` seconds.
+    One still held: :class:`ZoneBusyError` naming its holder; ``stop`` turning true
+    meanwhile: :class:`StopRequested`."""
     daemon_lock.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as held:
         fd = _open(daemon_lock)

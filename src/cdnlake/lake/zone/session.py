@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Literal, overload
 
 from cdnlake.errors import first_line
+from cdnlake.lake.log.progress import ERASED
 from cdnlake.lake.log.schema import REQUESTS, TableSpec
 from cdnlake.lake.log.store import Lake
 from cdnlake.lake.zone.erasure_key import KeySource
@@ -98,8 +99,6 @@ class LakeSession:
 
     def _erasure_marks(self, spec: TableSpec, zones: list[int]) -> dict[int, int | None]:
         """The erasure marks of ``zones`` in ``spec`` as the table has it now."""
-        from cdnlake.lake.log.progress import ERASED
-
         return self.log_table(spec).marks(zones, ERASED)
 
     @overload
@@ -109,13 +108,10 @@ class LakeSession:
     @overload
     def log_table(self, spec: TableSpec, *, create: Literal[False]) -> LogTable | None: ...
     def log_table(self, spec: TableSpec, *, create: bool = True) -> LogTable | None:
-        """The exactly-once table ``spec`` (``requests``, ``shield_events``), loaded at the
-        first call (created where it does not exist yet, given the columns it lacks).
-        ``create=False``, a reader's (``top``, the metrics): None where the table does not
-        exist, and one of an older cdnlake is followed as it is, neither made nor evolved
-        (a reader writes nothing); a writer of the process asking for it later makes it
-        ready then."""
-        from cdnlake.lake.log.progress import ERASED
+        """The exactly-once table ``spec``, loaded at the first call (created, or given the
+        columns it lacks). ``create=False``, a reader's (``top``, the metrics): None where
+        the table does not exist, an older one followed as it is (a reader writes nothing);
+        a writer of the process asking for it later makes it ready then."""
         from cdnlake.lake.log.table import LogTable
 
         if spec.key is None:
@@ -152,11 +148,10 @@ class LakeSession:
             return self._merges[spec.name]
 
     def reader(self, spec: TableSpec) -> DeltaTable | None:
-        """The table as this process reads it (``status``, ``/healthz``, the audit, the
-        report's checks): one delta-rs snapshot per table for the session's life, brought
-        up to date at each call (the log's new entries only), never opened anew; reopened
-        only where it cannot be brought up to date (its entries cleaned up). None while
-        the table does not exist (nothing is created: a reader never writes)."""
+        """The table as this process reads it (``status``, ``/healthz``, the audit): one
+        delta-rs snapshot per table, brought up to date at each call (reopened only where
+        its entries were cleaned up); None while the table does not exist (a reader never
+        creates it)."""
         with self._table_lock(spec):
             table = self._readers.get(spec.name)
             if table is not None:
