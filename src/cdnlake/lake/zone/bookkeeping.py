@@ -144,13 +144,9 @@ class Bookkeeping:
 
         filters = [("zone", "in", [str(z) for z in zones])] if zones else None
         unhashed = ~pc.starts_with(ds.field("request_id"), pattern=HASHED)
-        try:
-            found = self.session.lake.dataset(ERASED_REQUESTS, table, filters).to_table(
-                filter=unhashed
-            )
-        except OSError as exc:
-            raise StorageError(f"cannot read erased_requests: {exc}") from None
-        raw = frame_of(found)
+        with _reading(ERASED_REQUESTS):
+            dataset = self.session.lake.dataset(ERASED_REQUESTS, table, filters)
+            raw = frame_of(dataset.to_table(filter=unhashed))
         if raw.height == 0:
             return 0
         key = self._erasure_key()
@@ -229,10 +225,8 @@ class Bookkeeping:
         if table is None:
             return {}
         zones = sorted({zone for zone, _ in keys})
-        try:
+        with _reading(INGEST_GAPS):
             found = lake.dataset(INGEST_GAPS, table, [("zone", "in", zones)]).to_table()
-        except OSError as exc:
-            raise StorageError(f"cannot read ingest_gaps: {exc}") from None
         held: dict[ClaimKey, list[dict[str, Any]]] = {}
         for row in found.to_pylist():
             key = (row["zone"], row["source"] == "shield")
@@ -259,10 +253,8 @@ class Bookkeeping:
             & (ds.field("window_to") >= moment)
         )
         runs = lake.dataset(INGEST_RUNS, table, [("zone", "=", str(zone_id))])
-        try:
+        with _reading(INGEST_RUNS):
             return bool(runs.head(1, columns=["run_id"], filter=whole).num_rows)
-        except OSError as exc:
-            raise StorageError(f"cannot read ingest_runs: {exc}") from None
 
     def record_rejects(self, frames: list[pl.DataFrame], *, patient: bool = True) -> None:
         """Rows of :func:`rejects_frame`, of one or more zones, each line or record once, in
@@ -405,6 +397,14 @@ def _rehashed(frame: pl.DataFrame) -> Merge:
         update={"kind": "s.kind"},
         update_if="s.kind = 'removed'",
     )
+
+
+@contextmanager
+def _reading(spec: TableSpec) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise StorageError(f"cannot read {spec.name}: {exc}") from None
 
 
 def _literal(value: object) -> str:
