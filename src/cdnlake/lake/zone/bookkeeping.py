@@ -116,10 +116,8 @@ class Bookkeeping:
 
     def record_erased(self, zone_id: int, rows: pl.DataFrame, kind: str) -> None:
         """Requests of the zone (``request_id``, ``ts``) an erasure removed (``kind``
-        "removed") or held back ("held"): each once, so that the audit explains an hour
-        short by them once, however often they are read again. Kept as the keyed hash of
-        the id and the hour only (:func:`erased_rows`): never the erased client's ids or
-        instants."""
+        "removed") or held back ("held"), as :func:`erased_rows`: each once, so that the
+        audit explains an hour short by them once, however often they are read again."""
         if rows.height == 0:
             return
         rows = rows.select("request_id", "ts").with_columns(

@@ -3,8 +3,7 @@
 Built once at the composition root (each CLI command, the daemon) and passed to everything
 that touches the lake, so a process holds one state of each table and every change goes
 through that table's one committer (:mod:`cdnlake.lake.log.table`). It also carries the
-process's ``[privacy]`` policy, the erasures every writer holds rows against, and the
-traffic sink told what each landed commit newly stored.
+``[privacy]`` policy, the erasures rows are held against, and the traffic sink.
 """
 
 from __future__ import annotations

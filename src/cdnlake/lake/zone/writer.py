@@ -3,9 +3,7 @@
 Each commit carries the zone's marks as app transactions beside the rows they cover, so a
 commit prepared on a snapshot another commit of the zone has passed goes back (``AGAIN``)
 and is prepared again, and one whose fence token was moved past is refused
-(:class:`FencedError`). Where a pass starts, the fence it commits under and their snapshot
-are one value (:attr:`ZoneWriter.start`). Deduplication is :mod:`cdnlake.lake.zone.dedup`;
-the data files, :mod:`cdnlake.lake.log.files`.
+(:class:`FencedError`).
 """
 
 from __future__ import annotations
