@@ -357,16 +357,13 @@ def _commit_each(
         attempts: list[tuple[ZoneWriter, _Attempt]] = []
         for key, writer in pending.items():
             try:
-                attempts.append(
-                    (
-                        writer,
-                        writer._prepare(
-                            frames[key], progress, rewinding, reads[key], received[key]
-                        ),
-                    )
+                attempt = writer._prepare(
+                    frames[key], progress, rewinding, reads[key], received[key]
                 )
             except CdnlakeError as exc:
                 outcomes[key] = exc
+                continue
+            attempts.append((writer, attempt))
         pending = {}  # from here on, those sent back again
         if not attempts:
             break
