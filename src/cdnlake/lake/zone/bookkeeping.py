@@ -35,7 +35,7 @@ from cdnlake.lake.log.schema import (
     frame_of,
     polars_schema,
 )
-from cdnlake.lake.log.table import Delete, Merge
+from cdnlake.lake.log.table import Delete, Merge, _literal
 from cdnlake.lake.zone.erasure_key import ErasureKey
 
 if TYPE_CHECKING:
@@ -403,11 +403,6 @@ def _reading(spec: TableSpec) -> Iterator[None]:
         yield
     except OSError as exc:
         raise StorageError(f"cannot read {spec.name}: {exc}") from None
-
-
-def _literal(value: object) -> str:
-    """A string literal of a delta-rs predicate (it binds no parameters there)."""
-    return "'" + str(value).replace("'", "''") + "'"
 
 
 def _md5(text: str | None) -> str:
