@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Literal, Protocol, overload
 
 from cdnlake.errors import first_line
 from cdnlake.lake.log.progress import ERASED
@@ -27,9 +27,20 @@ if TYPE_CHECKING:
 
     from cdnlake.config import StorageConfig
     from cdnlake.lake.log.table import LogTable, MergeTable
-    from cdnlake.lake.zone.traffic import TrafficSink
 
 log = logging.getLogger(__name__)
+
+
+class TrafficSink(Protocol):
+    """The process's traffic counters (in ``monitoring/``, which the lake never imports)."""
+
+    def stored(self, zone_id: int, rows: pl.DataFrame, *, counted_as: str | None = None) -> None:
+        """``rows`` (the ``requests`` table's columns) were newly stored for ``zone_id`` by
+        one commit that landed; ``counted_as``: the source they count under instead of each
+        row's own (``archive`` for an archive import, whose rows are v1 lines). Called once
+        per such commit, from the committing thread; never for a commit that was sent
+        back, lost its race or failed, nor for rows the table already held."""
+        ...
 
 
 class LakeSession:
