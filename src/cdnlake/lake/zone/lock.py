@@ -84,11 +84,10 @@ def writing(
     locks: Path, who: str, *, wait: float, stop: Callable[[], bool] = lambda: False
 ) -> Iterator[None]:
     """A writer of the lake that no zone lock covers (``backfill``, a re-read, ``forget``,
-    ``maintain``) while the block runs: the writers' lock held shared, which
-    :func:`writers_held` takes exclusively, and its name (``who``) in a file of its own
-    under ``<locks>/writers/`` for a ``--vacuum-now`` that finds the lake busy to name.
-    A vacuum under way is waited for up to ``wait`` seconds, then :class:`ZoneBusyError`
-    naming it; ``stop`` turning true meanwhile: :class:`StopRequested`."""
+    ``maintain``) while the block runs: the writers' lock held shared (:func:`writers_held`
+    takes it exclusively), ``who`` in a file of its own under ``<locks>/writers/`` for a
+    vacuum to name. A vacuum under way is waited for up to ``wait`` seconds, then
+    :class:`ZoneBusyError` naming it; ``stop`` turning true: :class:`StopRequested`."""
     locks.mkdir(parents=True, exist_ok=True)
     fd = _open(locks / f"{WRITERS}.lock")
     try:

@@ -101,11 +101,10 @@ class ZoneWriter:
         counted_as: str | None = None,
     ) -> None:
         """Take the zone as the table has it now: :attr:`start`, and its fence token.
-        ``counted_as``: the traffic counters' source instead of each row's own
-        (``archive``). ``clock``: the pass's own (retention is counted from it).
-        ``holder``: the fleet lease's generation (None without a fleet): a newer one than
-        the table's takes the zone by a commit of progress alone, and the writer starts
-        from what it landed on; an older one is refused (:class:`FencedError`)."""
+        ``counted_as``: the traffic counters' source (``archive``); ``clock``: the pass's
+        own (retention is counted from it). ``holder``: the fleet lease's generation: a
+        newer one than the table's takes the zone by a commit of progress alone; an older
+        one is refused (FencedError)."""
         if spec.key is None:
             raise ValueError(f"{spec.name} has no key")
         self.session = session
