@@ -8,7 +8,6 @@ table. Files never change, so a rewrite prepared again reads only the files new 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from datetime import date
 from urllib.parse import unquote
@@ -25,13 +24,12 @@ from cdnlake.errors import (
 )
 from cdnlake.lake.log.delta_log import Removal
 from cdnlake.lake.log.progress import FENCE
+from cdnlake.lake.log.retry import retrying
 from cdnlake.lake.log.schema import TableSpec, conform, frame_of, polars_schema
 from cdnlake.lake.log.table import Prepared
 from cdnlake.lake.zone.dedup import Reads
 from cdnlake.lake.zone.session import LakeSession
 from cdnlake.lake.zone.writer import Plan, Written, ZoneWriter, _Attempt
-
-log = logging.getLogger(__name__)
 
 ATTEMPTS = 10  # rewrites begun again after the zone was fenced or kept busy meanwhile
 Match = Callable[[pl.DataFrame], pl.Series]  # the rows of a file that go
@@ -156,17 +154,11 @@ def rewrite(make: Callable[[], Rewriter], progress: dict[str, int]) -> Written:
     """Commit one zone's rewrite (``make`` builds its writer), begun again with a new
     writer when the zone was fenced (a new holder took it) or kept busy meanwhile; what
     it did. Nothing is committed when there is nothing to remove and no progress."""
-    last: Exception | None = None
-    for _attempt in range(ATTEMPTS):
-        writer = make()
-        try:
-            return writer.commit(writer.empty(), progress)
-        except NothingToRewrite:
-            return Written()
-        except (FencedError, ZoneBusyError) as exc:
-            last = exc
-            log.info(
-                "zone %s: rewrite of %s begun again (%s)", writer.zone_id, writer.spec.name, exc
-            )
-    assert last is not None
-    raise last
+    for attempt in retrying("rewrite", on=(FencedError, ZoneBusyError), attempts=ATTEMPTS):
+        with attempt:
+            writer = make()
+            try:
+                return writer.commit(writer.empty(), progress)
+            except NothingToRewrite:
+                return Written()
+    raise AssertionError("unreachable")
