@@ -173,13 +173,10 @@ class Bookkeeping:
         return key
 
     def record_gaps(self, zone_id: int, gaps: list[dict[str, Any]]) -> float:
-        """Claim the spans of ``gaps`` lost, each instant once per zone.
-
-        Only what no gap of the zone claims yet is written: the rest of a span that
-        continues a gap (one ending where it starts: an outage still going on) extends
-        that gap's row; any other rest is a row of its own. Pull zones and shield zones
-        (``source = 'shield'``) are numbered apart and claim apart. Returns the seconds
-        newly claimed (as they stood before the first attempt)."""
+        """Claim the spans of ``gaps`` lost, each instant once per zone (pull and shield
+        zones apart): what no gap claims yet extends the gap it continues (an outage still
+        going on), else is a row of its own. The seconds newly claimed (as they stood
+        before the first attempt)."""
         wanted = [g for g in gaps if g["gap_to"] > g["gap_from"]]
         if not wanted:
             return 0.0

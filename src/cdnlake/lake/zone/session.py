@@ -52,11 +52,9 @@ class LakeSession:
         *,
         traffic: TrafficSink | None = None,
     ) -> None:
-        """``erasure_keys``: where the key that hashes erased addresses is found (the
-        environment, else the storage root's work folder); none: address erasures are
-        not matched (a test's lake without a root). ``traffic``: told the requests each
-        landed commit newly stored (the daemon's counters); None where nothing counts
-        them (a CLI command)."""
+        """``erasure_keys``: where the key that hashes erased addresses is found (none:
+        address erasures are not matched, a test's lake without a root). ``traffic``: the
+        daemon's counters; None where nothing counts (a CLI command)."""
         self.lake = lake
         self.privacy = privacy
         self.erasure_keys = erasure_keys or KeySource(None)
