@@ -89,7 +89,7 @@ def test_deduplication_reads_what_the_window_touches_not_the_table(storage):
     )  # the next process's pass
     late = later.commit(rows(2900, 150, BASE + timedelta(hours=29)), {})
     assert late.duplicates == 100 and late.new == 50
-    assert late.files_read == 1  # of 30 files in the table
+    assert late.reads.files == 1  # of 30 files in the table
 
 
 def test_a_writer_finds_repeats_of_its_last_commit_without_reading_it_back(storage):
@@ -100,15 +100,15 @@ def test_a_writer_finds_repeats_of_its_last_commit_without_reading_it_back(stora
     writer = ZoneWriter(session_of(lake), REQUESTS, 1)
     writer.commit(rows(0, 100, BASE), {})
     again = writer.commit(rows(50, 100, BASE + timedelta(milliseconds=50)), {})
-    assert (again.new, again.duplicates, again.files_read) == (50, 50, 0)
-    assert again.keys_read == 100  # the remembered keys within the rows' time range
+    assert (again.new, again.duplicates, again.reads.files) == (50, 50, 0)
+    assert again.reads.keys == 100  # the remembered keys within the rows' time range
     other = ZoneWriter(session_of(lake), REQUESTS, 1)  # another process, in between
     other.commit(rows(150, 10, BASE + timedelta(milliseconds=150)), {})
     third = writer.commit(rows(140, 30, BASE + timedelta(milliseconds=140)), {})
     assert (third.new, third.duplicates) == (10, 20)
     # Read: its own first file (only the last commit is remembered) and the other
     # writer's; the last one it wrote, remembered.
-    assert (third.files_read, third.keys_read) == (2, 100 + 10 + 50)
+    assert (third.reads.files, third.reads.keys) == (2, 100 + 10 + 50)
     table = lake.open(REQUESTS)
     assert table is not None
     ids = table.to_pyarrow_table(columns=["request_id"]).column("request_id").to_pylist()
@@ -206,7 +206,7 @@ def test_maintain_sorts_a_day_so_a_window_reads_only_its_minutes(storage):
         rows(20_000, 100, BASE + timedelta(hours=2)), {}
     )
     assert after.duplicates == 100 and after.new == 0
-    assert after.keys_read <= ROW_GROUP_ROWS  # of the day's 50,000
+    assert after.reads.keys <= ROW_GROUP_ROWS  # of the day's 50,000
 
 
 def test_writers_racing_to_create_a_table_all_land(storage):

@@ -1,7 +1,7 @@
 """The traffic counters: ``cdnlake_requests_total`` and ``cdnlake_bytes_sent_total``.
 
 Each request is counted once, when a commit that newly stores it has landed, whichever
-way it came (the lake session tells this sink, :class:`cdnlake.lake.zone.traffic.TrafficSink`):
+way it came (the lake session tells this sink, :class:`cdnlake.lake.zone.session.TrafficSink`):
 a request forwarded and then read again by a pass, or read twice by overlapping passes,
 was stored once and counts once. The label ``source`` is the row's own ``source`` column
 (``v2``, ``v1``, ``forwarded``, ...), except for archive imports (``cdnlake backfill``, the
@@ -50,7 +50,7 @@ def status_class(code: int | None) -> str:
 
 
 class TrafficCounters(Collector):
-    """The process's traffic counters: a :class:`~cdnlake.lake.zone.traffic.TrafficSink` for its
+    """The process's traffic counters: a :class:`~cdnlake.lake.zone.session.TrafficSink` for its
     lake session, and a collector for its metrics registry."""
 
     def __init__(self, expected: Iterable[tuple[int, str]] = ()) -> None:

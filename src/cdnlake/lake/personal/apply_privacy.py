@@ -31,6 +31,7 @@ from cdnlake.lake.log.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS, Tab
 from cdnlake.lake.log.store import held_zones
 from cdnlake.lake.log.table import Merge
 from cdnlake.lake.upkeep.maintain import _holding, compact
+from cdnlake.lake.zone.bookkeeping import scrubbed
 from cdnlake.lake.zone.session import LakeSession
 from cdnlake.lake.zone.writer import ZoneWriter
 from cdnlake.privacy import HASH_PATTERN, PrivacyPolicy, Setting
@@ -216,7 +217,7 @@ def _rejected_lines(session: LakeSession, zones: list[int] | None, stop: Callabl
             raise StopRequested()
         dataset = lake.dataset(REJECTED_LINES, table, [("zone", "=", str(zone))])
         rows = frame_of(dataset.to_table())
-        treated = rows.with_columns(policy.texts(rows["raw_line"]), policy.texts(rows["reason"]))
+        treated = scrubbed(policy, rows)
         changed = treated.filter(_differs(rows, treated, ["raw_line", "reason"]))
         if changed.height == 0:
             continue

@@ -1,14 +1,10 @@
 """Retention: what is older than ``[retention]`` leaves the lake, as Delta removes.
 
 ``requests`` and ``shield_events`` lose whole days older than ``requests_days``, each zone's
-in one fenced commit through the door (:mod:`cdnlake.lake.upkeep.rewrite`), its progress
-unchanged; the bookkeeping tables lose rows older than ``bookkeeping_days``. The files
-leave storage at a vacuum past ``vacuum_hours``. ``requests_days`` is at least the
-provider's 3 days, so expiry never races a pass for its rows.
-
-Whatever ``[retention]`` says, rows of ``erased_requests`` an earlier cdnlake wrote with
-the raw request id and instant are rewritten as a keyed hash and an hour
-(:meth:`~cdnlake.lake.zone.bookkeeping.Bookkeeping.hash_erased_ids`).
+in one rewrite (:mod:`cdnlake.lake.upkeep.rewrite`); the bookkeeping tables lose rows older
+than ``bookkeeping_days``. ``requests_days`` is at least the provider's 3 days, so expiry
+never races a pass for its rows. Rows of ``erased_requests`` an earlier cdnlake wrote raw
+are rewritten hashed, whatever ``[retention]`` says (``Bookkeeping.hash_erased_ids``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ table. Files never change, so a rewrite prepared again reads only the files new 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from datetime import date
 from urllib.parse import unquote
@@ -24,15 +23,13 @@ from cdnlake.errors import (
     first_line,
 )
 from cdnlake.lake.log.delta_log import Removal
-from cdnlake.lake.log.files import write_files
 from cdnlake.lake.log.progress import FENCE
+from cdnlake.lake.log.retry import retrying
 from cdnlake.lake.log.schema import TableSpec, conform, frame_of, polars_schema
 from cdnlake.lake.log.table import Prepared
 from cdnlake.lake.zone.dedup import Reads
 from cdnlake.lake.zone.session import LakeSession
 from cdnlake.lake.zone.writer import Plan, Written, ZoneWriter, _Attempt
-
-log = logging.getLogger(__name__)
 
 ATTEMPTS = 10  # rewrites begun again after the zone was fenced or kept busy meanwhile
 Match = Callable[[pl.DataFrame], pl.Series]  # the rows of a file that go
@@ -104,12 +101,7 @@ class Rewriter(ZoneWriter):
             raise NothingToRewrite(f"zone {self.zone_id}: nothing to rewrite")
         new = pl.concat(kept) if kept else pl.DataFrame(schema=polars_schema(self.spec.schema))
         versions = self._versions(progress, False, snapshot)
-        try:
-            actions, written_kept = write_files(self.session.lake, self.spec, new)
-        except OSError as exc:
-            raise StorageError(
-                f"cannot write to {self.session.lake.table_uri(self.spec)}: {first_line(exc)}"
-            ) from None
+        actions, written_kept = self._write(new)
         share = Prepared(
             self.zone_id, snapshot.version, actions, self._transactions(versions), removals
         )
@@ -162,17 +154,11 @@ def rewrite(make: Callable[[], Rewriter], progress: dict[str, int]) -> Written:
     """Commit one zone's rewrite (``make`` builds its writer), begun again with a new
     writer when the zone was fenced (a new holder took it) or kept busy meanwhile; what
     it did. Nothing is committed when there is nothing to remove and no progress."""
-    last: Exception | None = None
-    for _attempt in range(ATTEMPTS):
-        writer = make()
-        try:
-            return writer.commit(writer.empty(), progress)
-        except NothingToRewrite:
-            return Written()
-        except (FencedError, ZoneBusyError) as exc:
-            last = exc
-            log.info(
-                "zone %s: rewrite of %s begun again (%s)", writer.zone_id, writer.spec.name, exc
-            )
-    assert last is not None
-    raise last
+    for attempt in retrying("rewrite", on=(FencedError, ZoneBusyError), attempts=ATTEMPTS):
+        with attempt:
+            writer = make()
+            try:
+                return writer.commit(writer.empty(), progress)
+            except NothingToRewrite:
+                return Written()
+    raise AssertionError("unreachable")

@@ -1,23 +1,13 @@
 """The bookkeeping tables: ``ingest_runs``, ``ingest_gaps``, ``rejected_lines``,
-``audit_days``, ``archive_parts``.
+``audit_days``, ``archive_parts``, ``erased_requests``.
 
-Every write is a MERGE on the row's key, so that no row is ever written twice:
-
-- ``ingest_runs`` by ``run_id``;
-- ``rejected_lines`` by ``record_key``, so that a record read again (an overlapping v2
-  window, a closed v1 day read once more) is kept once: a v2 record by its request id, a
-  shield event by its log id, a line of a file by the file and its line number;
-- ``audit_days`` by day: a day audited again (after a re-read) updates its row;
-- ``archive_parts`` by path: a part listed again or imported updates its row;
-- ``erased_requests`` by the keyed hash of the request id: a request an erasure removed
-  or held back, once (its hour only: no id, no instant of the erased client is kept);
-- ``ingest_gaps`` by span (see :meth:`Bookkeeping.record_gaps`).
-
-Each write goes through its table's one committer (:mod:`cdnlake.lake.log.table`). Not an
-append: where the store applied a commit but its answer was lost, delta-rs commits the
-same actions again as the next version, and an appended file would count twice. A MERGE
-reads the zone's rows first, so delta-rs refuses that second commit; run again, the MERGE
-finds its rows already there.
+Every write is a MERGE on the row's key (a run's id, a rejected record's key, a day, a
+part's path, an erased request's hash, a gap's span), through the table's one committer
+(:mod:`cdnlake.lake.log.table`), so that no row is ever written twice. Not an append:
+where the store applied a commit but its answer was lost, delta-rs commits the same
+actions again as the next version, and an appended file would count twice. A MERGE reads
+the zone's rows first, so delta-rs refuses that second commit; run again, the MERGE finds
+its rows already there.
 """
 
 from __future__ import annotations
@@ -45,13 +35,14 @@ from cdnlake.lake.log.schema import (
     frame_of,
     polars_schema,
 )
-from cdnlake.lake.log.table import Delete, Merge
+from cdnlake.lake.log.table import Delete, Merge, _literal
 from cdnlake.lake.zone.erasure_key import ErasureKey
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from cdnlake.lake.zone.session import LakeSession
+    from cdnlake.privacy import PrivacyPolicy
 
 log = logging.getLogger(__name__)
 
@@ -125,10 +116,8 @@ class Bookkeeping:
 
     def record_erased(self, zone_id: int, rows: pl.DataFrame, kind: str) -> None:
         """Requests of the zone (``request_id``, ``ts``) an erasure removed (``kind``
-        "removed") or held back ("held"): each once, so that the audit explains an hour
-        short by them once, however often they are read again. Kept as the keyed hash of
-        the id and the hour only (:func:`erased_rows`): never the erased client's ids or
-        instants."""
+        "removed") or held back ("held"), as :func:`erased_rows`: each once, so that the
+        audit explains an hour short by them once, however often they are read again."""
         if rows.height == 0:
             return
         rows = rows.select("request_id", "ts").with_columns(
@@ -153,13 +142,9 @@ class Bookkeeping:
 
         filters = [("zone", "in", [str(z) for z in zones])] if zones else None
         unhashed = ~pc.starts_with(ds.field("request_id"), pattern=HASHED)
-        try:
-            found = self.session.lake.dataset(ERASED_REQUESTS, table, filters).to_table(
-                filter=unhashed
-            )
-        except OSError as exc:
-            raise StorageError(f"cannot read erased_requests: {exc}") from None
-        raw = frame_of(found)
+        with _reading(ERASED_REQUESTS):
+            dataset = self.session.lake.dataset(ERASED_REQUESTS, table, filters)
+            raw = frame_of(dataset.to_table(filter=unhashed))
         if raw.height == 0:
             return 0
         key = self._erasure_key()
@@ -188,13 +173,10 @@ class Bookkeeping:
         return key
 
     def record_gaps(self, zone_id: int, gaps: list[dict[str, Any]]) -> float:
-        """Claim the spans of ``gaps`` lost, each instant once per zone.
-
-        Only what no gap of the zone claims yet is written: the rest of a span that
-        continues a gap (one ending where it starts: an outage still going on) extends
-        that gap's row; any other rest is a row of its own. Pull zones and shield zones
-        (``source = 'shield'``) are numbered apart and claim apart. Returns the seconds
-        newly claimed (as they stood before the first attempt)."""
+        """Claim the spans of ``gaps`` lost, each instant once per zone (pull and shield
+        zones apart): what no gap claims yet extends the gap it continues (an outage still
+        going on), else is a row of its own. The seconds newly claimed (as they stood
+        before the first attempt)."""
         wanted = [g for g in gaps if g["gap_to"] > g["gap_from"]]
         if not wanted:
             return 0.0
@@ -238,10 +220,8 @@ class Bookkeeping:
         if table is None:
             return {}
         zones = sorted({zone for zone, _ in keys})
-        try:
+        with _reading(INGEST_GAPS):
             found = lake.dataset(INGEST_GAPS, table, [("zone", "in", zones)]).to_table()
-        except OSError as exc:
-            raise StorageError(f"cannot read ingest_gaps: {exc}") from None
         held: dict[ClaimKey, list[dict[str, Any]]] = {}
         for row in found.to_pylist():
             key = (row["zone"], row["source"] == "shield")
@@ -268,24 +248,18 @@ class Bookkeeping:
             & (ds.field("window_to") >= moment)
         )
         runs = lake.dataset(INGEST_RUNS, table, [("zone", "=", str(zone_id))])
-        try:
+        with _reading(INGEST_RUNS):
             return bool(runs.head(1, columns=["run_id"], filter=whole).num_rows)
-        except OSError as exc:
-            raise StorageError(f"cannot read ingest_runs: {exc}") from None
 
     def record_rejects(self, frames: list[pl.DataFrame], *, patient: bool = True) -> None:
-        """Rows of :func:`rejects_frame`, of one or more zones: each line or record once
-        (see the module docstring). A pass records the rejects of the pages it has read
-        just before the commit that moves its progress past them (so none is lost to a
-        SIGKILL in between), in the MERGE of the passes' rejects waiting at once.
+        """Rows of :func:`rejects_frame`, of one or more zones, each line or record once, in
+        one MERGE with the other passes' waiting rejects (a pass records them just before
+        the commit that moves its progress past them: none is lost to a SIGKILL between).
 
-        The lines an erasure covers are left out at each attempt of the MERGE, on the
-        committer thread (an erasure recorded while the rows waited is honoured), by their
-        text as received (an address erased before a change of ``[privacy]`` is found
-        whole there); then the raw text and the reason are stored as the session's
-        privacy policy allows. An erasure landing between that and the commit is seen by
-        the erasure marks having moved once it has landed: the lines it covers are
-        deleted again (``forget``'s own delete may have run before they landed)."""
+        At each attempt of the MERGE, on the committer thread, the lines an erasure covers
+        are left out by their text as received, then the rest stored as the privacy policy
+        allows. An erasure that lands meanwhile moves the erasure marks: the lines it covers
+        are deleted again (``forget``'s own delete may have run before they landed)."""
         received = pl.concat(frames)
         if received.height == 0:
             return
@@ -302,7 +276,7 @@ class Bookkeeping:
                 refused.append(exc)
                 kept = received.clear()
             held[:] = [(marks, kept)]
-            return self._scrubbed(kept)
+            return scrubbed(self.session.privacy, kept)
 
         zones = received["zone"].unique().to_list()
         merge = Merge(rows, "t.record_key = s.record_key", zones, key=("record_key",))
@@ -313,13 +287,6 @@ class Bookkeeping:
         marks, kept = held[-1]
         if kept.height and self._erasure_marks(received) != marks:
             self._delete_rejects(kept)
-
-    def _scrubbed(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """Rejected lines as the privacy policy stores their raw text and reason."""
-        privacy = self.session.privacy
-        if privacy.changes_nothing or frame.height == 0:
-            return frame
-        return frame.with_columns(privacy.texts(frame["raw_line"]), privacy.texts(frame["reason"]))
 
     def _erasure_marks(self, frame: pl.DataFrame) -> object:
         """The erasure marks that concern rejected lines of ``frame``'s zones, as the tables
@@ -397,6 +364,13 @@ def rejects_frame(
     ).unique(subset=["record_key"], keep="first", maintain_order=True)
 
 
+def scrubbed(privacy: PrivacyPolicy, frame: pl.DataFrame) -> pl.DataFrame:
+    """Rejected lines as the privacy policy stores their raw text and reason."""
+    if privacy.changes_nothing or frame.height == 0:
+        return frame
+    return frame.with_columns(privacy.texts(frame["raw_line"]), privacy.texts(frame["reason"]))
+
+
 def erased_rows(key: ErasureKey, rows: pl.DataFrame) -> pl.DataFrame:
     """``erased_requests`` rows of ``rows`` (its columns, a raw ``request_id`` and
     ``ts``): the keyed hash of each id (lowercased: one request however a source spelled
@@ -420,9 +394,12 @@ def _rehashed(frame: pl.DataFrame) -> Merge:
     )
 
 
-def _literal(value: object) -> str:
-    """A string literal of a delta-rs predicate (it binds no parameters there)."""
-    return "'" + str(value).replace("'", "''") + "'"
+@contextmanager
+def _reading(spec: TableSpec) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise StorageError(f"cannot read {spec.name}: {exc}") from None
 
 
 def _md5(text: str | None) -> str:

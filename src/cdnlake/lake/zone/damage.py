@@ -235,13 +235,10 @@ def read_checked(
     files: pafs.FileSystem, path: str, columns: list[str], failure: BaseException, name: str
 ) -> pa.Table | Undecodable:
     """After a read of ``path`` failed with ``failure``: its ``columns``, decoded from the
-    file's whole bytes, or why those bytes do not decode (damage).
-
-    pyarrow raises ``OSError`` for a refused HEAD and for a ZSTD page that does not
-    decompress alike, and ``ArrowInvalid`` for a missing magic: the exception does not
-    tell I/O from decoding, so they are done apart. Fetching the bytes is retried with
-    backoff; a store that keeps failing raises :class:`StorageUnavailableError` naming
-    ``name``. A file that is not there is no damage either (:class:`StorageError`)."""
+    file's whole bytes (fetched as :func:`with_retries` does), or why those bytes do not
+    decode (damage). pyarrow raises ``OSError`` for a refused HEAD and for a ZSTD page
+    that does not decompress alike: the exception does not tell I/O from decoding, so
+    they are done apart."""
     log.info("lake file %s did not read (%s); checking it", name, first_line(failure))
     return decoded(files, path, f"reading lake file {name}", columns, "nothing was set aside")
 

@@ -79,11 +79,8 @@ class Dedup:
     ) -> tuple[pl.DataFrame, list[DamagedFile]]:
         """The rows of ``frame`` whose key none of ``files`` holds, and the files among
         them that did not decode (set aside). Read with Arrow's Parquet reader alone: its
-        dataset layer would import pandas, when installed, in every commit's process.
-
-        ``files`` named a file that is gone (vacuumed once another commit had removed it):
-        chosen again from the table as it is now (:attr:`current`), read once more; a file
-        gone again is a :class:`~cdnlake.errors.StorageError`."""
+        dataset layer would import pandas, when installed, in every commit's process. A
+        file gone twice (see the module docstring) is a StorageError."""
         try:
             return self._new_rows(frame, files, reads)
         except _Gone as missing:
@@ -202,11 +199,8 @@ def _keys_near(
     files: pafs.FileSystem, path: str, key: str, lo: datetime, hi: datetime
 ) -> tuple[pa.Table, int]:
     """The keys of a data file's row groups whose ``ts`` statistics meet [lo, hi], and
-    how many rows those groups hold.
-
-    Statistics are compared raw (microseconds since the epoch, as the lake stores ``ts``):
-    Arrow boxes a timestamp statistic through pandas, when installed.
-    """
+    how many rows those groups hold. Statistics are compared raw (microseconds since the
+    epoch, as the lake stores ``ts``): Arrow boxes a timestamp statistic through pandas."""
     import pyarrow.parquet as pq
 
     low, high = _epoch_us(lo), _epoch_us(hi)

@@ -1,11 +1,7 @@
 """One process at a time per zone on this machine (an advisory ``flock``), for passes run
 without a fleet lease (in a fleet the lease keeps them apart, and a lock left by a stalled
 holder on a shared storage root must not keep the lease's owner busy).
-
-:func:`writers_held` holds every writer of the lake off at once (``--vacuum-now``): the
-storage root's daemon lock, the writers' lock that every writer no zone lock covers holds
-shared (:func:`writing`: ``backfill``, a re-read, ``forget``, ``maintain``) and every
-zone's lock.
+:func:`writers_held` holds every writer of the lake off at once (``--vacuum-now``).
 
 This saves the rate budget from two local processes polling one zone, and spares a pass
 in flight the refusal a rewind by ``maintain`` would cause (``maintain`` waits for it).
@@ -52,7 +48,7 @@ def zone_lock(
     noun = "shield zone" if kind == "shield_events" else "pull zone"
     name = f"{kind}-{int(zone_id)}"
     deadline = time.monotonic() + wait
-    fd = os.open(locks / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open(locks / f"{name}.lock")
     try:
         with _turn(locks / f"{name}.turn", f"{noun} {zone_id}", wait, stop):
             if not _take(fd, fcntl.LOCK_EX, max(0.0, deadline - time.monotonic()), stop):
@@ -68,7 +64,7 @@ def _turn(path: Path, zone: str, wait: float, stop: Callable[[], bool]) -> Itera
     """The zone's queue, held while its lock is asked for: taken exclusively by a caller
     that waits (one waiter at a time, up to ``wait`` seconds), shared and at once by one
     that does not, which finds the zone busy while someone waits for it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open(path)
     try:
         if not _take(fd, fcntl.LOCK_EX if wait > 0 else fcntl.LOCK_SH, wait, stop):
             raise _busy(fd, f"{zone} is waited for by another cdnlake process")
@@ -88,13 +84,12 @@ def writing(
     locks: Path, who: str, *, wait: float, stop: Callable[[], bool] = lambda: False
 ) -> Iterator[None]:
     """A writer of the lake that no zone lock covers (``backfill``, a re-read, ``forget``,
-    ``maintain``) while the block runs: the writers' lock held shared, which
-    :func:`writers_held` takes exclusively, and its name (``who``) in a file of its own
-    under ``<locks>/writers/`` for a ``--vacuum-now`` that finds the lake busy to name.
-    A vacuum under way is waited for up to ``wait`` seconds, then :class:`ZoneBusyError`
-    naming it; ``stop`` turning true meanwhile: :class:`StopRequested`."""
+    ``maintain``) while the block runs: the writers' lock held shared (:func:`writers_held`
+    takes it exclusively), ``who`` in a file of its own under ``<locks>/writers/`` for a
+    vacuum to name. A vacuum under way is waited for up to ``wait`` seconds, then
+    :class:`ZoneBusyError` naming it; ``stop`` turning true: :class:`StopRequested`."""
     locks.mkdir(parents=True, exist_ok=True)
-    fd = os.open(locks / f"{WRITERS}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open(locks / f"{WRITERS}.lock")
     try:
         if not _take(fd, fcntl.LOCK_SH, wait, stop):
             raise ZoneBusyError(
@@ -103,10 +98,10 @@ def writing(
             )
         (locks / WRITERS).mkdir(exist_ok=True)
         mine = locks / WRITERS / f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        named = os.open(mine, os.O_RDWR | os.O_CREAT, 0o644)
+        named = _open(mine)
         try:
             fcntl.flock(named, fcntl.LOCK_EX)
-            os.pwrite(named, f"{who} since {_now()}".encode(), 0)
+            _name_me(named, _since(who))
             yield
         finally:
             mine.unlink(missing_ok=True)
@@ -148,14 +143,18 @@ def _take(fd: int, how: int, wait: float, stop: Callable[[], bool]) -> bool:
             time.sleep(0.1)
 
 
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _open(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
 
 
-def _name_me(fd: int) -> None:
-    """This process's name (host:pid) in a lock file it holds, for :func:`_busy` to show."""
+def _since(who: str) -> str:
+    return f"{who} since {datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}"
+
+
+def _name_me(fd: int, name: str = "") -> None:
+    """``name`` (else this process's host:pid) in a lock file it holds, for :func:`_holder`."""
     os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{socket.gethostname()}:{os.getpid()}".encode(), 0)
+    os.pwrite(fd, (name or f"{socket.gethostname()}:{os.getpid()}").encode(), 0)
 
 
 def _busy(fd: int, what: str) -> ZoneBusyError:
@@ -183,16 +182,13 @@ def writers_held(
     stop: Callable[[], bool] = lambda: False,
 ) -> Iterator[None]:
     """Hold every local writer of the lake off while the block runs: the storage root's
-    daemon lock (``daemon_lock``: no daemon runs, none starts meanwhile; the lock names
-    ``who`` holds it), the writers' lock (no ``backfill``, re-read, ``forget`` or
-    ``maintain`` runs: :func:`writing`) and the lock of each ``(table, zone)`` (no
-    ``ingest`` or ``import-v1`` of it runs), each waited for up to ``wait`` seconds. A
-    daemon running is not waited for: :class:`ZoneBusyError` at once, naming it (host:pid,
-    since when); a writer or a zone still held after ``wait``: :class:`ZoneBusyError`
-    naming it; ``stop`` turning true meanwhile: :class:`StopRequested`."""
+    daemon lock (a daemon running is not waited for) and the writers' lock (:func:`writing`),
+    both naming ``who``, then each ``(table, zone)``'s, waited for up to ``wait`` seconds.
+    One still held: :class:`ZoneBusyError` naming its holder; ``stop`` turning true
+    meanwhile: :class:`StopRequested`."""
     daemon_lock.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as held:
-        fd = os.open(daemon_lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open(daemon_lock)
         held.callback(os.close, fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -201,17 +197,15 @@ def writers_held(
             raise ZoneBusyError(
                 f"a cdnlake daemon ({running}) writes this lake: stop it first"
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{who} since {_now()}\n".encode(), 0)
+        _name_me(fd, _since(who) + "\n")
         held.callback(os.ftruncate, fd, 0)
         locks.mkdir(parents=True, exist_ok=True)
-        writers = os.open(locks / f"{WRITERS}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        writers = _open(locks / f"{WRITERS}.lock")
         held.callback(os.close, writers)
         if not _take(writers, fcntl.LOCK_EX, wait, stop):
             named = ", ".join(_writers(locks)) or "another cdnlake process"
             raise ZoneBusyError(f"the lake is being written by {named}")
-        os.ftruncate(writers, 0)  # the vacuum named, for a writer that finds it
-        os.pwrite(writers, f"{who} since {_now()}".encode(), 0)
+        _name_me(writers, _since(who))  # the vacuum named, for a writer that finds it
         held.callback(os.ftruncate, writers, 0)
         for kind, zone_id in sorted(set(zones)):
             held.enter_context(zone_lock(locks, kind, zone_id, wait=wait, stop=stop))

@@ -3,8 +3,7 @@
 Built once at the composition root (each CLI command, the daemon) and passed to everything
 that touches the lake, so a process holds one state of each table and every change goes
 through that table's one committer (:mod:`cdnlake.lake.log.table`). It also carries the
-process's ``[privacy]`` policy, the erasures every writer holds rows against, and the
-traffic sink told what each landed commit newly stored.
+``[privacy]`` policy, the erasures rows are held against, and the traffic sink.
 """
 
 from __future__ import annotations
@@ -12,9 +11,10 @@ from __future__ import annotations
 import logging
 import threading
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Literal, Protocol, overload
 
 from cdnlake.errors import first_line
+from cdnlake.lake.log.progress import ERASED
 from cdnlake.lake.log.schema import REQUESTS, TableSpec
 from cdnlake.lake.log.store import Lake
 from cdnlake.lake.zone.erasure_key import KeySource
@@ -27,9 +27,20 @@ if TYPE_CHECKING:
 
     from cdnlake.config import StorageConfig
     from cdnlake.lake.log.table import LogTable, MergeTable
-    from cdnlake.lake.zone.traffic import TrafficSink
 
 log = logging.getLogger(__name__)
+
+
+class TrafficSink(Protocol):
+    """The process's traffic counters (in ``monitoring/``, which the lake never imports)."""
+
+    def stored(self, zone_id: int, rows: pl.DataFrame, *, counted_as: str | None = None) -> None:
+        """``rows`` (the ``requests`` table's columns) were newly stored for ``zone_id`` by
+        one commit that landed; ``counted_as``: the source they count under instead of each
+        row's own (``archive`` for an archive import, whose rows are v1 lines). Called once
+        per such commit, from the committing thread; never for a commit that was sent
+        back, lost its race or failed, nor for rows the table already held."""
+        ...
 
 
 class LakeSession:
@@ -41,11 +52,9 @@ class LakeSession:
         *,
         traffic: TrafficSink | None = None,
     ) -> None:
-        """``erasure_keys``: where the key that hashes erased addresses is found (the
-        environment, else the storage root's work folder); none: address erasures are
-        not matched (a test's lake without a root). ``traffic``: told the requests each
-        landed commit newly stored (the daemon's counters); None where nothing counts
-        them (a CLI command)."""
+        """``erasure_keys``: where the key that hashes erased addresses is found (none:
+        address erasures are not matched, a test's lake without a root). ``traffic``: the
+        daemon's counters; None where nothing counts (a CLI command)."""
         self.lake = lake
         self.privacy = privacy
         self.erasure_keys = erasure_keys or KeySource(None)
@@ -98,8 +107,6 @@ class LakeSession:
 
     def _erasure_marks(self, spec: TableSpec, zones: list[int]) -> dict[int, int | None]:
         """The erasure marks of ``zones`` in ``spec`` as the table has it now."""
-        from cdnlake.lake.log.progress import ERASED
-
         return self.log_table(spec).marks(zones, ERASED)
 
     @overload
@@ -109,13 +116,10 @@ class LakeSession:
     @overload
     def log_table(self, spec: TableSpec, *, create: Literal[False]) -> LogTable | None: ...
     def log_table(self, spec: TableSpec, *, create: bool = True) -> LogTable | None:
-        """The exactly-once table ``spec`` (``requests``, ``shield_events``), loaded at the
-        first call (created where it does not exist yet, given the columns it lacks).
-        ``create=False``, a reader's (``top``, the metrics): None where the table does not
-        exist, and one of an older cdnlake is followed as it is, neither made nor evolved
-        (a reader writes nothing); a writer of the process asking for it later makes it
-        ready then."""
-        from cdnlake.lake.log.progress import ERASED
+        """The exactly-once table ``spec``, loaded at the first call (created, or given the
+        columns it lacks). ``create=False``, a reader's (``top``, the metrics): None where
+        the table does not exist, an older one followed as it is (a reader writes nothing);
+        a writer of the process asking for it later makes it ready then."""
         from cdnlake.lake.log.table import LogTable
 
         if spec.key is None:
@@ -152,11 +156,10 @@ class LakeSession:
             return self._merges[spec.name]
 
     def reader(self, spec: TableSpec) -> DeltaTable | None:
-        """The table as this process reads it (``status``, ``/healthz``, the audit, the
-        report's checks): one delta-rs snapshot per table for the session's life, brought
-        up to date at each call (the log's new entries only), never opened anew; reopened
-        only where it cannot be brought up to date (its entries cleaned up). None while
-        the table does not exist (nothing is created: a reader never writes)."""
+        """The table as this process reads it (``status``, ``/healthz``, the audit): one
+        delta-rs snapshot per table, brought up to date at each call (reopened only where
+        its entries were cleaned up); None while the table does not exist (a reader never
+        creates it)."""
         with self._table_lock(spec):
             table = self._readers.get(spec.name)
             if table is not None:

@@ -3,9 +3,7 @@
 Each commit carries the zone's marks as app transactions beside the rows they cover, so a
 commit prepared on a snapshot another commit of the zone has passed goes back (``AGAIN``)
 and is prepared again, and one whose fence token was moved past is refused
-(:class:`FencedError`). Where a pass starts, the fence it commits under and their snapshot
-are one value (:attr:`ZoneWriter.start`). Deduplication is :mod:`cdnlake.lake.zone.dedup`;
-the data files, :mod:`cdnlake.lake.log.files`.
+(:class:`FencedError`).
 """
 
 from __future__ import annotations
@@ -23,6 +21,7 @@ from typing import TypeAlias
 import polars as pl
 from deltalake import Transaction
 from deltalake.exceptions import DeltaError
+from deltalake.transaction import AddAction
 
 from cdnlake.errors import (
     CdnlakeError,
@@ -75,14 +74,6 @@ class Written:
     # The zone's marks as the commit left them, at the version it landed at.
     after: Snapshot | None = None
 
-    @property
-    def files_read(self) -> int:
-        return self.reads.files
-
-    @property
-    def keys_read(self) -> int:
-        return self.reads.keys
-
 
 @dataclass
 class _Attempt:
@@ -110,11 +101,10 @@ class ZoneWriter:
         counted_as: str | None = None,
     ) -> None:
         """Take the zone as the table has it now: :attr:`start`, and its fence token.
-        ``counted_as``: the traffic counters' source instead of each row's own
-        (``archive``). ``clock``: the pass's own (retention is counted from it).
-        ``holder``: the fleet lease's generation (None without a fleet): a newer one than
-        the table's takes the zone by a commit of progress alone, and the writer starts
-        from what it landed on; an older one is refused (:class:`FencedError`)."""
+        ``counted_as``: the traffic counters' source (``archive``); ``clock``: the pass's
+        own (retention is counted from it). ``holder``: the fleet lease's generation: a
+        newer one than the table's takes the zone by a commit of progress alone; an older
+        one is refused (FencedError)."""
         if spec.key is None:
             raise ValueError(f"{spec.name} has no key")
         self.session = session
@@ -195,15 +185,11 @@ class ZoneWriter:
         rewinding: bool = False,
         behind: datetime | None = None,
     ) -> Written:
-        """Add the rows not yet in the table and set the zone's progress, in one commit.
-
-        ``progress`` maps marks ("" for the watermark) to versions. The zone's main app id
-        and fence are always part of the commit, so that any two commits of one zone
-        conflict and the later one is prepared again. FencedError, with nothing written,
-        when the table's fence token is newer than this writer's (a rewind or a new holder
-        since). The watermark never moves back but in a rewind (``rewinding``). ``behind``:
-        the new rows from before it are counted apart (``Written.late``).
-        """
+        """Add the rows not yet in the table and set the zone's progress (marks, "" the
+        watermark, to versions) in one commit, which carries the zone's watermark and fence
+        so that any two commits of the zone conflict. FencedError, nothing written, where
+        the table's fence token is newer than this writer's. The watermark moves back only
+        in a rewind (``rewinding``); new rows from before ``behind`` count as ``late``."""
         (outcome,) = _commit_each(
             [(self, rows)], progress, rewinding=rewinding, behind=behind, patient=self._in_pass
         )
@@ -252,12 +238,7 @@ class ZoneWriter:
         if new.height and PRIVACY not in versions:  # what the rows were stored under
             setting = self.session.privacy.setting.code()
             versions.update(privacy_marks(snapshot.mark, setting, int(time.time() * 1000)))
-        try:
-            actions, kept = write_files(self.session.lake, self.spec, new)
-        except (OSError, DeltaError) as exc:
-            raise StorageError(
-                f"cannot write to {self.session.lake.table_uri(self.spec)}: {first_line(exc)}"
-            ) from None
+        actions, kept = self._write(new)
         share = Prepared(
             self.zone_id,
             snapshot.version,
@@ -269,6 +250,15 @@ class ZoneWriter:
             new.height, frame.height - new.height, offered - frame.height, reads=reads
         )
         return _Attempt(share, snapshot, versions, new, kept, written)
+
+    def _write(self, rows: pl.DataFrame) -> tuple[list[AddAction], dict[str, pl.DataFrame]]:
+        """``rows`` as the share's data files (:func:`write_files`), a failure a StorageError."""
+        try:
+            return write_files(self.session.lake, self.spec, rows)
+        except (OSError, DeltaError) as exc:
+            raise StorageError(
+                f"cannot write to {self.session.lake.table_uri(self.spec)}: {first_line(exc)}"
+            ) from None
 
     def _landed(self, attempt: _Attempt, version: int, behind: datetime | None) -> Written:
         """What a share that landed at ``version`` did; the writer follows it. Its new rows
@@ -353,12 +343,10 @@ def _commit_each(
     behind: datetime | None = None,
     patient: bool,
 ) -> list[Written | CdnlakeError]:
-    """The one commit loop of :meth:`ZoneWriter.commit` and :func:`commit_together`: each
-    zone's share prepared, the shares submitted together to the table's committer, those
-    sent back (their zone committed to meanwhile) prepared again, up to
-    ``CONFLICT_RETRIES`` times; each zone's outcome, its error alone where it failed.
-    The rows are stored as the session's privacy policy allows (:mod:`cdnlake.privacy`):
-    addresses and URLs treated before any file is written."""
+    """The one commit loop of :meth:`ZoneWriter.commit` and :func:`commit_together`: the
+    zones' shares submitted together, those sent back (their zone committed to meanwhile)
+    prepared again up to ``CONFLICT_RETRIES`` times, the rows treated by the session's
+    privacy policy first; each zone's outcome, its error alone where it failed."""
     outcomes: dict[int, Written | CdnlakeError] = {}
     frames = {id(w): prepare(w.spec, w.zone_id, w.session.privacy.rows(rows)) for w, rows in writes}
     received = {id(w): _as_received(w, rows) for w, rows in writes}
@@ -368,16 +356,13 @@ def _commit_each(
         attempts: list[tuple[ZoneWriter, _Attempt]] = []
         for key, writer in pending.items():
             try:
-                attempts.append(
-                    (
-                        writer,
-                        writer._prepare(
-                            frames[key], progress, rewinding, reads[key], received[key]
-                        ),
-                    )
+                attempt = writer._prepare(
+                    frames[key], progress, rewinding, reads[key], received[key]
                 )
             except CdnlakeError as exc:
                 outcomes[key] = exc
+                continue
+            attempts.append((writer, attempt))
         pending = {}  # from here on, those sent back again
         if not attempts:
             break
