@@ -192,13 +192,19 @@ def naming(address: str) -> object:
     return day_events
 
 
-@pytest.mark.parametrize("zone", [ZONE, SHIELD_ZONE], ids=["pull", "shield"])
+@pytest.mark.parametrize(
+    ("zone", "later"),
+    [(ZONE, "keep"), (SHIELD_ZONE, "keep"), (ZONE, "truncate"), (SHIELD_ZONE, "truncate")],
+    ids=["pull", "shield", "pull-keep-truncate", "shield-keep-truncate"],
+)
 def test_a_later_pass_stores_no_rejected_line_of_the_erased_address(
-    tmp_path, spoiling, monkeypatch, zone
+    tmp_path, spoiling, monkeypatch, zone, later
 ):
     """Pull zone: a record the provider serves spoiled (a rejected line) holding the erased
     address, read again by ``ingest --from/--to``. Shield zone: today's events are read
-    again by every pass, the spoiled one naming the erased address with them."""
+    again by every pass, the spoiled one naming the erased address with them. Erased under
+    ``keep``, read again under ``truncate``: not stored truncated either (held before it
+    is scrubbed)."""
     start, end, reread = span(spoiling)
     bad = [
         r.wire
@@ -207,21 +213,32 @@ def test_a_later_pass_stores_no_rejected_line_of_the_erased_address(
     ]
     assert bad, "the test has no spoiled record"
     address = bad[0].remoteIp
+    erased = [w.requestId for w in bad if w.remoteIp == address]
     monkeypatch.setattr(ShieldRoutes, "day_events", naming(address))
-    path = config(tmp_path, spoiling, 'ip = "keep"')
-    path.write_text(path.read_text() + f"[[shield_zones]]\nid = {SHIELD_ZONE}\n")
+
+    def configured(ip: str) -> Path:
+        path = config(tmp_path, spoiling, f'ip = "{ip}"')
+        path.write_text(path.read_text() + f"[[shield_zones]]\nid = {SHIELD_ZONE}\n")
+        return path
+
+    path = configured("keep")
     source = "shield" if zone == SHIELD_ZONE else "v2"
 
     def holding() -> int:
         rejected = lake_frame(load_test_config(path), "rejected_lines")
         mine = rejected.filter((pl.col("zone") == zone) & (pl.col("source") == source))
-        return mine.filter(pl.col("raw_line").str.contains(address, literal=True)).height
+        hit = pl.col("raw_line").str.contains(address, literal=True)
+        hit = (
+            hit | pl.col("request_id").is_in(erased) | pl.col("request_id").str.ends_with("-erased")
+        )
+        return mine.filter(hit).height
 
     cli(path, "ingest")
     assert holding() > 0, "the test has nothing to erase"
     out = cli(path, "forget", "--ip", address)
     assert re.search(r"[1-9]\d* rejected line\(s\)", out), out
     assert holding() == 0
+    path = configured(later)
     if zone == SHIELD_ZONE:
         out = cli(path, "ingest", "--zone", str(SHIELD_ZONE))
     else:
