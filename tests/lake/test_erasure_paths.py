@@ -2,8 +2,10 @@
 the command line against the loopback emulator (issue 48, "fail closed" and "erasures are
 explained"): ``maintain --restore`` of a quarantined file, ``backfill`` from the archive,
 the daemon's log-forwarding receiver, ``import-v1`` of an erased address, and the rejected
-lines of a later pass of a pull zone and of a shield zone. Each stores none of the erased
-client's rows again and counts them "held back (erased)" where it counts rows.
+lines of a later pass of a pull zone and of a shield zone (under the same setting, and
+keep -> truncate). Each stores none of the erased client's rows again and counts them
+"held back (erased)" where it counts rows. And what forget says under ``ip = "drop"`` and
+for ``--request-id``.
 """
 
 from __future__ import annotations
@@ -245,3 +247,21 @@ def test_a_later_pass_stores_no_rejected_line_of_the_erased_address(
         out = cli(path, "ingest", "--zone", str(ZONE), *reread)
     assert holding() == 0, out
     assert lake_frame(load_test_config(path), "rejected_lines").height > 0  # the others stay
+
+
+def test_forget_under_drop_and_of_a_request_id_says_what_it_did(tmp_path, emulator):
+    """Under ``ip = "drop"`` no stored row holds an address: forget says so, not just 0;
+    ``--request-id`` names the request id as what is recorded, never an address hash."""
+    path = config(tmp_path, emulator, 'ip = "drop"')
+    cli(path, "ingest")
+    start, end, _ = span(emulator)
+    address, ids = busiest(emulator, ZONE, start, end)
+    stored = sorted(ids & ids_of(path))
+    assert stored, "the test has nothing to erase"
+    out = cli(path, "forget", "--ip", address)
+    assert "0 request(s) of that address removed" in out, out
+    assert 'ip = "drop": client addresses are not stored' in out and address not in out
+    out = cli(path, "forget", "--request-id", stored[0])
+    assert "1 request removed" in out and "(the request id)" in out, out
+    assert "keyed hash" not in out and "address" not in out
+    assert stored[0] not in ids_of(path)
