@@ -5,7 +5,7 @@ the daemon's log-forwarding receiver, ``import-v1`` of an erased address, and th
 lines of a later pass of a pull zone and of a shield zone (under the same setting, and
 keep -> truncate). Each stores none of the erased client's rows again and counts them
 "held back (erased)" where it counts rows. And what forget says under ``ip = "drop"`` and
-for ``--request-id``.
+for ``--request-id``; and a rotated erasure key, refused until the retired key is kept.
 """
 
 from __future__ import annotations
@@ -27,12 +27,23 @@ from cdnlake.emulator.state import is_bad_record
 from cdnlake.lake.log.progress import to_ms
 from cdnlake.lake.log.schema import REQUESTS
 from cdnlake.lake.zone.damage import set_aside
+from cdnlake.lake.zone.erasure_key import RETIRED_FILE
 from tests.cli.test_backfill_cli import archive_config
 from tests.cli.test_backfill_cli import cli as archive_cli
 from tests.conftest import NOW, free_port, lake_frame, lake_of, load_test_config, start_emulator
 from tests.forwarding.helpers import send_tcp, synthetic, syslog
 from tests.forwarding.test_daemon import daemon_config
-from tests.lake.test_erasure_holds import ZONE, busiest, cli, config, held_back, span
+from tests.lake.test_erasure_holds import (
+    HASH,
+    KEY,
+    ZONE,
+    busiest,
+    cli,
+    config,
+    held_back,
+    refusal,
+    span,
+)
 from tests.test_scheduler import spawn_daemon, stop, wait_for_line
 
 SHIELD_ZONE = 5001
@@ -265,3 +276,22 @@ def test_forget_under_drop_and_of_a_request_id_says_what_it_did(tmp_path, emulat
     assert "1 request removed" in out and "(the request id)" in out, out
     assert "keyed hash" not in out and "address" not in out
     assert stored[0] not in ids_of(path)
+
+
+def test_a_rotated_key_refuses_until_the_retired_key_is_kept(tmp_path, emulator):
+    """``hash_key_env`` rotated after a forget: a re-read refuses the zone's rows in one
+    line until the old key is in ``<root>/work/erasure-retired.keys``; then it holds the
+    erased rows back again."""
+    path = config(tmp_path, emulator, f'ip = "keep"\n{HASH}')
+    cli(path, "ingest")
+    start, end, reread = span(emulator)
+    address, ids = busiest(emulator, ZONE, start, end)
+    cli(path, "forget", "--ip", address)
+    new = "rotated-key-" + "n" * 32
+    out = cli(path, "ingest", "--zone", str(ZONE), *reread, code=1, key=new)
+    assert "privacy.hash_key_env" in refusal(out) and address not in out
+    retired = load_test_config(path).storage.root / "work" / RETIRED_FILE
+    retired.write_text(KEY.encode().hex() + "\n")
+    out = cli(path, "ingest", "--zone", str(ZONE), *reread, key=new)
+    assert held_back(out) > 0, out
+    assert not ids & ids_of(path)
