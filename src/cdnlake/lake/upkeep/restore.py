@@ -38,6 +38,7 @@ class Restored:
     path: str = ""  # the data file's path in its table when it was set aside
     added: int = 0  # rows put back
     present: int = 0  # rows whose key the table held already
+    erased: int = 0  # rows an erasure covers, held back (cdnlake forget)
     error: str | None = None  # why it was left in the quarantine
 
     def line(self) -> str:
@@ -46,6 +47,7 @@ class Restored:
         return (
             f"restored {self.kept_as} to {self.table}: {self.added} rows added, "
             f"{self.present} already in the table"
+            + (f", {self.erased} held back (erased)" if self.erased else "")
         )
 
 
@@ -83,7 +85,7 @@ def restore(session: LakeSession, zones: list[int] | None = None) -> list[Restor
             if writer is None:
                 writer = writers[(spec.name, zone)] = ZoneWriter(session, spec, zone)
             written = writer.commit(rows, {})  # the zone's progress unchanged
-            item.added, item.present = written.new, written.duplicates
+            item.added, item.present, item.erased = written.new, written.duplicates, written.erased
             _remove(files, name)
         except StorageUnavailableError:
             raise  # the store is down: the next files would fail alike
