@@ -19,14 +19,16 @@ import polars as pl
 import pytest
 
 from cdnlake.emulator import Emulator
-from cdnlake.lake.log.schema import ERASURES, REJECTED_LINES
+from cdnlake.lake.log.progress import WATERMARK, to_ms
+from cdnlake.lake.log.schema import ERASURES, REJECTED_LINES, REQUESTS
 from cdnlake.lake.personal.forget import Target, forget, record
 from cdnlake.lake.zone.bookkeeping import Bookkeeping
 from cdnlake.lake.zone.erasures import NETWORK
+from cdnlake.lake.zone.writer import ZoneWriter
 from tests.conftest import lake_frame, load_test_config, start_emulator
 from tests.lake.test_erasure_fail_closed import rejected
 from tests.lake.test_erasure_holds import KEY, KEY_ENV, LATER, ZONE, cli, config, held_back
-from tests.lake.test_forget import ADDRESS, config_at, seed, table_rows
+from tests.lake.test_forget import ADDRESS, END, OTHER, config_at, requests, seed, table_rows
 from tests.sessions import session_for
 
 A, B = "192.0.2.10", "192.0.2.20"  # one /24: the erased client and its neighbour
@@ -86,7 +88,11 @@ def test_an_erasure_under_truncate_holds_back_the_network_it_removed(tmp_path, e
     cli(path, "import-v1", str(source), "--zone", str(ZONE))
     out = cli(path, "forget", "--ip", A)
     assert "6 request(s) of that address's network removed" in out, out
-    assert "every request stored as the network 192.0.2.0/24 or its keyed hash" in out
+    assert (
+        "every request stored as the network 192.0.2.0/24 or its keyed hash in zone(s) 1234" in out
+    )
+    (row,) = lake_frame(load_test_config(path), "erasures").to_dicts()
+    assert any(h.startswith(f"{NETWORK}@{ZONE}:") for h in row["filter"].split())
     out = cli(path, "import-v1", str(source), "--zone", str(ZONE))
     assert held_back(out) == 6, out
     assert lake_frame(load_test_config(path)).height == 0
@@ -168,3 +174,52 @@ def test_a_rejected_line_without_a_source_is_held_against_the_erasures(tmp_path)
         Bookkeeping(daemon).record_rejects([line], patient=False)
         kept = table_rows(daemon, REJECTED_LINES)["raw_line"].to_list()
         assert not [text for text in kept if ADDRESS in text]
+
+
+NEIGHBOUR = "203.0.113.8"  # in ADDRESS's /24
+
+
+def neighbours(zone: int) -> pl.DataFrame:
+    """The provider's records of ``zone``: ADDRESS's, and the rest from its neighbour."""
+    rows = requests(zone)
+    other = pl.when(pl.col("remote_ip") == OTHER).then(pl.lit(NEIGHBOUR))
+    return rows.with_columns(other.otherwise(pl.col("remote_ip")).alias("remote_ip"))
+
+
+def test_a_network_is_held_as_stored_only_in_the_zones_stored_as_it(tmp_path):
+    """Zone 7 stored the network (truncate), zone 8 whole addresses (keep): read again
+    under truncate, zone 7 holds back everyone in it (forget removed them there), zone 8
+    only the erased client's requests."""
+    with session_for(config_at(tmp_path, ip="truncate")) as session:
+        ZoneWriter(session, REQUESTS, 7).commit(neighbours(7), {WATERMARK: to_ms(END)})
+    with session_for(config_at(tmp_path)) as session:
+        ZoneWriter(session, REQUESTS, 8).commit(neighbours(8), {WATERMARK: to_ms(END)})
+        report = forget(session, Target(ip=ADDRESS), datetime.now(UTC), zones_known=(7, 8))
+        assert report.requests == {7: 120, 8: 12}
+        assert report.held_as_stored == {"203.0.113.0/24": {7}}
+    with session_for(config_at(tmp_path, ip="truncate")) as daemon:
+        again = {
+            zone: ZoneWriter(daemon, REQUESTS, zone).commit(
+                neighbours(zone), {WATERMARK: to_ms(END)}
+            )
+            for zone in (7, 8)
+        }
+        assert (again[7].new, again[7].erased) == (0, 120)
+        assert (again[8].new, again[8].erased) == (0, 12)  # the neighbour's stored already
+        ZoneWriter(daemon, REQUESTS, 9).commit(neighbours(9), {WATERMARK: to_ms(END)})
+        rows = table_rows(daemon, REQUESTS).filter(pl.col("pull_zone_id") == 9)
+        assert rows.height == 108  # a zone configured later: the neighbour's requests
+
+
+def test_a_neighbours_rejected_line_is_kept_after_a_switch_to_truncate(tmp_path):
+    with session_for(config_at(tmp_path)) as session:
+        seed(session, zones=(7,))
+        forget(session, Target(ip=ADDRESS), datetime.now(UTC), zones_known=(7,))
+    with session_for(config_at(tmp_path, ip="truncate")) as daemon:
+        lines = pl.concat(
+            [rejected(7, "v1-file", NEIGHBOUR), rejected(7, "v1-file", ADDRESS)]
+        ).with_columns(pl.Series("record_key", ["n", "a"]))
+        Bookkeeping(daemon).record_rejects([lines], patient=False)
+        kept = table_rows(daemon, REJECTED_LINES).filter(pl.col("record_key").is_in(["n", "a"]))
+        assert kept["record_key"].to_list() == ["n"]
+        assert "203.0.113.0" in kept["raw_line"][0] and NEIGHBOUR not in kept["raw_line"][0]

@@ -135,23 +135,23 @@ def _outcome(target: Target, report: ForgetReport, policy: PrivacyPolicy) -> lis
         "address's requests under any [privacy] setting (by the address as received or as "
         "stored)"
         + "".join(
-            f"; every request stored as the network {n} or its keyed hash (the rows were "
-            "stored so: everyone in it)"
-            for n in sorted(report.held_as_stored)
+            f"; every request stored as the network {n} or its keyed hash in zone(s) "
+            f"{', '.join(str(z) for z in sorted(zones))} (its rows there were stored so: "
+            "everyone in it)"
+            for n, zones in sorted(report.held_as_stored.items())
         )
         + "".join(
-            f"; requests received as the network {n} (anonymised by the provider), not "
-            "those of other clients in it"
+            f"; requests received as the network {n} (anonymised by the provider)"
+            + (" in other zones" if n in report.held_as_stored else "")
+            + ", not those of other clients in it"
             for n in sorted(report.held_as_received)
         )
     )
-    networks = (
-        " or a network named above" if report.held_as_stored | report.held_as_received else ""
-    )
+    networks = " or a network named above" if report.held_as_received else ""
     lines.append(
         f"and, whatever their time, the rejected lines whose raw text holds that address{networks}"
         + "".join(
-            f" (or, while [privacy] truncates to it, any address in {n})"
+            f" (or, in zone(s) stored as it, while [privacy] truncates to it, any address in {n})"
             for n in sorted(report.held_as_stored)
         )
     )

@@ -129,7 +129,24 @@ class Form:
     label: str
     text: str
     network: str | None = None  # e.g. "11.57.65.0/24"
-    stored: bool = False  # a network form the zones' privacy marks show rows stored in
+    hashed_under: int | None = None  # a keyed hash's: the key id privacy marks name
+
+    def stored_by(self, settings: Sequence[Setting]) -> bool:
+        """Whether rows stored under one of ``settings`` hold this network form: everyone
+        in the network (``truncate`` to its prefix, or ``hash`` of what it truncated)."""
+        if self.network is None:
+            return False
+        network = ipaddress.ip_network(self.network)
+        for setting in settings:
+            bits = setting.ipv4_prefix if network.version == 4 else setting.ipv6_prefix
+            if bits != network.prefixlen:
+                continue
+            if self.hashed_under is None and setting.ip == "truncate":
+                return True
+            hashed = setting.ip == "hash" and setting.holds_networks
+            if hashed and setting.key_id == self.hashed_under:
+                return True
+        return False
 
 
 @dataclass
@@ -147,9 +164,9 @@ class ForgetReport:
     quarantined: int = 0
     matched: set[str] = field(default_factory=set)  # the labels of the forms that matched
     networks: set[str] = field(default_factory=set)  # networks rows held (everyone in them)
-    # The networks the erasure holds back: every request stored as one (the zones' rows
-    # were), or only those received as one (anonymised by the provider).
-    held_as_stored: set[str] = field(default_factory=set)
+    # The networks the erasure holds back: every request stored as one in the zones whose
+    # rows were stored so, and those received as one (anonymised by the provider).
+    held_as_stored: dict[str, set[int]] = field(default_factory=dict)
     held_as_received: set[str] = field(default_factory=set)
     hours: dict[int, dict[str, int]] = field(default_factory=dict)  # zone: hour: removed
 
@@ -199,11 +216,8 @@ def forget(
     report = ForgetReport(erasure.erasure_id, now)
     zones = list(target.zones) or None
     scope = sorted(set(_zones_of(session, REQUESTS, zones)) | _concerned(target, zones_known))
-    erasure, variants = _variants(session, erasure, target, scope)  # may refuse: nothing done
-    for form, _ in variants:
-        if form is not None and form.network is not None:
-            (report.held_as_stored if form.stored else report.held_as_received).add(form.network)
-    report.held_as_received -= report.held_as_stored
+    # may refuse: nothing done
+    erasure, variants = _variants(session, erasure, target, scope, report)
     record(session, _rows(erasure, target, report))  # first: never lost
     mark = {ERASED: to_ms(now)}
     if not target.zones:  # every zone's, those configured later too
@@ -346,9 +360,8 @@ def forms(
     as received, its network under each prefix ``truncate`` had (the configured one and
     those the zones' privacy marks name), and the keyed hash of each under the key of
     ``[privacy] hash_key_env`` (where this process holds it) and under each key the marks
-    name that is among ``keys`` (the erasure keys held: retired ones too). A network form
-    is ``stored`` where the marks show rows stored in it (everyone in the network).
-    ConfigError where the marks name a hash key none of these is."""
+    name that is among ``keys`` (the erasure keys held: retired ones too). ConfigError
+    where the marks name a hash key none of these is."""
     parsed = ipaddress.ip_address(canonical(address))
 
     def prefix(setting: Setting) -> int:
@@ -363,9 +376,8 @@ def forms(
         if bits >= parsed.max_prefixlen:
             continue
         network = ipaddress.ip_network(f"{parsed}/{bits}", strict=False)
-        stored = any(s.ip == "truncate" and prefix(s) == bits for s in settings)
         text = network.network_address.compressed
-        found.append(Form(f"its network {network}", text, str(network), stored))
+        found.append(Form(f"its network {network}", text, str(network)))
     key = policy.key if policy.ip == "hash" else policy.erasure_key
     hashings: dict[int, PrivacyPolicy] = {}
     for secret in (key, *keys):
@@ -373,7 +385,7 @@ def forms(
             hashing = PrivacyPolicy("hash", key=secret)
             hashings.setdefault(hashing.setting.key_id, hashing)
     current = PrivacyPolicy("hash", key=key).setting.key_id if key else None
-    hashed_under = [] if current is None else [current]
+    key_ids = [] if current is None else [current]
     for setting in settings:  # rows hashed under a key this process cannot reproduce
         if setting.ip == "hash" and setting.key_id not in hashings:
             raise ConfigError(
@@ -384,9 +396,9 @@ def forms(
                 "retire it there (nothing was removed)"
             )
         if setting.ip == "hash":
-            hashed_under.append(setting.key_id)
+            key_ids.append(setting.key_id)
     plain = list(found)
-    for key_id in dict.fromkeys(hashed_under):
+    for key_id in dict.fromkeys(key_ids):
         for form in plain:
             hashed = hashings[key_id].stored_as(form.text)
             if hashed is None:
@@ -394,29 +406,23 @@ def forms(
             label = f"the keyed hash of {form.label.removeprefix('its ')}"
             if key_id != current:
                 label += f" (under the retired key {key_id:08x})"
-            stored = form.network is not None and any(
-                s.ip == "hash"
-                and s.holds_networks
-                and s.key_id == key_id
-                and f"/{prefix(s)}" == form.network[form.network.index("/") :]
-                for s in settings
-            )
-            found.append(Form(label, hashed, form.network, stored))
+            found.append(Form(label, hashed, form.network, key_id))
     return found
 
 
 def _variants(
-    session: LakeSession, erasure: Erasure, target: Target, scope: list[int]
+    session: LakeSession, erasure: Erasure, target: Target, scope: list[int], report: ForgetReport
 ) -> tuple[Erasure, list[tuple[Form | None, Erasure]]]:
     """The erasure to record, and each erasure to match the zones' rows by: an address as
     each form it may be stored in (:func:`forms`), a request id by the id itself (never
     recorded). An address's erasure holds the keyed hashes of every form: the address's
     own untagged (it matches the client's rows read again under any later setting, by
-    the address as received or as stored); a network's untagged where the zones' privacy
-    marks show rows stored as it (everyone in it: forget removed them), else tagged
-    ``net:`` (matched only by an address received as that network: anonymised by the
-    provider). Rows restored from ``_quarantine/`` are matched the same. All are known
-    before anything is removed: a process reads an erasure once."""
+    the address as received or as stored); a network's tagged ``net@<zones>:``, the
+    zones whose privacy marks show rows stored as it (everyone in it: forget removed
+    them there; matched as stored there), else ``net:`` (matched only by an address
+    received as that network: anonymised by the provider). Rows restored from
+    ``_quarantine/`` are matched the same. All are known before anything is removed: a
+    process reads an erasure once. ``report`` gets the networks it holds back so."""
     if target.request_id is not None:
         raw = target.request_id.strip().lower()
         return erasure, [(None, replace(erasure, filter=raw, key_id=None))]
@@ -425,19 +431,38 @@ def _variants(
     assert key is not None  # made by _erasure
     codes = session.log_table(REQUESTS).marks(scope, PRIVACY) if scope else {}
     before = session.log_table(REQUESTS).marks(scope, PRIVACY_BEFORE) if scope else {}
-    settings = [Setting.decode(c) for c in [*codes.values(), *before.values()] if c]
+    per_zone = {
+        zone: [Setting.decode(c) for c in (codes.get(zone), before.get(zone)) if c]
+        for zone in scope
+    }
+    settings = [setting for found in per_zone.values() for setting in found]
     held = [k.secret for k in session.erasure_keys.every()]
     variants: list[tuple[Form | None, Erasure]] = []
-    recorded: set[str] = set()
+    own: set[str] = set()
+    networks: dict[str, set[int]] = {}  # a network form's hash: the zones stored as it
     for form in forms(target.ip, session.privacy, settings, held):
         text = key.digest(canonical(form.text))
-        tag = NETWORK if form.network is not None and not form.stored else ""
-        recorded.add(tag + text)
+        if form.network is None:
+            own.add(text)
+        elif text not in own:  # (an address that is its network's: its own form)
+            stored = {zone for zone, found in per_zone.items() if form.stored_by(found)}
+            networks.setdefault(text, set()).update(stored)
+            report.held_as_received.add(form.network)
+            if stored:
+                report.held_as_stored.setdefault(form.network, set()).update(stored)
         if all(text != e.filter for _, e in variants):
             variants.append((form, replace(erasure, filter=text)))
-    # a hash both tagged and not (two forms alike) is matched as stored
-    recorded -= {NETWORK + h for h in recorded if not h.startswith(NETWORK)}
+    recorded = own | {_tagged(text, zones) for text, zones in networks.items()}
     return replace(erasure, filter=" ".join(sorted(recorded))), variants
+
+
+def _tagged(digest: str, zones: set[int]) -> str:
+    """A network form's hash in an erasure's filter (:mod:`cdnlake.lake.zone.erasures`)."""
+    return (
+        f"{NETWORK}@{','.join(str(z) for z in sorted(zones))}:{digest}"
+        if zones
+        else f"{NETWORK}:{digest}"
+    )
 
 
 def _quarantined(session: LakeSession, zones: list[int] | None) -> int:

@@ -15,10 +15,11 @@ of each network form it looked for. An untagged hash matches an incoming row by 
 address as received or as stored, so it holds whatever ``[privacy] ip`` becomes; a
 network's hash tagged ``net:`` matches only a row whose address *as received* is that
 network (the provider anonymised it): a row stored as the network under a later
-``truncate`` is another client's as well. A network hash is untagged where the zones'
-privacy marks showed rows stored as that network when the erasure was made (forget
-removed everyone in it: rows up to its instant are matched as stored). Rows recorded
-before hold one untagged hash (the stored form) and match as they did.
+``truncate`` is another client's as well. Tagged ``net@7,8:``, it matches rows of zones
+7 and 8 as stored too: their privacy marks showed rows stored as that network when the
+erasure was made (forget removed everyone in it there: rows up to its instant are
+matched as stored). Rows recorded before hold one untagged hash (the stored form) and
+match as they did.
 
 A request-id erasure's ``filter`` holds the keyed hash of the lowercased id
 (``hmac-sha256:``, with ``key_id``), never the id (it would link to the provider's own
@@ -48,7 +49,9 @@ log = logging.getLogger(__name__)
 
 IP, REQUEST_ID = "ip", "request_id"
 EVERY_ZONE = 0  # an erasure's zone when it concerns every zone
-NETWORK = "net:"  # tags a network form's hash: matched by the address as received only
+# Tags a network form's hash: ``net:<hash>`` is matched by an address as received only;
+# ``net@7,8:<hash>`` in zones 7 and 8 by an address as stored too (rows were stored so).
+NETWORK = "net"
 HASHED = "hmac-sha256:"  # how a keyed hash begins (ErasureKey.digest)
 
 
@@ -95,19 +98,33 @@ class Erasure:
     def concerns(self, zone: int) -> bool:
         return self.zone in (EVERY_ZONE, zone)
 
-    @property
-    def hashes(self) -> frozenset[str]:
-        """An address erasure's untagged keyed hashes: matched by an address as received
-        or as stored (see the module docstring)."""
-        return frozenset(h for h in self.filter.split() if not h.startswith(NETWORK))
+    def _tagged(self) -> list[tuple[frozenset[int] | None, str]]:
+        """Each hash of the filter with the zones whose rows it matches as stored (None:
+        every zone's, untagged; empty: none, matched as received only)."""
+        found: list[tuple[frozenset[int] | None, str]] = []
+        for text in self.filter.split():
+            if not text.startswith(NETWORK):
+                found.append((None, text))
+                continue
+            tag, _, digest = text.partition(":")
+            zones = tag.removeprefix(NETWORK).removeprefix("@")
+            found.append((frozenset(int(z) for z in zones.split(",") if z), digest))
+        return found
+
+    def hashes(self, zone: int | None = None) -> frozenset[str]:
+        """An address erasure's hashes matched by an address as received or as stored in
+        ``zone``'s rows (see the module docstring)."""
+        return frozenset(
+            digest
+            for zones, digest in self._tagged()
+            if zones is None or (zone is not None and zone in zones)
+        )
 
     @property
     def networks(self) -> frozenset[str]:
-        """An address erasure's hashes tagged ``net:`` (the tag removed): matched by an
-        address as received only."""
-        return frozenset(
-            h.removeprefix(NETWORK) for h in self.filter.split() if h.startswith(NETWORK)
-        )
+        """An address erasure's network hashes (tag removed): matched by an address as
+        received in every zone."""
+        return frozenset(digest for zones, digest in self._tagged() if zones is not None)
 
     @property
     def keyed(self) -> bool:
@@ -271,7 +288,8 @@ class ErasureFilter:
                             "raw_line"
                         ].str.contains(request_id_in_text(erasure.filter))
                 else:
-                    addresses = _matching(hashes, erasure, received=True)
+                    where = None if is_shield else zone  # the tags name pull zones
+                    addresses = _matching(hashes, erasure, where, received=True)
                     if not addresses:
                         continue
                     hit = found.list.eval(pl.element().is_in(addresses)).list.any()
@@ -333,8 +351,9 @@ class ErasureFilter:
                 else:  # recorded before: the id itself
                     hit = same_id(frame["request_id"], erasure.filter)
             else:
-                as_stored = _matching(hashes, erasure, received=received is None)
-                as_received = _matching(hashes, erasure, received=True)
+                where = zone if spec is REQUESTS else None  # the tags name pull zones
+                as_stored = _matching(hashes, erasure, where, received=received is None)
+                as_received = _matching(hashes, erasure, where, received=True)
                 if not as_stored and not as_received:
                     continue
                 if spec is SHIELD_EVENTS:
@@ -412,12 +431,16 @@ class ErasureFilter:
 
 
 def _matching(
-    hashes: dict[str, tuple[set[str], set[str]]], erasure: Erasure, *, received: bool
+    hashes: dict[str, tuple[set[str], set[str]]],
+    erasure: Erasure,
+    zone: int | None,
+    *,
+    received: bool,
 ) -> list[str]:
-    """The addresses of ``hashes`` ``erasure`` covers: by an untagged hash, of the address
-    or its stored form; ``received`` (the addresses are as received), by a network's tagged
-    hash of the address itself too."""
-    own, networks = erasure.hashes, erasure.networks
+    """The addresses of ``hashes`` (of ``zone``'s rows) ``erasure`` covers: by a hash that
+    matches as stored there, of the address or its stored form; ``received`` (the
+    addresses are as received), by a network's hash of the address itself too."""
+    own, networks = erasure.hashes(zone), erasure.networks
     return [
         address
         for address, (itself, stored) in hashes.items()
