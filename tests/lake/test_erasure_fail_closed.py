@@ -218,7 +218,8 @@ def test_forget_of_a_request_id_mentions_no_address_hash(tmp_path, capsys):
     assert main(["--config", str(path), "forget", "--request-id", GONE]) == 0
     out = capsys.readouterr().out
     assert "1 request removed (zone 7: 1)" in out
-    assert "(the request id)" in out and "keyed hash" not in out
+    assert "as a keyed hash of the request id (never the id itself)" in out
+    assert "address" not in out and GONE not in out.lower()
 
 
 def test_a_shield_rejected_line_is_held_before_it_is_scrubbed(tmp_path):

@@ -251,7 +251,7 @@ def test_in_a_fleet_an_address_needs_a_shared_key(tmp_path, capsys, monkeypatch)
         tmp_path, '[coordination]\npostgres_dsn_env = "TEST_DSN"\n[privacy]\nhash_key_env = "UNSET"'
     )
     assert main(["--config", str(path), "forget", "--ip", ADDRESS]) == 2
-    assert "privacy.hash_key_env: forget --ip in a fleet" in capsys.readouterr().err
+    assert "privacy.hash_key_env: forget in a fleet" in capsys.readouterr().err
 
 
 def test_a_fleet_without_hash_key_env_is_a_config_error(tmp_path, capsys, monkeypatch):

@@ -92,7 +92,7 @@ def test_truncated_then_hashed_rows_are_called_keyed_hashes_of_networks(tmp_path
     assert f"removed (zone {ZONE}: {busy})" in out, out
     assert f"the keyed hash of network {network}/24" in out
     assert f"the rows held the network {network}/24" in out and one not in out
-    assert "holds back those stored as that network or its keyed hash" in out
+    assert f"every request stored as the network {network}/24 or its keyed hash" in out
     assert prefix + "." not in out.replace(f"{network}/24", "")
 
 

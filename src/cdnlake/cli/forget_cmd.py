@@ -34,8 +34,7 @@ def forget(args: argparse.Namespace) -> int:
         from_day=_day("--from", args.from_day),
         to_day=_day("--to", args.to_day),
     )
-    if target.ip is not None:
-        _check_key(config)
+    _check_key(config)
     require_writable_root(config)
     if args.vacuum_now:
         refuse_beside_daemon(config, "forget --vacuum-now")  # before any work
@@ -118,17 +117,44 @@ def _outcome(target: Target, report: ForgetReport, policy: PrivacyPolicy) -> lis
         f"line(s); {report.files} file(s) rewritten"
     ]
     if target.ip is None:
-        lines.append("recorded in the relation erasures (the request id)")
+        lines.append(
+            "recorded in the relation erasures as a keyed hash of the request id (never the "
+            "id itself); from now on that request is not stored again, whenever it is read "
+            "(a rejected line holding the id is not kept)"
+        )
         return lines
     if report.matched:
         lines.append("matched as stored: " + ", ".join(sorted(report.matched)))
     for network in sorted(report.networks):
         lines.append(
             f"the rows held the network {network}, not single addresses: this erasure "
-            "removed the requests of every client in it, and holds back those stored as "
-            "that network or its keyed hash (by the provider, or a setting truncating to "
-            "it) as well as that address's under any setting"
+            "removed the requests of every client in it"
         )
+    lines.append(
+        f"from now on it holds back, up to {report.erased_at:%Y-%m-%d %H:%M:%S} UTC: that "
+        "address's requests under any [privacy] setting (by the address as received or as "
+        "stored)"
+        + "".join(
+            f"; every request stored as the network {n} or its keyed hash in zone(s) "
+            f"{', '.join(str(z) for z in sorted(zones))} (its rows there were stored so: "
+            "everyone in it)"
+            for n, zones in sorted(report.held_as_stored.items())
+        )
+        + "".join(
+            f"; requests received as the network {n} (anonymised by the provider)"
+            + (" in other zones" if n in report.held_as_stored else "")
+            + ", not those of other clients in it"
+            for n in sorted(report.held_as_received)
+        )
+    )
+    networks = " or a network named above" if report.held_as_received else ""
+    lines.append(
+        f"and, whatever their time, the rejected lines whose raw text holds that address{networks}"
+        + "".join(
+            f" (or, in zone(s) stored as it, while [privacy] truncates to it, any address in {n})"
+            for n in sorted(report.held_as_stored)
+        )
+    )
     if policy.ip == "drop":
         lines.append(
             '[privacy] ip = "drop": client addresses are not stored, so no request stored '
@@ -155,11 +181,12 @@ def _day(option: str, text: str | None) -> date | None:
 
 
 def _check_key(config: Config) -> None:
-    """In a fleet, every daemon must hold the key that hashes erased addresses, or the
-    ones elsewhere could store them again: the key must come from the environment."""
+    """In a fleet, every daemon must hold the key that hashes erased addresses and request
+    ids, or the ones elsewhere could not match them (and refuse the zones' rows): the key
+    must come from the environment."""
     if config.coordination.enabled and config.privacy.hash_key is None:
         raise ConfigError(
-            "privacy.hash_key_env: forget --ip in a fleet needs the NAME of a set environment "
-            "variable holding a key every daemon shares (an erased address is kept as a "
-            "keyed hash under it)"
+            "privacy.hash_key_env: forget in a fleet needs the NAME of a set environment "
+            "variable holding a key every daemon shares (an erased address or request id is "
+            "kept as a keyed hash under it)"
         )

@@ -70,6 +70,7 @@ from cdnlake.lake.zone.bookkeeping import Bookkeeping
 from cdnlake.lake.zone.erasures import (
     EVERY_ZONE,
     IP,
+    NETWORK,
     REQUEST_ID,
     REQUEST_ID_FORM,
     Erasure,
@@ -128,6 +129,24 @@ class Form:
     label: str
     text: str
     network: str | None = None  # e.g. "11.57.65.0/24"
+    hashed_under: int | None = None  # a keyed hash's: the key id privacy marks name
+
+    def stored_by(self, settings: Sequence[Setting]) -> bool:
+        """Whether rows stored under one of ``settings`` hold this network form: everyone
+        in the network (``truncate`` to its prefix, or ``hash`` of what it truncated)."""
+        if self.network is None:
+            return False
+        network = ipaddress.ip_network(self.network)
+        for setting in settings:
+            bits = setting.ipv4_prefix if network.version == 4 else setting.ipv6_prefix
+            if bits != network.prefixlen:
+                continue
+            if self.hashed_under is None and setting.ip == "truncate":
+                return True
+            hashed = setting.ip == "hash" and setting.holds_networks
+            if hashed and setting.key_id == self.hashed_under:
+                return True
+        return False
 
 
 @dataclass
@@ -145,6 +164,10 @@ class ForgetReport:
     quarantined: int = 0
     matched: set[str] = field(default_factory=set)  # the labels of the forms that matched
     networks: set[str] = field(default_factory=set)  # networks rows held (everyone in them)
+    # The networks the erasure holds back: every request stored as one in the zones whose
+    # rows were stored so, and those received as one (anonymised by the provider).
+    held_as_stored: dict[str, set[int]] = field(default_factory=dict)
+    held_as_received: set[str] = field(default_factory=set)
     hours: dict[int, dict[str, int]] = field(default_factory=dict)  # zone: hour: removed
 
     @property
@@ -189,11 +212,12 @@ def forget(
     zone locks: each zone is rewritten holding its lock, so that a pass committing every
     few seconds cannot keep it busy; its pass in flight is waited for, up to
     ``HOLD_WAIT_SECONDS`` (None: the caller holds every zone already)."""
-    erasure = _erasure(session, target, now, stored)
+    erasure = _erasure(session, target, now)
     report = ForgetReport(erasure.erasure_id, now)
     zones = list(target.zones) or None
     scope = sorted(set(_zones_of(session, REQUESTS, zones)) | _concerned(target, zones_known))
-    erasure, variants = _variants(session, erasure, target, scope)  # may refuse: nothing done
+    # may refuse: nothing done
+    erasure, variants = _variants(session, erasure, target, scope, report)
     record(session, _rows(erasure, target, report))  # first: never lost
     mark = {ERASED: to_ms(now)}
     if not target.zones:  # every zone's, those configured later too
@@ -326,70 +350,119 @@ def _per_hour(moments: Iterable[datetime]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def forms(address: str, policy: PrivacyPolicy, settings: Sequence[Setting] = ()) -> list[Form]:
+def forms(
+    address: str,
+    policy: PrivacyPolicy,
+    settings: Sequence[Setting] = (),
+    keys: Sequence[bytes] = (),
+) -> list[Form]:
     """Every form ``address`` may be stored in, under any setting the data went through:
     as received, its network under each prefix ``truncate`` had (the configured one and
     those the zones' privacy marks name), and the keyed hash of each under the key of
-    ``[privacy] hash_key_env`` (where this process holds it)."""
+    ``[privacy] hash_key_env`` (where this process holds it) and under each key the marks
+    name that is among ``keys`` (the erasure keys held: retired ones too). ConfigError
+    where the marks name a hash key none of these is."""
     parsed = ipaddress.ip_address(canonical(address))
+
+    def prefix(setting: Setting) -> int:
+        return setting.ipv4_prefix if parsed.version == 4 else setting.ipv6_prefix
+
     prefixes = {policy.ipv4_prefix if parsed.version == 4 else policy.ipv6_prefix}
     for setting in settings:
         if setting.ip in ("truncate", "hash") and setting.ipv4_prefix:
-            prefixes.add(setting.ipv4_prefix if parsed.version == 4 else setting.ipv6_prefix)
+            prefixes.add(prefix(setting))
     found = [Form("the address itself", parsed.compressed)]
-    for prefix in sorted(prefixes):
-        if prefix >= parsed.max_prefixlen:
+    for bits in sorted(prefixes):
+        if bits >= parsed.max_prefixlen:
             continue
-        network = ipaddress.ip_network(f"{parsed}/{prefix}", strict=False)
-        found.append(
-            Form(f"its network {network}", network.network_address.compressed, str(network))
-        )
+        network = ipaddress.ip_network(f"{parsed}/{bits}", strict=False)
+        text = network.network_address.compressed
+        found.append(Form(f"its network {network}", text, str(network)))
     key = policy.key if policy.ip == "hash" else policy.erasure_key
-    hashing = PrivacyPolicy("hash", key=key) if key else None
+    hashings: dict[int, PrivacyPolicy] = {}
+    for secret in (key, *keys):
+        if secret:
+            hashing = PrivacyPolicy("hash", key=secret)
+            hashings.setdefault(hashing.setting.key_id, hashing)
+    current = PrivacyPolicy("hash", key=key).setting.key_id if key else None
+    key_ids = [] if current is None else [current]
     for setting in settings:  # rows hashed under a key this process cannot reproduce
-        if setting.ip == "hash" and (hashing is None or hashing.setting.key_id != setting.key_id):
+        if setting.ip == "hash" and setting.key_id not in hashings:
             raise ConfigError(
                 f"privacy.hash_key_env: rows were stored as keyed hashes under key "
-                f"{setting.key_id:08x}, which this process does not hold, so forget --ip "
-                "cannot find them; set privacy.hash_key_env to that key (nothing was removed)"
+                f"{setting.key_id:08x}, which this process does not hold (neither "
+                "hash_key_env nor the retired keys of <root>/work/erasure-retired.keys), so "
+                "forget --ip cannot find them; set privacy.hash_key_env to that key, or "
+                "retire it there (nothing was removed)"
             )
-    if hashing is not None:
-        for form in list(found):
-            hashed = hashing.stored_as(form.text)
-            if hashed is not None:
-                label = f"the keyed hash of {form.label.removeprefix('its ')}"
-                found.append(Form(label, hashed, form.network))
+        if setting.ip == "hash":
+            key_ids.append(setting.key_id)
+    plain = list(found)
+    for key_id in dict.fromkeys(key_ids):
+        for form in plain:
+            hashed = hashings[key_id].stored_as(form.text)
+            if hashed is None:
+                continue
+            label = f"the keyed hash of {form.label.removeprefix('its ')}"
+            if key_id != current:
+                label += f" (under the retired key {key_id:08x})"
+            found.append(Form(label, hashed, form.network, key_id))
     return found
 
 
 def _variants(
-    session: LakeSession, erasure: Erasure, target: Target, scope: list[int]
+    session: LakeSession, erasure: Erasure, target: Target, scope: list[int], report: ForgetReport
 ) -> tuple[Erasure, list[tuple[Form | None, Erasure]]]:
-    """The erasure to record, and (an address) as each form it may be stored in. An
-    address's erasure holds the keyed hashes of the address itself, of its form as stored
-    now, and of each form searched (:func:`forms`): it then matches the client's rows read
-    again under any later setting (by the address as received), and every row stored as
-    one of the forms it removed (a network: everyone in it, as removed), rows restored
-    from ``_quarantine/`` too. All are known before anything is removed: a process reads
-    an erasure once."""
-    if target.ip is None:
-        return erasure, [(None, erasure)]
+    """The erasure to record, and each erasure to match the zones' rows by: an address as
+    each form it may be stored in (:func:`forms`), a request id by the id itself (never
+    recorded). An address's erasure holds the keyed hashes of every form: the address's
+    own untagged (it matches the client's rows read again under any later setting, by
+    the address as received or as stored); a network's tagged ``net@<zones>:``, the
+    zones whose privacy marks show rows stored as it (everyone in it: forget removed
+    them there; matched as stored there), else ``net:`` (matched only by an address
+    received as that network: anonymised by the provider). Rows restored from
+    ``_quarantine/`` are matched the same. All are known before anything is removed: a
+    process reads an erasure once. ``report`` gets the networks it holds back so."""
+    if target.request_id is not None:
+        raw = target.request_id.strip().lower()
+        return erasure, [(None, replace(erasure, filter=raw, key_id=None))]
+    assert target.ip is not None
     key = session.erasure_keys.get()
     assert key is not None  # made by _erasure
     codes = session.log_table(REQUESTS).marks(scope, PRIVACY) if scope else {}
     before = session.log_table(REQUESTS).marks(scope, PRIVACY_BEFORE) if scope else {}
-    settings = [Setting.decode(c) for c in [*codes.values(), *before.values()] if c]
+    per_zone = {
+        zone: [Setting.decode(c) for c in (codes.get(zone), before.get(zone)) if c]
+        for zone in scope
+    }
+    settings = [setting for found in per_zone.values() for setting in found]
+    held = [k.secret for k in session.erasure_keys.every()]
     variants: list[tuple[Form | None, Erasure]] = []
-    for form in forms(target.ip, session.privacy, settings):
+    own: set[str] = set()
+    networks: dict[str, set[int]] = {}  # a network form's hash: the zones stored as it
+    for form in forms(target.ip, session.privacy, settings, held):
         text = key.digest(canonical(form.text))
+        if form.network is None:
+            own.add(text)
+        elif text not in own:  # (an address that is its network's: its own form)
+            stored = {zone for zone, found in per_zone.items() if form.stored_by(found)}
+            networks.setdefault(text, set()).update(stored)
+            report.held_as_received.add(form.network)
+            if stored:
+                report.held_as_stored.setdefault(form.network, set()).update(stored)
         if all(text != e.filter for _, e in variants):
             variants.append((form, replace(erasure, filter=text)))
-    recorded = {*erasure.hashes, key.digest(canonical(target.ip))}
-    recorded |= {e.filter for _, e in variants}
-    erasure = replace(erasure, filter=" ".join(sorted(recorded)))
-    if not recorded <= {e.filter for _, e in variants}:
-        variants.append((None, erasure))
-    return erasure, variants
+    recorded = own | {_tagged(text, zones) for text, zones in networks.items()}
+    return replace(erasure, filter=" ".join(sorted(recorded))), variants
+
+
+def _tagged(digest: str, zones: set[int]) -> str:
+    """A network form's hash in an erasure's filter (:mod:`cdnlake.lake.zone.erasures`)."""
+    return (
+        f"{NETWORK}@{','.join(str(z) for z in sorted(zones))}:{digest}"
+        if zones
+        else f"{NETWORK}:{digest}"
+    )
 
 
 def _quarantined(session: LakeSession, zones: list[int] | None) -> int:
@@ -412,22 +485,19 @@ def _quarantined(session: LakeSession, zones: list[int] | None) -> int:
     return count
 
 
-def _erasure(
-    session: LakeSession, target: Target, now: datetime, stored: Callable[[str], str | None]
-) -> Erasure:
-    """The erasure to record: an address as the keyed hash of its form as stored now
-    (:func:`_variants` adds the others)."""
+def _erasure(session: LakeSession, target: Target, now: datetime) -> Erasure:
+    """The erasure to record: an address, or a request id (lowercased), as its keyed hash
+    under the erasure key, never itself (:func:`_variants` adds the address's forms)."""
     erasure_id = f"erasure-{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+    key = session.erasure_keys.get(create=True)
+    if key is None:
+        raise StorageError("forget: no erasure key (no storage root's work folder)")
     if target.request_id is not None:
-        kind, text, key_id = REQUEST_ID, target.request_id.strip().lower(), None
+        kind, text = REQUEST_ID, key.digest(target.request_id.strip().lower())
     else:
         assert target.ip is not None
-        key = session.erasure_keys.get(create=True)
-        if key is None:
-            raise StorageError("forget --ip: no erasure key (no storage root's work folder)")
-        as_stored = stored(canonical(target.ip))  # None: [privacy] ip = "drop"
-        kind, key_id = IP, key.key_id
-        text = key.digest(canonical(as_stored or target.ip))
+        kind, text = IP, key.digest(canonical(target.ip))
+    key_id = key.key_id
     return Erasure(
         erasure_id,
         zone=EVERY_ZONE,

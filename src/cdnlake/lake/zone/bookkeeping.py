@@ -295,7 +295,8 @@ class Bookkeeping:
         shield = frame["source"] == "shield"
         marks: list[object] = [erasures.lake_mark()]
         for spec, is_shield in ((REQUESTS, False), (SHIELD_EVENTS, True)):
-            zones = sorted(int(z) for z in frame.filter(shield == is_shield)["zone"].unique())
+            side = (shield == is_shield).fill_null(True)  # no source: held as either
+            zones = sorted(int(z) for z in frame.filter(side)["zone"].unique())
             marks.append(erasures.marks(spec, zones) if zones else {})
         return marks
 

@@ -120,8 +120,9 @@ class KeySource:
             temp.unlink(missing_ok=True)
         sync_folder(path.parent)
         log.warning(
-            "erasure key created in %s: keep it (and back it up with the storage root); "
-            "without it, erased addresses cannot be kept from coming back",
+            "erasure key created in %s: keep it, and back it up apart from the storage "
+            "root's backups (with both, erased addresses can be recovered); without it, "
+            "erased addresses cannot be kept from coming back",
             path,
         )
 
@@ -135,15 +136,15 @@ def read_key(path: Path) -> ErasureKey:
 def read_keys(path: Path, *, one: bool = False) -> list[ErasureKey]:
     """The keys of a file of keys, one a line in hexadecimal (``one``: the file holds a
     single key); ConfigError where it cannot be read or a key is too short."""
-    remedy = "restore it from the backup of the storage root, or set privacy.hash_key_env"
+    remedy = "restore it from its backup, or set privacy.hash_key_env"
     try:
         text = path.read_text()
         found = [bytes.fromhex(text)] if one else [bytes.fromhex(line) for line in text.split()]
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) else "not hexadecimal"
         raise ConfigError(
-            f"{path}: the erasure key cannot be read ({why}); restore it from the backup "
-            "of the storage root, or set privacy.hash_key_env to the key forget used"
+            f"{path}: the erasure key cannot be read ({why}); restore it from its backup, "
+            "or set privacy.hash_key_env to the key forget used"
         ) from None
     return [_long_enough(secret, f"{path}: the erasure key holds", remedy) for secret in found]
 

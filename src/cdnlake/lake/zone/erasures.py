@@ -9,10 +9,22 @@ has not read. It fails closed: an erasure made under a key this process does not
 or a mark naming an erasure ``erasures`` lacks (erasures never expire: it was lost),
 stops the zone's rows, in one line.
 
-An address erasure's ``filter`` holds keyed hashes separated by spaces: of the address as
-received and of each form the zone's data stored it in (:mod:`cdnlake.lake.personal.forget`),
-so that it holds whatever ``[privacy] ip`` becomes; an incoming row matches by its
-address as received or as stored. Rows recorded before hold one hash: the stored form.
+An address erasure's ``filter`` holds keyed hashes separated by spaces
+(:mod:`cdnlake.lake.personal.forget`): of the address itself and its other own forms, and
+of each network form it looked for. An untagged hash matches an incoming row by its
+address as received or as stored, so it holds whatever ``[privacy] ip`` becomes; a
+network's hash tagged ``net:`` matches only a row whose address *as received* is that
+network (the provider anonymised it): a row stored as the network under a later
+``truncate`` is another client's as well. Tagged ``net@7,8:``, it matches rows of zones
+7 and 8 as stored too: their privacy marks showed rows stored as that network when the
+erasure was made (forget removed everyone in it there: rows up to its instant are
+matched as stored). Rows recorded before hold one untagged hash (the stored form) and
+match as they did.
+
+A request-id erasure's ``filter`` holds the keyed hash of the lowercased id
+(``hmac-sha256:``, with ``key_id``), never the id (it would link to the provider's own
+record of the request); an incoming id is hashed to compare. Rows recorded before hold the
+id itself and match as they did.
 """
 
 from __future__ import annotations
@@ -27,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from cdnlake.errors import ConfigError, StorageError
 from cdnlake.lake.log.schema import ERASURES, REQUESTS, SHIELD_EVENTS, TableSpec
 from cdnlake.lake.log.store import Lake
-from cdnlake.lake.zone.erasure_key import KeySource
+from cdnlake.lake.zone.erasure_key import ErasureKey, KeySource
 from cdnlake.privacy import addresses_column, parse_address
 
 if TYPE_CHECKING:
@@ -37,6 +49,10 @@ log = logging.getLogger(__name__)
 
 IP, REQUEST_ID = "ip", "request_id"
 EVERY_ZONE = 0  # an erasure's zone when it concerns every zone
+# Tags a network form's hash: ``net:<hash>`` is matched by an address as received only;
+# ``net@7,8:<hash>`` in zones 7 and 8 by an address as stored too (rows were stored so).
+NETWORK = "net"
+HASHED = "hmac-sha256:"  # how a keyed hash begins (ErasureKey.digest)
 
 
 # The provider's request ids: 32 hexadecimal characters (logging API, field 11).
@@ -82,10 +98,39 @@ class Erasure:
     def concerns(self, zone: int) -> bool:
         return self.zone in (EVERY_ZONE, zone)
 
+    def _tagged(self) -> list[tuple[frozenset[int] | None, str]]:
+        """Each hash of the filter with the zones whose rows it matches as stored (None:
+        every zone's, untagged; empty: none, matched as received only)."""
+        found: list[tuple[frozenset[int] | None, str]] = []
+        for text in self.filter.split():
+            if not text.startswith(NETWORK):
+                found.append((None, text))
+                continue
+            tag, _, digest = text.partition(":")
+            zones = tag.removeprefix(NETWORK).removeprefix("@")
+            found.append((frozenset(int(z) for z in zones.split(",") if z), digest))
+        return found
+
+    def hashes(self, zone: int | None = None) -> frozenset[str]:
+        """An address erasure's hashes matched by an address as received or as stored in
+        ``zone``'s rows (see the module docstring)."""
+        return frozenset(
+            digest
+            for zones, digest in self._tagged()
+            if zones is None or (zone is not None and zone in zones)
+        )
+
     @property
-    def hashes(self) -> frozenset[str]:
-        """An address erasure's keyed hashes (see the module docstring)."""
-        return frozenset(self.filter.split())
+    def networks(self) -> frozenset[str]:
+        """An address erasure's network hashes (tag removed): matched by an address as
+        received in every zone."""
+        return frozenset(digest for zones, digest in self._tagged() if zones is not None)
+
+    @property
+    def keyed(self) -> bool:
+        """Whether matching it needs its key: an address's, or a request id's recorded
+        as a keyed hash (one recorded before holds the id itself)."""
+        return self.kind == IP or self.filter.startswith(HASHED)
 
 
 def from_row(row: dict[str, Any]) -> Erasure:
@@ -202,10 +247,12 @@ class ErasureFilter:
 
     def kept_rejects(self, frame: pl.DataFrame) -> pl.DataFrame:
         """``rejected_lines`` rows (of pull and shield zones, their raw text as received:
-        held before it is scrubbed) less those whose request id was erased, or whose raw
-        text holds an erased address (by the keyed hash of each address-looking token,
-        as received and as stored): an erased request read again, whatever its time (a
-        rejected line has none to go by), is not kept again."""
+        held before it is scrubbed) less those whose request id was erased (the column, or
+        a token of the raw text), or whose raw text holds an erased address (by the keyed
+        hash of each address-looking token, as received and as stored: a network's tagged
+        hash by the token as received only): an erased request read again, whatever its
+        time (a rejected line has none to go by), is not kept again. A line without a
+        ``source`` is held against the erasures of its zone's pull and shield zone alike."""
         import polars as pl
 
         if frame.height == 0:
@@ -213,29 +260,36 @@ class ErasureFilter:
         wanted: dict[tuple[int, bool], list[Erasure]] = {}
         lake_mark = self.lake_mark()
         shield = frame["source"] == "shield"
+        sides = {False: (~shield).fill_null(True), True: shield.fill_null(True)}
         for spec, is_shield in ((REQUESTS, False), (SHIELD_EVENTS, True)):
-            zones = [int(z) for z in frame.filter(shield == is_shield)["zone"].unique()]
+            zones = [int(z) for z in frame.filter(sides[is_shield])["zone"].unique()]
             if not zones:
                 continue
             for zone, mark in self.marks(spec, zones).items():
                 wanted[(zone, is_shield)] = self.concerning(zone, mark, lake_mark)
         if not any(wanted.values()):
             return frame
+        every = [e for erasures in wanted.values() for e in erasures]
         found = addresses_column(frame["raw_line"])
-        every = [e for erasures in wanted.values() for e in erasures if e.kind == IP]
         tokens = found.explode().drop_nulls().unique().to_list()
         hashes = self._address_hashes(tokens, every, zone=None, as_stored=True)
+        ids = _id_tokens(frame)
+        digests = self._id_hashes(ids.explode().drop_nulls().unique(), every, zone=None)
         covered = pl.Series([False] * frame.height, dtype=pl.Boolean)
         for (zone, is_shield), erasures in wanted.items():
-            mine = (frame["zone"] == zone) & (shield == is_shield)
+            mine = (frame["zone"] == zone) & sides[is_shield]
             for erasure in erasures:
                 if erasure.kind == REQUEST_ID:
-                    hit = same_id(frame["request_id"], erasure.filter) | frame[
-                        "raw_line"
-                    ].str.contains(request_id_in_text(erasure.filter))
+                    if erasure.keyed:
+                        wanted_ids = [i for i, h in digests.items() if erasure.filter in h]
+                        hit = ids.list.eval(pl.element().is_in(wanted_ids)).list.any()
+                    else:  # recorded before: the id itself
+                        hit = same_id(frame["request_id"], erasure.filter) | frame[
+                            "raw_line"
+                        ].str.contains(request_id_in_text(erasure.filter))
                 else:
-                    wanted_hashes = erasure.hashes
-                    addresses = [a for a, h in hashes.items() if wanted_hashes & h]
+                    where = None if is_shield else zone  # the tags name pull zones
+                    addresses = _matching(hashes, erasure, where, received=True)
                     if not addresses:
                         continue
                     hit = found.list.eval(pl.element().is_in(addresses)).list.any()
@@ -255,8 +309,10 @@ class ErasureFilter:
         zone: int | None = None,
     ) -> pl.Series:
         """Which rows of ``frame`` (``requests`` rows, or ``shield_events`` rows, whose
-        free text an address erasure is held against) the ``erasures`` cover. ``zone``:
-        the zone whose rows these are, named where an erasure cannot be matched."""
+        free text an address erasure is held against) the ``erasures`` cover. ``received``
+        (None: the rows are as received) matches a network's tagged hash; the rows as
+        stored, the untagged ones only. ``zone``: the zone whose rows these are, named
+        where an erasure cannot be matched."""
         import polars as pl
 
         if spec is SHIELD_EVENTS:
@@ -280,26 +336,37 @@ class ErasureFilter:
             zone=zone,
             as_stored=spec is SHIELD_EVENTS,
         )
+        digests: dict[str, set[str]] = {}
+        by_hash = [e for e in erasures if e.kind == REQUEST_ID and e.keyed]
+        if by_hash:  # only rows up to the latest such erasure can be one: fewer to hash
+            until = max(e.erased_at for e in by_hash)
+            candidates = frame.filter(pl.col("ts") <= until)["request_id"].str.to_lowercase()
+            digests = self._id_hashes(candidates.drop_nulls().unique(), by_hash, zone=zone)
         covered = pl.Series([False] * frame.height, dtype=pl.Boolean)
         for erasure in erasures:
             if erasure.kind == REQUEST_ID:
-                hit = same_id(frame["request_id"], erasure.filter)
+                if erasure.keyed:
+                    wanted_ids = [i for i, h in digests.items() if erasure.filter in h]
+                    hit = frame["request_id"].str.to_lowercase().is_in(wanted_ids)
+                else:  # recorded before: the id itself
+                    hit = same_id(frame["request_id"], erasure.filter)
             else:
-                wanted_hashes = erasure.hashes
-                addresses = [a for a, h in hashes.items() if wanted_hashes & h]
-                if not addresses:
+                where = zone if spec is REQUESTS else None  # the tags name pull zones
+                as_stored = _matching(hashes, erasure, where, received=received is None)
+                as_received = _matching(hashes, erasure, where, received=True)
+                if not as_stored and not as_received:
                     continue
                 if spec is SHIELD_EVENTS:
-                    hit = found.list.eval(pl.element().is_in(addresses)).list.any()
+                    hit = found.list.eval(pl.element().is_in(as_stored)).list.any()
                     if heard is not None and received is not None:  # by its text as received
-                        was = heard.list.eval(pl.element().is_in(addresses)).list.any()
+                        was = heard.list.eval(pl.element().is_in(as_received)).list.any()
                         key = received.columns[0]
                         heard_ids = received.filter(was.fill_null(False))[key]
                         hit = hit | frame[key].is_in(heard_ids.implode())
                 else:
-                    hit = found.is_in(addresses)
+                    hit = found.is_in(as_stored)
                     if received is not None:  # by the address as received
-                        ids = received.filter(pl.col("remote_ip").is_in(addresses))
+                        ids = received.filter(pl.col("remote_ip").is_in(as_received))
                         hit = hit | frame["request_id"].is_in(ids["request_id"].implode())
             hit = hit.fill_null(False) & (frame["ts"] <= erasure.erased_at)
             if erasure.from_day is not None:
@@ -309,23 +376,15 @@ class ErasureFilter:
             covered = covered | hit.fill_null(False)
         return covered
 
-    def _address_hashes(
-        self,
-        addresses: list[str],
-        erasures: list[Erasure],
-        *,
-        zone: int | None,
-        as_stored: bool = False,
-    ) -> dict[str, set[str]]:
-        """Each of ``addresses`` with its keyed hashes under each key an address erasure
-        concerning them was made under (``as_stored``: of the address as the privacy
-        policy stores it too: raw text is held before it is scrubbed). ConfigError, the
-        rows not to be stored, where this process holds no such key: it cannot tell
-        whether they were erased."""
-        if not erasures:
-            return {}
+    def _keys(self, erasures: list[Erasure], *, zone: int | None) -> list[ErasureKey]:
+        """The keys the keyed ``erasures`` were made under. ConfigError, the rows not to
+        be stored, where this process holds no such key: it cannot tell whether they
+        were erased."""
+        keyed = [e for e in erasures if e.keyed]
+        if not keyed:
+            return []
         keys = {key.key_id: key for key in self.keys.every()}
-        foreign = [e for e in erasures if e.key_id not in keys]
+        foreign = [e for e in keyed if e.key_id not in keys]
         if foreign:
             first = foreign[0]
             whose = f"zone {zone}'s rows" if zone is not None else "these rejected lines"
@@ -335,13 +394,69 @@ class ErasureFilter:
                 "stored: set privacy.hash_key_env to the key forget used (or run where "
                 f"{self.keys.file} is)"
             )
-        used = [keys[key_id] for key_id in sorted({e.key_id for e in erasures if e.key_id})]
-        hashes: dict[str, set[str]] = {}
+        return [keys[key_id] for key_id in sorted({e.key_id for e in keyed if e.key_id})]
+
+    def _address_hashes(
+        self,
+        addresses: list[str],
+        erasures: list[Erasure],
+        *,
+        zone: int | None,
+        as_stored: bool = False,
+    ) -> dict[str, tuple[set[str], set[str]]]:
+        """Each of ``addresses`` with its keyed hashes under each key an address erasure
+        concerning them was made under: of the address itself, and (``as_stored``: raw
+        text is held before it is scrubbed) of the address as the privacy policy stores
+        it. ConfigError as :meth:`_keys`."""
+        used = self._keys([e for e in erasures if e.kind == IP], zone=zone)
+        if not used:
+            return {}
+        hashes: dict[str, tuple[set[str], set[str]]] = {}
         for address in addresses:
-            forms = {canonical(address)}
-            if as_stored:
-                stored = self.stored(forms.copy().pop())
-                if stored:
-                    forms.add(canonical(stored))
-            hashes[address] = {key.digest(form) for key in used for form in forms}
+            itself = canonical(address)
+            stored = self.stored(itself) if as_stored else None
+            treated = {key.digest(canonical(stored)) for key in used} if stored else set()
+            hashes[address] = ({key.digest(itself) for key in used}, treated)
         return hashes
+
+    def _id_hashes(
+        self, ids: pl.Series, erasures: list[Erasure], *, zone: int | None
+    ) -> dict[str, set[str]]:
+        """Each of ``ids`` (lowercased, distinct) with its keyed hashes under each key a
+        request-id erasure recorded as a hash was made under. ConfigError as :meth:`_keys`."""
+        used = self._keys([e for e in erasures if e.kind == REQUEST_ID], zone=zone)
+        if not used:
+            return {}
+        return {i: {key.digest(i) for key in used} for i in ids.to_list()}
+
+
+def _matching(
+    hashes: dict[str, tuple[set[str], set[str]]],
+    erasure: Erasure,
+    zone: int | None,
+    *,
+    received: bool,
+) -> list[str]:
+    """The addresses of ``hashes`` (of ``zone``'s rows) ``erasure`` covers: by a hash that
+    matches as stored there, of the address or its stored form; ``received`` (the
+    addresses are as received), by a network's hash of the address itself too."""
+    own, networks = erasure.hashes(zone), erasure.networks
+    return [
+        address
+        for address, (itself, stored) in hashes.items()
+        if (itself | stored) & own or (received and itself & networks)
+    ]
+
+
+def _id_tokens(frame: pl.DataFrame) -> pl.Series:
+    """Each rejected line's request-id-like tokens, lowercased: its ``request_id`` and each
+    whole run of 32 hexadecimal characters in its raw text."""
+    import polars as pl
+
+    hexadecimal = rf"^{REQUEST_ID_FORM}$"
+    tokens = pl.concat_list(
+        pl.col("raw_line").fill_null("").str.extract_all(r"[0-9A-Za-z]+"),
+        pl.col("request_id").fill_null(""),
+    )
+    wanted = pl.element().filter(pl.element().str.contains(hexadecimal)).str.to_lowercase()
+    return frame.select(tokens.list.eval(wanted).alias("ids")).to_series()
