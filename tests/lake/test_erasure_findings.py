@@ -1,6 +1,7 @@
 """Review 3's findings 1 to 3 (issue 48) as the probes it describes, through the command
-line against the loopback emulator. Each fails today: marked ``xfail(strict=True)`` with
-the finding, so that the fix that makes it pass says so (remove the mark then).
+line against the loopback emulator. Each failed when written; the one that still fails is
+marked ``xfail(strict=True)`` with the finding, so that the fix that makes it pass says so
+(remove the mark then).
 """
 
 from __future__ import annotations
@@ -52,11 +53,6 @@ def day_file(tmp_path: Path, zone: int) -> tuple[Path, set[str]]:
     return source, {f"{zone:04d}{i:028x}" for i in range(3, 6)}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 3 finding 1: under keep, forget records the /24's hash untagged; after "
-    "a switch to truncate it holds back every client of the network (forget.py forms)",
-)
 def test_a_neighbour_in_the_erased_addresses_network_is_stored_after_keep_to_truncate(
     tmp_path, emulator
 ):
@@ -76,8 +72,9 @@ def test_a_neighbour_in_the_erased_addresses_network_is_stored_after_keep_to_tru
 
 @pytest.mark.xfail(
     strict=True,
-    reason="review 3 finding 2: a zone's erasure mark names only the latest erasure; a "
-    "lost erasure is not noticed once another forget ran (erasures.py, forget.py mark)",
+    reason="review 3 finding 2: a zone's erasure mark names only the latest erasure; an "
+    "erasures table lost by hand (its commits are fsynced before the marks) is not "
+    "noticed once another forget ran (erasures.py, forget.py mark)",
 )
 def test_a_lost_erasure_is_not_hidden_by_a_later_forget(tmp_path, emulator):
     path = config(tmp_path, emulator, 'ip = "keep"')
@@ -91,11 +88,6 @@ def test_a_lost_erasure_is_not_hidden_by_a_later_forget(tmp_path, emulator):
     assert not ids & ids_of(path), "the erased client's rows came back"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 3 finding 3: under ip = hash, forget --ip refuses zones stored under a "
-    "rotated key though erasure-retired.keys holds it (forget.py forms)",
-)
 def test_forget_under_hash_after_a_rotation_finds_the_rows_with_the_retired_key(tmp_path, emulator):
     path = config(tmp_path, emulator, f'ip = "hash"\n{HASH}')
     cli(path, "ingest")

@@ -262,7 +262,7 @@ def test_a_later_pass_stores_no_rejected_line_of_the_erased_address(
 
 def test_forget_under_drop_and_of_a_request_id_says_what_it_did(tmp_path, emulator):
     """Under ``ip = "drop"`` no stored row holds an address: forget says so, not just 0;
-    ``--request-id`` names the request id as what is recorded, never an address hash."""
+    ``--request-id`` says the request id is recorded as a keyed hash, naming no address."""
     path = config(tmp_path, emulator, 'ip = "drop"')
     cli(path, "ingest")
     start, end, _ = span(emulator)
@@ -273,8 +273,8 @@ def test_forget_under_drop_and_of_a_request_id_says_what_it_did(tmp_path, emulat
     assert "0 request(s) of that address removed" in out, out
     assert 'ip = "drop": client addresses are not stored' in out and address not in out
     out = cli(path, "forget", "--request-id", stored[0])
-    assert "1 request removed" in out and "(the request id)" in out, out
-    assert "keyed hash" not in out and "address" not in out
+    assert "1 request removed" in out and "keyed hash of the request id" in out, out
+    assert "address" not in out
     assert stored[0] not in ids_of(path)
 
 
