@@ -107,3 +107,74 @@ def load_test_config_env(path: Path, env: dict[str, str]):
     from tests.conftest import KEY
 
     return load_config(path, env={"CDNLAKE_ACCESS_KEY": KEY, **env})
+
+
+# migrate-lake, paused once it holds the writers' lock and has moved the earlier lake
+# aside (argv[1] is touched), until argv[2] exists.
+PAUSED = """
+import pathlib, sys, time
+from cdnlake.lake.upkeep import migrate
+ready, go = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+original = migrate._import
+def paused(*args, **kwargs):
+    ready.touch()
+    while not go.exists():
+        time.sleep(0.05)
+    return original(*args, **kwargs)
+migrate._import = paused
+from cdnlake.cli.main import main
+raise SystemExit(main(sys.argv[3:]))
+"""
+
+
+def test_migrate_lake_and_vacuum_now_hold_each_other_off(old_lake, tmp_path):
+    """migrate-lake commits to requests and the bookkeeping tables: a ``--vacuum-now``
+    under way makes it wait or refuse naming the vacuum (nothing moved), and one that
+    comes while it migrates refuses naming it (review finding 11)."""
+    from cdnlake.coordination.sole import lock_path
+    from cdnlake.lake.zone.lock import writers_held
+    from cdnlake.scheduler import wait_for
+    from tests.lake.test_vacuum_holds_writers import SHORT, cli, finished
+
+    config = ("--config", str(old_lake))
+    root = old_lake.parent / "data"
+    work = load_test_config(old_lake).storage.work
+    with writers_held(
+        lock_path(work), work / "locks", [], who="edge-9:99 (maintain --vacuum-now)", wait=5
+    ):
+        code, out, err = finished(
+            cli(
+                SHORT,
+                "cdnlake.cli.lake_cmd",
+                "WRITING_WAIT_SECONDS",
+                "0.3",
+                *config,
+                "migrate-lake",
+            )
+        )
+    assert code == 1, (out, err)
+    (line,) = err.strip().splitlines()
+    assert "vacuumed" in line and "edge-9:99 (maintain --vacuum-now)" in line, line
+    assert not list(root.glob("migrated-*")) and (root / "lake" / "requests").is_dir()
+
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    migrating = cli(PAUSED, str(ready), str(go), *config, "migrate-lake")
+    assert wait_for(ready.exists, 60), migrating.stderr.read() if migrating.poll() else ""
+    code, out, err = finished(
+        cli(
+            SHORT,
+            "cdnlake.cli.lake_cmd",
+            "VACUUM_WAIT_SECONDS",
+            "0.3",
+            *config,
+            "maintain",
+            "--vacuum-now",
+        )
+    )
+    assert code == 1, (out, err)
+    assert "refused" in err and f":{migrating.pid} (migrate-lake)" in err, err
+    go.touch()
+    code, out, err = finished(migrating)
+    assert code == 0, (out, err)
+    ids = lake_frame(load_test_config(old_lake))["request_id"]
+    assert ids.len() > 0 and ids.n_unique() == ids.len()

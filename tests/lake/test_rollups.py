@@ -85,8 +85,8 @@ def test_rollups_equal_a_full_scan_through_everything(tmp_path, lake_kind, reque
     rows, rolled = same_as_full_scan(config)
     assert rows > 0 and rolled == 0  # nothing rolled up yet: all computed from rows
 
-    assert rollups.refresh(lake) >= 1
-    assert rollups.refresh(lake) == 0  # idempotent
+    assert rollups.refresh(session_of(lake)) >= 1
+    assert rollups.refresh(session_of(lake)) == 0  # idempotent
     _, rolled = same_as_full_scan(config)
     assert rolled >= 1
 
@@ -109,7 +109,7 @@ def test_rollups_equal_a_full_scan_through_everything(tmp_path, lake_kind, reque
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     same_as_full_scan(config)
-    rollups.refresh(lake)
+    rollups.refresh(session_of(lake))
     same_as_full_scan(config)
 
 
@@ -121,7 +121,7 @@ def test_sql_on_requests_hourly_loads_neither_pandas_nor_pyarrow(tmp_path, reque
     import_v1_files(
         config, session_for(config), [make_v1_file(tmp_path / "day.log", 2_000, seed=9)], 1234
     )
-    assert rollups.refresh(Lake.from_config(config.storage)) >= 1
+    assert rollups.refresh(session_for(config)) >= 1
     _, rolled = same_as_full_scan(config)
     assert rolled >= 1
 

@@ -26,10 +26,15 @@ def migrate_lake(args: argparse.Namespace) -> int:
     from cdnlake.privacy import PrivacyPolicy
 
     config = load(args, default_level="WARNING", legacy_ok=True)
-    with LakeSession.from_config(
-        config.storage,
-        privacy=PrivacyPolicy.from_config(config.privacy),
-    ) as session:
+    with (
+        # A --vacuum-now waits for it or names it. (Ctrl-C stops it as it always did: a
+        # run cut off is finished by the next.)
+        writing(config, "migrate-lake", lambda: False),
+        LakeSession.from_config(
+            config.storage,
+            privacy=PrivacyPolicy.from_config(config.privacy),
+        ) as session,
+    ):
         report = migrate(config.storage, session)
     if not report.moved_to:
         where = config.storage.lake_location

@@ -31,7 +31,7 @@ from deltalake.transaction import AddAction
 
 from cdnlake.errors import StorageError, first_line
 from cdnlake.lake.log.schema import TableSpec
-from cdnlake.lake.log.store import Lake, sync_folder, write_durably
+from cdnlake.lake.log.store import Lake, sync_path, write_durably
 from cdnlake.version import __version__
 
 if TYPE_CHECKING:
@@ -553,7 +553,7 @@ class _Entries:
         temporary = final.with_name(f".{final.name}.{uuid.uuid4().hex}.tmp")
         write_durably(temporary, text, named=False)
         os.replace(temporary, final)  # readers see the old pointer or the new, whole
-        sync_folder(final.parent)
+        sync_path(final.parent)
 
     def _read(self, name: str) -> str | None:
         if self.lake.local is not None:
@@ -582,7 +582,7 @@ class _Entries:
                 return False
             finally:
                 temporary.unlink()
-            sync_folder(final.parent)  # the name too: acknowledged only once it is there
+            sync_path(final.parent)  # the name too: acknowledged only once it is there
             return True
         self._check_store()
         return self._put_create(name, text.encode())

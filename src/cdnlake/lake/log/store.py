@@ -8,6 +8,7 @@ from the standard AWS environment only; the config names the endpoint and region
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import threading
@@ -89,7 +90,7 @@ class Lake:
         if table is not None:
             return self.evolve(spec, table)
         try:
-            return DeltaTable.create(
+            made = DeltaTable.create(
                 self.table_uri(spec),
                 spec.delta_schema(),
                 mode="ignore",
@@ -109,6 +110,8 @@ class Lake:
             if table is None:
                 raise
             return table
+        self.sync_commits(spec, 0, made.version())
+        return made
 
     def evolve(self, spec: TableSpec, table: DeltaTable) -> DeltaTable:
         """``table`` with the columns its spec has and it lacks, added (nullable: the files
@@ -121,6 +124,7 @@ class Lake:
         missing = [name for name in spec.schema if name not in have]
         if not missing:
             return table
+        before = table.version()
         try:
             table.alter.add_columns(
                 [Field(name, PrimitiveType(spec.schema[name]), nullable=True) for name in missing]
@@ -135,6 +139,7 @@ class Lake:
                 ) from None
             return again
         table.update_incremental()
+        self.sync_commits(spec, before + 1, table.version())
         return table
 
     def configure(self, spec: TableSpec) -> bool:
@@ -150,6 +155,7 @@ class Lake:
         wanted = {k: v for k, v in spec.configuration.items() if have.get(k) != v}
         if not wanted:
             return False
+        before = table.version()
         try:
             table.alter.set_table_properties(wanted)
         except Exception as exc:
@@ -161,6 +167,8 @@ class Lake:
                     f"{', '.join(sorted(wanted))}: {first_line(exc)}"
                 ) from None
             return False  # another process set them first
+        table.update_incremental()
+        self.sync_commits(spec, before + 1, table.version())
         log.info("lake table %s: properties set: %s", spec.name, ", ".join(sorted(wanted)))
         return True
 
@@ -230,6 +238,34 @@ class Lake:
             self.filesystem().delete_file(path)
         except FileNotFoundError:
             pass
+
+    def sync_commits(self, spec: TableSpec, first: int, last: int) -> None:
+        """Versions ``first`` to ``last`` of ``spec``, committed by delta-rs, on the disk
+        before they are acknowledged: delta-rs syncs nothing, and an entry lost below one
+        of cdnlake's own (synced) would leave the log a hole. Each entry, the data files it
+        adds and their folders up to the lake's own (fsync). In an object store a PUT
+        answered is durable: nothing to do."""
+        if self.local is None or last < first:
+            return
+        table = self.local / spec.name
+        files: list[Path] = []
+        for version in range(max(first, 0), last + 1):
+            entry = table / "_delta_log" / f"{version:020d}.json"
+            try:
+                text = entry.read_text()
+            except FileNotFoundError:
+                continue  # cleaned up since: past log retention, long on the disk
+            files.append(entry)
+            for line in text.splitlines():
+                add = json.loads(line).get("add") if line.strip() else None
+                if add is not None and "://" not in add["path"]:
+                    files.append(table / unquote(add["path"]))
+        folders: set[Path] = set()
+        for path in files:
+            sync_path(path)
+            folders.update(f for f in path.parents if f.is_relative_to(self.local))
+        for folder in folders:
+            sync_path(folder)
 
     def filesystem(self) -> pafs.FileSystem:
         """A pyarrow filesystem rooted at the lake."""
@@ -401,12 +437,13 @@ def write_durably(target: Path, content: bytes, *, named: bool = True, mode: int
         out.flush()
         os.fsync(out.fileno())
     for path in [target, *made] if named else made:
-        sync_folder(path.parent)
+        sync_path(path.parent)
 
 
-def sync_folder(folder: Path) -> None:
-    """The folder's entries on disk (a name made or changed in it survives a crash)."""
-    handle = os.open(folder, os.O_RDONLY)
+def sync_path(path: Path) -> None:
+    """A file's bytes, or a folder's entries (a name made or changed in it), on disk: they
+    survive a crash."""
+    handle = os.open(path, os.O_RDONLY)
     try:
         os.fsync(handle)
     finally:

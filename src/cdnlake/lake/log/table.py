@@ -9,10 +9,13 @@ committer (:mod:`cdnlake.lake.log.committer`), which drains the shares waiting i
 commit: passes, forwarding, backfill and rewinds (:mod:`cdnlake.lake.zone.writer`); forget and
 expiry (:mod:`cdnlake.lake.upkeep.rewrite`); compaction, nightly and daytime, apply-privacy, a
 damaged file's removal (:meth:`LogTable.replace`); restore (a zone's commit). delta-rs
-reads the table, writes its checkpoints and vacuums it; it commits to it only metadata:
-the columns a newer cdnlake adds (:meth:`~cdnlake.lake.log.store.Lake.evolve`) and the
-table's properties (:meth:`~cdnlake.lake.log.store.Lake.configure`), each a metaData entry
-that sends every share prepared before it back to its writer (rule 1), once per lake.
+reads the table, writes its checkpoints and vacuums it; it commits to it only what names
+no data file and no progress: the table's creation (version 0 alone), the columns a newer
+cdnlake adds (:meth:`~cdnlake.lake.log.store.Lake.evolve`) and the table's properties
+(:meth:`~cdnlake.lake.log.store.Lake.configure`), each a metaData entry that sends every
+share prepared before it back to its writer (rule 1), once per lake; and a vacuum's own
+two entries (commitInfo alone, which no share conflicts with). Each is synced on local
+disk before it is acknowledged (:meth:`~cdnlake.lake.log.store.Lake.sync_commits`).
 A reader that must write nothing opens it with ``create=False``
 (:meth:`~cdnlake.lake.zone.session.LakeSession.log_table`): neither made nor evolved.
 One rule decides every share: it lands on the newest version when
@@ -31,8 +34,10 @@ again. A share without progress (a compaction, a damaged file's removal) conflic
 pass. A checkpoint is written by a thread of its own, off the commit path.
 
 A bookkeeping table (:class:`MergeTable`) is one delta-rs table brought up to date for
-each MERGE, which its committer runs for a group of rows at once, or delete
-(:class:`Delete`: forget's and expiry's), each tried again when another commit conflicts.
+each change its committer runs: a MERGE for a group of rows at once, a delete
+(:class:`Delete`: forget's and expiry's), a replacement (:class:`Replace`: the rollups'
+days), a compaction (:class:`Compact`: maintain's); each tried again when another commit
+conflicts, and on local disk synced before it is acknowledged (delta-rs syncs nothing).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import unquote
 
@@ -401,14 +407,38 @@ class Delete:
 
 
 @dataclass(frozen=True)
+class Replace:
+    """Rows of a bookkeeping table replaced in one commit (Delta's replaceWhere): those
+    ``where`` (a delta-rs predicate over the table's columns) selects go, ``rows`` (asked
+    again at every attempt, each a row ``where`` selects) come; alone in its group."""
+
+    where: str
+    rows: Callable[[], pl.DataFrame]
+
+
+@dataclass(frozen=True)
+class Compact:
+    """A bookkeeping table's small files of a zone (every zone's where None) rewritten as
+    files of up to ``target_size`` bytes (delta-rs's optimize); alone in its group. What
+    it removed comes back as :class:`Deleted` (files, no rows)."""
+
+    zone: int | None
+    target_size: int
+
+
+@dataclass(frozen=True)
 class Deleted:
     rows: int  # rows deleted
     files: int  # files removed (rewritten without them)
 
 
+Change = Merge | Delete | Replace | Compact  # what a bookkeeping table's committer takes
+
+
 class MergeTable:
-    """A bookkeeping table: one delta-rs table brought up to date for each MERGE (or
-    delete), every change through its committer."""
+    """A bookkeeping table: one delta-rs table brought up to date for each change (a
+    MERGE, a delete, a replacement, a compaction), every one through its committer, and
+    on local disk synced before it is acknowledged (:meth:`Lake.sync_commits`)."""
 
     def __init__(self, lake: Lake, spec: TableSpec) -> None:
         self.lake = lake
@@ -418,9 +448,7 @@ class MergeTable:
         self._checkpoints = Checkpoints(lake, spec)
         interval = self._table.metadata().configuration.get("delta.checkpointInterval")
         self._interval = int(interval or DEFAULT_CHECKPOINT_INTERVAL)
-        self.committer: Committer[Merge | Delete, Deleted | None] = Committer(
-            spec.name, self._merge_group
-        )
+        self.committer: Committer[Change, Deleted | None] = Committer(spec.name, self._merge_group)
 
     @contextmanager
     def current(self) -> Iterator[DeltaTable]:
@@ -435,16 +463,16 @@ class MergeTable:
                 ) from None
             yield self._table
 
-    def _merge_group(self, merges: list[Merge | Delete]) -> list[BaseException | Deleted | None]:
-        """The group's merges: those that share a ``match`` and a ``key`` in one MERGE; a
-        delete alone."""
+    def _merge_group(self, merges: list[Change]) -> list[BaseException | Deleted | None]:
+        """The group's changes: merges that share a ``match`` and a ``key`` in one MERGE;
+        any other change alone."""
         batches: dict[tuple[str, tuple[str, ...]], list[Merge]] = {}
         alone: list[list[Merge]] = []
         outcome: dict[int, BaseException | Deleted | None] = {}
         for merge in merges:
-            if isinstance(merge, Delete):
+            if not isinstance(merge, Merge):
                 try:
-                    outcome[id(merge)] = self._delete(merge)
+                    outcome[id(merge)] = self._alone(merge)
                 except StorageError as exc:
                     outcome[id(merge)] = exc
             elif merge.key and merge.update is None:
@@ -484,6 +512,7 @@ class MergeTable:
                 named = ", ".join(_literal(v) for v in frame[key].unique().sort())
                 where += f" AND t.{key} IN ({named})"
             with self.current() as table:
+                before = table.version()
                 merger = table.merge(
                     frame,
                     predicate=where,
@@ -495,30 +524,72 @@ class MergeTable:
                 if first.update:
                     merger = merger.when_matched_update(first.update, predicate=first.update_if)
                 merger.when_not_matched_insert_all().execute()
-                self._landed(table)
+                self._landed(table, before)
 
         self._retried("merging into", attempt)
 
-    def _delete(self, delete: Delete) -> Deleted:
-        def attempt() -> Deleted:
+    def _alone(self, change: Delete | Replace | Compact) -> Deleted | None:
+        """A change that goes alone: one delta-rs commit (a compaction: one or more), on
+        the table brought up to date, acknowledged once synced (:meth:`_landed`)."""
+        from deltalake import write_deltalake
+
+        commit = CommitProperties(max_commit_retries=COMMIT_ATTEMPTS)
+        hooks = NO_CHECKPOINT  # checkpoints on their own thread
+
+        def attempt() -> Deleted | None:
+            # (rows asked before the table is: they may read it, as a MERGE's do)
+            rows = conform(change.rows(), self.spec.schema) if isinstance(change, Replace) else None
+            done: Deleted | None = None
             with self.current() as table:
-                metrics = table.delete(
-                    delete.where,
-                    commit_properties=CommitProperties(max_commit_retries=COMMIT_ATTEMPTS),
-                    post_commithook_properties=NO_CHECKPOINT,  # on its own thread
-                )
-                self._landed(table)
-            return Deleted(
-                rows=int(metrics.get("num_deleted_rows", 0) or 0),
-                files=int(metrics.get("num_removed_files", 0) or 0),
-            )
+                before = table.version()
+                if isinstance(change, Delete):
+                    metrics = table.delete(
+                        change.where, commit_properties=commit, post_commithook_properties=hooks
+                    )
+                    done = Deleted(
+                        rows=int(metrics.get("num_deleted_rows", 0) or 0),
+                        files=int(metrics.get("num_removed_files", 0) or 0),
+                    )
+                elif isinstance(change, Replace):
+                    assert rows is not None
+                    write_deltalake(
+                        table,
+                        rows.to_arrow(),
+                        mode="overwrite",
+                        predicate=change.where,
+                        partition_by=self.spec.partition_by,
+                        commit_properties=commit,
+                        post_commithook_properties=hooks,
+                    )
+                else:
+                    zone = (
+                        []
+                        if change.zone is None
+                        else [(self.spec.zone_column, "=", str(change.zone))]
+                    )
+                    metrics = table.optimize.compact(
+                        partition_filters=zone or None,
+                        target_size=change.target_size,
+                        min_commit_interval=timedelta(minutes=1),
+                        commit_properties=commit,
+                        post_commithook_properties=hooks,
+                    )
+                    done = Deleted(rows=0, files=int(metrics.get("numFilesRemoved", 0)))
+                self._landed(table, before)
+            return done
 
-        return self._retried("deleting from", attempt)
+        what = {Delete: "deleting from", Replace: "replacing rows of", Compact: "compacting"}
+        return self._retried(what[type(change)], attempt)
 
-    def _landed(self, table: DeltaTable) -> None:
-        """A commit acknowledged: its checkpoint, when due, on the checkpoints' thread."""
-        if table.version() % self._interval == 0:
-            self._checkpoints.want(table.version())
+    def _landed(self, table: DeltaTable, before: int) -> None:
+        """The commits since ``before`` (one's own, and any another writer made meanwhile)
+        on the disk before they are acknowledged; a checkpoint, when one is due, on the
+        checkpoints' thread."""
+        now = table.version()  # (delta-rs's state is at its commit once it returns)
+        self.lake.sync_commits(self.spec, before + 1, now)
+        due = now - now % self._interval
+        if due > before:
+            self._checkpoints.want(due)
 
     def _retried(self, what: str, attempt: Callable[[], _R]) -> _R:
         """``attempt`` (one commit), again while another writer's commit made it fail."""

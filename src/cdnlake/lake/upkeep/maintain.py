@@ -3,9 +3,9 @@
 Each (zone, day) of ``requests`` and ``shield_events`` is rewritten as one file sorted by
 ``ts`` (deduplication and time-range queries then read only their minutes), each key once,
 through the table's door (:meth:`~cdnlake.lake.log.table.LogTable.replace`); a bookkeeping
-table is compacted by delta-rs. Then a checkpoint, and a vacuum of the files no version
-within the retention needs and of files no entry ever named. The log and its app
-transactions are kept.
+table's files by delta-rs, through its committer (:class:`~cdnlake.lake.log.table.Compact`).
+Then a checkpoint, and a vacuum of the files no version within the retention needs and of
+files no entry ever named. The log and its app transactions are kept.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +35,8 @@ from cdnlake.lake.log.delta_log import write_checkpoint
 from cdnlake.lake.log.files import prepare
 from cdnlake.lake.log.progress import ZoneHold
 from cdnlake.lake.log.schema import REQUESTS, TABLES, TableSpec, frame_of
-from cdnlake.lake.log.store import add_actions_table
-from cdnlake.lake.log.table import Replacement
+from cdnlake.lake.log.store import Lake, add_actions_table
+from cdnlake.lake.log.table import Compact, Replacement
 from cdnlake.lake.upkeep import rollups
 from cdnlake.lake.upkeep.expire import expire
 from cdnlake.lake.upkeep.rollups import ROLLUP
@@ -147,7 +147,7 @@ def maintain(
         rolled_up = 0
         if spec is ROLLUP:  # after requests' compaction, whose new files it records
             rolled_up = rollups.refresh(
-                lake, zones, skip={(z, d) for t, z, d in damaged_days if t == REQUESTS.name}
+                session, zones, skip={(z, d) for t, z, d in damaged_days if t == REQUESTS.name}
             )
         table = lake.open(spec)
         if table is None:
@@ -165,20 +165,17 @@ def maintain(
             damaged_days |= {(spec.name, *d.partition) for d in item.damaged if d.left}
         skip = {(z, d) for t, z, d in damaged_days if t == spec.name}
         try:
-            if spec.key is not None:  # through its door (a bookkeeping table: delta-rs's)
+            if spec.key is not None:  # through its door
                 item.compacted += _sort_days(session, spec, table, zones, item, stop, skip)
-            else:
-                filters = [[(spec.zone_column, "=", str(z))] for z in zones] if zones else [None]
-                for partition_filter in filters:
-                    metrics = table.optimize.compact(
-                        partition_filters=partition_filter,  # type: ignore[arg-type]
-                        target_size=TARGET_FILE_BYTES,
-                        min_commit_interval=timedelta(minutes=1),
-                    )
-                    item.compacted += int(metrics.get("numFilesRemoved", 0))
+            else:  # a bookkeeping table: delta-rs's optimize, through its committer
+                committer = session.merge_table(spec).committer
+                chosen: list[int | None] = [*zones] if zones else [None]
+                for zone in chosen:
+                    done = committer.run(Compact(zone, TARGET_FILE_BYTES), patient=False)
+                    item.compacted += done.files if done is not None else 0
             table.update_incremental()
             write_checkpoint(lake, spec, table.version())  # (never moves the pointer back)
-            item.vacuumed, item.unnamed = _vacuum(spec, table, retention_hours)
+            item.vacuumed, item.unnamed = _vacuum(lake, spec, table, retention_hours)
             table.cleanup_metadata()
         except StopRequested:
             raise
@@ -204,11 +201,16 @@ def configure(session: LakeSession) -> None:
         session.lake.configure(spec)
 
 
-def _vacuum(spec: TableSpec, table: DeltaTable, retention_hours: int) -> tuple[int, int]:
+def _vacuum(
+    lake: Lake, spec: TableSpec, table: DeltaTable, retention_hours: int
+) -> tuple[int, int]:
     """Remove the data files no version within ``retention_hours`` needs, then those no
     log entry ever named (a commit that never came) once ``UNNAMED_FILE_HOURS`` old: a
-    younger one may be a commit still on its way. The files removed, and the unnamed."""
+    younger one may be a commit still on its way. The files removed, and the unnamed.
+    delta-rs records each vacuum in two entries of its own (commitInfo alone): synced on
+    local disk before the next commit, as every one of delta-rs's."""
     enforce = retention_hours >= DEFAULT_RETENTION_HOURS
+    before = table.version()
 
     def named(paths: list[str]) -> set[str]:  # relative to the table, as some come whole
         return {path.split(f"/{spec.name}/", 1)[-1] for path in paths}
@@ -222,6 +224,8 @@ def _vacuum(spec: TableSpec, table: DeltaTable, retention_hours: int) -> tuple[i
         floor, dry_run=False, enforce_retention_duration=floor >= DEFAULT_RETENTION_HOURS, full=True
     )
     unnamed = named(full) - expired  # (it names again the removed files deleted just now)
+    table.update_incremental()
+    lake.sync_commits(spec, before + 1, table.version())
     data = {path for path in expired | unnamed if path.endswith(".parquet")}  # no folder markers
     if unnamed & data:
         log.warning(
@@ -243,7 +247,7 @@ def vacuum_removed(session: LakeSession, specs: list[TableSpec]) -> int:
         if table is None:
             continue
         try:
-            deleted += _vacuum(spec, table, 0)[0]
+            deleted += _vacuum(session.lake, spec, table, 0)[0]
         except Exception as exc:
             raise StorageError(f"cannot vacuum {spec.name}: {first_line(exc)}") from None
     return deleted

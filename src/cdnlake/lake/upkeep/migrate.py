@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
-from deltalake import write_deltalake
 
 from cdnlake.config import StorageConfig
-from cdnlake.errors import StorageError, first_line
+from cdnlake.errors import first_line
 from cdnlake.lake.log.progress import DAYS, WATERMARK, DayCursor, to_ms
 from cdnlake.lake.log.schema import (
     INGEST_GAPS,
@@ -31,7 +30,7 @@ from cdnlake.lake.log.schema import (
     frame_of,
     polars_schema,
 )
-from cdnlake.lake.log.store import Lake
+from cdnlake.lake.log.table import Merge
 from cdnlake.lake.upkeep.legacy import LEGACY_TABLES, legacy_lake
 from cdnlake.lake.zone.bookkeeping import Bookkeeping
 from cdnlake.lake.zone.session import LakeSession
@@ -128,7 +127,6 @@ def _bookkeeping(path: Path, session: LakeSession, report: MigrationReport) -> N
     committer)."""
     import duckdb  # only a migration reads the earlier warehouse file
 
-    lake = session.lake
     con = duckdb.connect(str(path), read_only=True)
     try:
         con.execute("SET TimeZone = 'UTC'")
@@ -138,7 +136,7 @@ def _bookkeeping(path: Path, session: LakeSession, report: MigrationReport) -> N
             (INGEST_GAPS, ["run_id", "gap_from", "gap_to"]),
         ):
             if spec.name in tables:
-                _append_new(lake, spec, _frame(con, spec.name), key, report)
+                _add_new(session, spec, _frame(con, spec.name), key, report)
         if "rejected_lines" in tables:
             rejects = _frame(con, "rejected_lines")
             if "record_key" not in rejects.columns:
@@ -147,7 +145,7 @@ def _bookkeeping(path: Path, session: LakeSession, report: MigrationReport) -> N
                         pl.col("file"), pl.lit(":"), pl.col("line_number").cast(pl.String)
                     ).alias("record_key")
                 )
-            new = _new_rows(lake, REJECTED_LINES, rejects, ["record_key"])
+            new = _new_rows(session, REJECTED_LINES, rejects, ["record_key"])
             Bookkeeping(session).record_rejects([new], patient=False)
             report.bookkeeping[REJECTED_LINES.name] = new.height
     finally:
@@ -158,21 +156,27 @@ def _frame(con: duckdb.DuckDBPyConnection, table: str) -> pl.DataFrame:
     return frame_of(con.sql(f"SELECT * FROM {table}").to_arrow_table())
 
 
-def _append_new(
-    lake: Lake, spec: TableSpec, frame: pl.DataFrame, key: list[str], report: MigrationReport
+def _add_new(
+    session: LakeSession,
+    spec: TableSpec,
+    frame: pl.DataFrame,
+    key: list[str],
+    report: MigrationReport,
 ) -> None:
-    """Rows of an earlier bookkeeping table that the Delta table lacks, by ``key``."""
-    frame = _new_rows(lake, spec, frame, key)
-    table = lake.open_or_create(spec)
+    """Rows of an earlier bookkeeping table that the Delta table lacks, by ``key``: a MERGE
+    through the table's committer that inserts each row its key finds no row of."""
+    frame = _new_rows(session, spec, frame, key)
     if frame.height:
-        try:
-            write_deltalake(table, frame.to_arrow(), mode="append", partition_by=spec.partition_by)
-        except Exception as exc:
-            raise StorageError(f"cannot write {spec.name}: {first_line(exc)}") from None
+        zones = frame[spec.zone_column].drop_nulls().unique().sort().to_list()
+        match = " AND ".join(f"t.{column} = s.{column}" for column in key)
+        merge = Merge(lambda: frame, match, zones, key=tuple(key))
+        session.merge_table(spec).committer.run(merge, patient=False)
     report.bookkeeping[spec.name] = report.bookkeeping.get(spec.name, 0) + frame.height
 
 
-def _new_rows(lake: Lake, spec: TableSpec, frame: pl.DataFrame, key: list[str]) -> pl.DataFrame:
+def _new_rows(
+    session: LakeSession, spec: TableSpec, frame: pl.DataFrame, key: list[str]
+) -> pl.DataFrame:
     """The rows of an earlier bookkeeping table, as ``spec`` has them, that the Delta
     table lacks, by ``key``."""
     frame = frame.rename({"pull_zone_id": spec.zone_column}) if "pull_zone_id" in frame else frame
@@ -189,8 +193,8 @@ def _new_rows(lake: Lake, spec: TableSpec, frame: pl.DataFrame, key: list[str]) 
         else:
             columns.append(pl.lit(None, dtype).alias(name))
     frame = frame.select(columns).unique(subset=[spec.zone_column, *key], keep="first")
-    table = lake.open_or_create(spec)
-    existing = frame_of(table.to_pyarrow_table(columns=[spec.zone_column, *key]))
+    with session.merge_table(spec).current() as table:
+        existing = frame_of(table.to_pyarrow_table(columns=[spec.zone_column, *key]))
     if existing.height:
         frame = frame.join(existing, on=[spec.zone_column, *key], how="anti", nulls_equal=True)
     return frame

@@ -16,15 +16,17 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-from deltalake import DeltaTable, write_deltalake
+from deltalake import DeltaTable
 
-from cdnlake.errors import StorageError, first_line
-from cdnlake.lake.log.schema import DATE, INTEGER, LONG, REQUESTS, STRING, TableSpec
+from cdnlake.lake.log.schema import DATE, INTEGER, LONG, REQUESTS, STRING, TableSpec, frame_of
 from cdnlake.lake.log.store import Lake, add_actions_table
 from cdnlake.sqlfiles import internal_sql
 
 if TYPE_CHECKING:  # loaded by the refresh alone: status reads this module's bookkeeping
+    import polars as pl
     import pyarrow as pa
+
+    from cdnlake.lake.zone.session import LakeSession
 
 log = logging.getLogger(__name__)
 
@@ -110,11 +112,12 @@ def stale(current: dict[Key, str], done: dict[Key, str]) -> list[Key]:
 
 
 def refresh(
-    lake: Lake, zones: list[int] | None = None, skip: Collection[tuple[int, str]] = ()
+    session: LakeSession, zones: list[int] | None = None, skip: Collection[tuple[int, str]] = ()
 ) -> int:
     """Roll up every partition of ``requests`` (of ``zones``) that is missing or stale;
     how many were. Idempotent: a second run finds nothing to do. The (zone, ISO day)
     partitions in ``skip`` (a damaged file left there by ``maintain``) wait for a later run."""
+    lake = session.lake
     table = lake.open(REQUESTS)
     if table is None:
         return 0
@@ -132,7 +135,7 @@ def refresh(
     if frames:
         import pyarrow as pa
 
-        _replace(lake, by_zone, pa.concat_tables(frames))
+        _replace(session, by_zone, frame_of(pa.concat_tables(frames)))
     if todo:
         log.info("rollups: %d partition(s) of requests rolled up", len(todo))
     return len(todo)
@@ -165,8 +168,11 @@ def _aggregate(
     return result.select(list(ROLLUP.schema)).cast(ROLLUP.arrow_schema())
 
 
-def _replace(lake: Lake, days: dict[int, list[date]], frame: pa.Table) -> None:
-    """The zones' rolled-up days, replaced in one commit (Delta's replaceWhere)."""
+def _replace(session: LakeSession, days: dict[int, list[date]], rows: pl.DataFrame) -> None:
+    """The zones' rolled-up days, replaced in one commit (Delta's replaceWhere), through
+    the table's committer."""
+    from cdnlake.lake.log.table import Replace
+
     # Zone ids and dates from the Delta log, not from input: no value is a stranger's.
     predicate = " OR ".join(
         f"(pull_zone_id = {int(zone)} AND date IN ("
@@ -174,14 +180,4 @@ def _replace(lake: Lake, days: dict[int, list[date]], frame: pa.Table) -> None:
         + "))"
         for zone, listed in sorted(days.items())
     )
-    table = lake.open_or_create(ROLLUP)
-    try:
-        write_deltalake(
-            table,
-            frame,
-            mode="overwrite",
-            predicate=predicate,
-            partition_by=ROLLUP.partition_by,
-        )
-    except Exception as exc:
-        raise StorageError(f"cannot write {ROLLUP.name}: {first_line(exc)}") from None
+    session.merge_table(ROLLUP).committer.run(Replace(predicate, lambda: rows), patient=False)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cdnlake.errors import ConfigError
-from cdnlake.lake.log.store import sync_folder, write_durably
+from cdnlake.lake.log.store import sync_path, write_durably
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class KeySource:
                 return
         finally:
             temp.unlink(missing_ok=True)
-        sync_folder(path.parent)
+        sync_path(path.parent)
         log.warning(
             "erasure key created in %s: keep it, and back it up apart from the storage "
             "root's backups (with both, erased addresses can be recovered); without it, "
