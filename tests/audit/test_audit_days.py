@@ -111,12 +111,24 @@ def test_audit_keeps_each_day_status_and_the_report_show_it(lost: Setup) -> None
     assert completeness(config, session_for(config)) == {("1234", day): 1.0, ("1236", day): 1.0}
 
 
+def away_from_midnight() -> datetime:
+    """Now, or an hour earlier within half an hour of midnight UTC: where the emulator and
+    the daemon's clock stand so that, for the test's few minutes, the daemon's yesterday is
+    one day, its last hour behind ``lag_seconds`` (300): just after midnight it is not yet,
+    and it waits minutes for it; just before, its yesterday changes under it."""
+    now = datetime.now(UTC)
+    of_day = now - now.replace(hour=0, minute=0, second=0, microsecond=0)
+    near = of_day < timedelta(minutes=30) or of_day > timedelta(hours=23, minutes=30)
+    return now - timedelta(hours=1) if near else now
+
+
 def test_the_daemon_audits_yesterday_before_its_report_and_exports_the_ratio(
     tmp_path: Path,
 ) -> None:
-    day = (datetime.now(UTC) - timedelta(days=1)).date()
+    start = away_from_midnight()
+    day = (start - timedelta(days=1)).date()
     emu = start_emulator(
-        "1234", rpm=2, now=None, frozen=False, faults=Faults(lose_hours=f"1234@{day}T07")
+        "1234", rpm=2, now=start, frozen=False, faults=Faults(lose_hours=f"1234@{day}T07")
     )
     try:
         config = load_test_config(write_config(tmp_path, emu, [(1234, "v2")]))
@@ -125,6 +137,7 @@ def test_the_daemon_audits_yesterday_before_its_report_and_exports_the_ratio(
         daemon = Daemon(
             config,
             make_client(config),
+            clock=emu.clock.now,
             report_trigger=IntervalTrigger(seconds=1),
             metrics=metrics,
             catch_up=False,
