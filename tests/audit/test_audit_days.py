@@ -175,7 +175,7 @@ def test_a_day_not_kept_yet_is_said_and_audited_again_by_the_next_days_audit(
     yesterday's 23:00 hour still pending: the day is not kept, a warning names it and the
     job stays open. The next day's audit audits it again (and a short day read again
     since is corrected the same way)."""
-    day = (datetime.now(UTC) - timedelta(days=1)).date()
+    day = audited_day()  # the real clock's ingest has read all of it, even just after midnight
     emu = start_emulator(
         "1234,1236", rpm=2, now=None, frozen=False, faults=Faults(lose_hours=f"1234@{day}T05")
     )
@@ -206,8 +206,9 @@ def test_a_day_not_kept_yet_is_said_and_audited_again_by_the_next_days_audit(
 
         assert kept() == {}
 
-        # The next day's audit (today's job, the real clock) audits yesterday again.
-        today = day + timedelta(days=1)
+        # Today's audit (the real clock's: the next day's, or the one after just after
+        # midnight) audits the day again; today is not whole: its job stays open.
+        today = datetime.now(UTC).date()
         second = Daemon(config, make_client(config), catch_up=False)
         second.audit(today)
         assert kept() == {(1234, day): "short", (1236, day): "ok"}
