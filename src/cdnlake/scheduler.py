@@ -56,7 +56,8 @@ log = logging.getLogger("cdnlake.daemon")
 
 
 class _DayOpen(Exception):
-    """Leaves a daily audit's fleet job open: its day is not kept yet for every zone."""
+    """Leaves a daily audit's fleet job open: its day is not kept yet for every zone (the
+    lines that say which and why)."""
 
 
 class _NotKept(Exception):
@@ -65,6 +66,9 @@ class _NotKept(Exception):
 
 DEFAULT_STOP_GRACE_SECONDS = 8.0
 COMPACT_MINUTES = 10  # how often today's partitions with many small files are compacted
+# The longest wait between two tries of a daily audit not done (the first waits one
+# compaction round, each next twice as long as the one before).
+AUDIT_RETRY_MAX = timedelta(hours=2)
 # The days a zone's archive job looks at (two month folders at most): newly closed parts
 # and a week or two the daemon was down; older history is `cdnlake backfill`'s.
 ARCHIVE_DAYS = 31
@@ -128,9 +132,11 @@ class Daemon:
             minutes=COMPACT_MINUTES, timezone=UTC
         )
         self._open_days: Any = None  # lake.maintain.OpenDays, made at the first run
-        # Daily jobs to run again at the next compaction round: job -> (run, day, why): a
-        # maintenance that left damage, an audit not kept, a job whose turn was unknown.
-        self._again: dict[str, tuple[Callable[[date], None], date, str]] = {}
+        # Daily jobs to run again at a compaction round: job -> (run, day, why, from when
+        # on: None for the next round): a maintenance that left damage, an audit not done,
+        # a job whose turn was unknown.
+        self._again: dict[str, tuple[Callable[[date], None], date, str, datetime | None]] = {}
+        self._audit_tries: dict[date, int] = {}  # day -> its audit's tries not done here
         # The configured daily jobs whose time of day had passed when this daemon started
         # (a job given its own trigger keeps to it; ``catch_up=False``: none, for tests
         # that watch passes alone), and the polls still to run once before them.
@@ -297,10 +303,18 @@ class Daemon:
             when = datetime.now(UTC) + timedelta(seconds=wait_seconds)
             self.scheduler.modify_job(self._jobs[key], next_run_time=when)
 
-    def _run_again(self, job: str, run: Callable[[date], None], day: date, why: str) -> None:
-        """Run ``job`` again at the next compaction round (:meth:`compact_open_days`)."""
+    def _run_again(
+        self,
+        job: str,
+        run: Callable[[date], None],
+        day: date,
+        why: str,
+        at: datetime | None = None,
+    ) -> None:
+        """Run ``job`` again at the next compaction round (:meth:`compact_open_days`), or
+        at the first from ``at`` on."""
         with self._lock:
-            self._again[job] = (run, day, why)
+            self._again[job] = (run, day, why, at)
 
     def _mine(
         self, turn: Turn, job: str, what: str, run: Callable[[date], None], day: date
@@ -358,10 +372,11 @@ class Daemon:
         (while the provider serves it: a day pending then, or read again since, is
         corrected). A zone's day that cannot be kept yet (an hour pending: the zone is
         behind, or inside ``lag_seconds``) is said in a warning and leaves the job open,
-        as does a day that cannot be audited (the statistics unreachable): the next
-        daemon to start, and the next days' audits, audit it again. A day audited whose
-        result could not be kept (``audit_days`` not written) is said so, not as a failed
-        audit, and the job stays open: run again at the next compaction round."""
+        as does a day that cannot be audited (the statistics unreachable): this daemon
+        tries it again later the same day, with backoff (:meth:`_audit_again`), as do the
+        next daemon to start and the next days' audits. A day audited whose result could
+        not be kept (``audit_days`` not written) is said so, not as a failed audit, and
+        the job stays open: run again at the next compaction round."""
         from cdnlake.audit.days import due, unkept
         from cdnlake.audit.run import audit, keep
         from cdnlake.client.statistics import StatisticsApi
@@ -377,7 +392,7 @@ class Daemon:
                 if not self._mine(turn, job, "completeness audit", self.audit, day):
                     return
                 now = self.clock()
-                waiting = []
+                waiting: list[tuple[date, str]] = []
                 for when, todo in sorted(due(self.session, zones, day, now).items()):
                     hours = audit(
                         self.config, self.session, StatisticsApi(self.api), todo, when, when, now
@@ -394,19 +409,17 @@ class Daemon:
                         self.metrics.audited()
                     log_audit(when, days)
                     for zone, open_day, why in unkept(hours):
-                        log.warning(
-                            "completeness audit: zone %s %s cannot be kept yet (%s); the next "
-                            "daily audits audit it again",
-                            zone,
-                            open_day,
-                            why,
-                        )
-                        waiting.append(open_day)
-                if day in waiting:  # not done: the job stays open for another try
-                    raise _DayOpen
+                        line = f"completeness audit: zone {zone} {open_day} cannot be kept yet"
+                        waiting.append((open_day, f"{line} ({why})"))
+                if any(open_day == day for open_day, _ in waiting):  # the job stays open
+                    raise _DayOpen([line for _, line in waiting])
+                for _, line in waiting:  # earlier days: the next daily audits audit them
+                    log.warning("%s; the next daily audits audit it again", line)
             self.audit_runs.append(day)
-        except _DayOpen:
-            pass
+            with self._lock:
+                self._audit_tries.pop(day, None)
+        except _DayOpen as exc:
+            self._audit_again(day, "not kept yet", exc.args[0], logging.WARNING)
         except StopRequested:  # the job stays open: the next daemon to start audits it
             log.info(_STOPPED, "completeness audit of", day)
         except _NotKept as exc:  # the job stays open: the audit runs again, then keeps it
@@ -422,7 +435,35 @@ class Daemon:
             if self.stop_event.is_set():
                 log.info(_STOPPED, "completeness audit of", day)
             else:
-                log.error("completeness audit of %s failed: %s", day, exc)
+                line = f"completeness audit of {day} failed: {exc}"
+                self._audit_again(day, "it failed", [line], logging.ERROR)
+
+    def _audit_again(self, day: date, why: str, lines: list[str], level: int) -> None:
+        """The audit of ``day`` is not done (not kept yet, or failed): its job stays open
+        and this daemon tries it again the same day (and the next, until its next daily
+        audit), waiting one compaction round, then each time twice as long (up to
+        ``AUDIT_RETRY_MAX``), rather than a day for the next daily audit. Said in full at
+        ``level`` at the first try, in one INFO line at each try after that."""
+        now = self.clock()
+        with self._lock:
+            tries = self._audit_tries[day] = self._audit_tries.get(day, 0) + 1
+            for old in [d for d in self._audit_tries if d < day - timedelta(days=2)]:
+                del self._audit_tries[old]
+        wait = min(timedelta(minutes=COMPACT_MINUTES) * 2 ** (tries - 1), AUDIT_RETRY_MAX)
+        at = now + wait
+        if at.date() > day + timedelta(days=1):  # the next daily audit is as soon
+            then = "the next daily audits audit it again"
+        else:
+            self._run_again(f"audit/{day}", self.audit, day, why, at)
+            then = f"tried again from {at:%Y-%m-%d %H:%M} UTC"
+        if tries == 1:
+            for line in lines:
+                log.log(level, "%s", line)
+            log.log(level, "completeness audit of %s: not done (%s); %s", day, why, then)
+        else:
+            log.info(
+                "completeness audit of %s: still not done at try %d (%s); %s", day, tries, why, then
+            )
 
     def maintain(self, day: date | None = None) -> None:
         """Once a day (today, or ``day``), by one daemon of the fleet: compact the small
@@ -468,12 +509,15 @@ class Daemon:
         too many small files is compacted (:class:`~cdnlake.lake.upkeep.maintain.OpenDays`), so
         files per zone-day stay bounded between nightly maintenance runs. The daily jobs
         left to run again are run first: a maintenance that left a damaged file in place,
-        an audit not kept, a job whose turn could not be known."""
+        an audit not done, a job whose turn could not be known (each from its time on)."""
         from cdnlake.lake.upkeep.maintain import OpenDays
 
+        now = self.clock()
         with self._lock:
-            again, self._again = self._again, {}
-        for job, (run, day, why) in again.items():
+            again = {j: a for j, a in self._again.items() if a[3] is None or a[3] <= now}
+            for job in again:
+                del self._again[job]
+        for job, (run, day, why, _) in again.items():
             if self.stop_event.is_set():
                 break
             log.info("%s: running it again (%s)", job, why)

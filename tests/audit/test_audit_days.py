@@ -111,12 +111,24 @@ def test_audit_keeps_each_day_status_and_the_report_show_it(lost: Setup) -> None
     assert completeness(config, session_for(config)) == {("1234", day): 1.0, ("1236", day): 1.0}
 
 
+def away_from_midnight() -> datetime:
+    """Now, or an hour earlier within half an hour of midnight UTC: where the emulator and
+    the daemon's clock stand so that, for the test's few minutes, the daemon's yesterday is
+    one day, its last hour behind ``lag_seconds`` (300): just after midnight it is not yet,
+    and it waits minutes for it; just before, its yesterday changes under it."""
+    now = datetime.now(UTC)
+    of_day = now - now.replace(hour=0, minute=0, second=0, microsecond=0)
+    near = of_day < timedelta(minutes=30) or of_day > timedelta(hours=23, minutes=30)
+    return now - timedelta(hours=1) if near else now
+
+
 def test_the_daemon_audits_yesterday_before_its_report_and_exports_the_ratio(
     tmp_path: Path,
 ) -> None:
-    day = (datetime.now(UTC) - timedelta(days=1)).date()
+    start = away_from_midnight()
+    day = (start - timedelta(days=1)).date()
     emu = start_emulator(
-        "1234", rpm=2, now=None, frozen=False, faults=Faults(lose_hours=f"1234@{day}T07")
+        "1234", rpm=2, now=start, frozen=False, faults=Faults(lose_hours=f"1234@{day}T07")
     )
     try:
         config = load_test_config(write_config(tmp_path, emu, [(1234, "v2")]))
@@ -125,6 +137,7 @@ def test_the_daemon_audits_yesterday_before_its_report_and_exports_the_ratio(
         daemon = Daemon(
             config,
             make_client(config),
+            clock=emu.clock.now,
             report_trigger=IntervalTrigger(seconds=1),
             metrics=metrics,
             catch_up=False,
@@ -162,7 +175,7 @@ def test_a_day_not_kept_yet_is_said_and_audited_again_by_the_next_days_audit(
     yesterday's 23:00 hour still pending: the day is not kept, a warning names it and the
     job stays open. The next day's audit audits it again (and a short day read again
     since is corrected the same way)."""
-    day = (datetime.now(UTC) - timedelta(days=1)).date()
+    day = audited_day()  # the real clock's ingest has read all of it, even just after midnight
     emu = start_emulator(
         "1234,1236", rpm=2, now=None, frozen=False, faults=Faults(lose_hours=f"1234@{day}T05")
     )
@@ -193,8 +206,9 @@ def test_a_day_not_kept_yet_is_said_and_audited_again_by_the_next_days_audit(
 
         assert kept() == {}
 
-        # The next day's audit (today's job, the real clock) audits yesterday again.
-        today = day + timedelta(days=1)
+        # Today's audit (the real clock's: the next day's, or the one after just after
+        # midnight) audits the day again; today is not whole: its job stays open.
+        today = datetime.now(UTC).date()
         second = Daemon(config, make_client(config), catch_up=False)
         second.audit(today)
         assert kept() == {(1234, day): "short", (1236, day): "ok"}
@@ -208,5 +222,61 @@ def test_a_day_not_kept_yet_is_said_and_audited_again_by_the_next_days_audit(
         assert r.returncode == 0, r.stdout + r.stderr
         second.audit(today)  # today is not whole yet: its job is still open
         assert kept() == {(1234, day): "ok", (1236, day): "ok"}
+    finally:
+        emu.stop()
+
+
+def test_a_day_not_kept_at_report_time_is_audited_again_the_same_day_with_backoff(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With lag_seconds at an hour, the audit at report_at 00:30 finds yesterday's 23:00
+    hour pending: the report says "not audited yet", the warning is said once, and the
+    daemon's compaction rounds audit the day again the same day, 10 then 20 minutes later,
+    not a day later: kept at 01:00, once the hour is past the lag."""
+    day = audited_day()
+    emu = start_emulator("1234", rpm=2, now=None, frozen=False)
+    try:
+        path = write_config(tmp_path, emu, [(1234, "v2")])
+        r = run_cli("--config", str(path), "ingest", timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+        config = load_test_config(path)
+        lagging = msgspec.structs.replace(
+            config, ingest=msgspec.structs.replace(config.ingest, lag_seconds=3600)
+        )
+        midnight = datetime(day.year, day.month, day.day, tzinfo=UTC) + timedelta(days=1)
+        now = [midnight + timedelta(minutes=30)]
+        daemon = Daemon(lagging, make_client(config), clock=lambda: now[0], catch_up=False)
+        tries: list[datetime] = []
+        audit = daemon.audit
+
+        def counted(audited: date) -> None:
+            tries.append(now[0])
+            audit(audited)
+
+        daemon.audit = counted  # type: ignore[method-assign]
+
+        def at(hh_mm: str) -> datetime:
+            hours, minutes = map(int, hh_mm.split(":"))
+            return midnight + timedelta(hours=hours, minutes=minutes)
+
+        warned = f"completeness audit: zone 1234 {day} cannot be kept yet (1 hour(s) pending"
+        with caplog.at_level(logging.INFO, logger="cdnlake"):
+            daemon.write_report(day)
+            report = tmp_path / "data" / "reports" / f"report-all-{day}.json"
+            verdicts = [r["verdict"] for r in json.loads(report.read_text())["completeness"]]
+            assert verdicts == ["not audited yet"]
+            assert daemon.audit_runs == []
+            for moment in ("00:35", "00:40", "00:50", "01:00", "01:10", "03:00"):
+                now[0] = at(moment)
+                daemon.compact_open_days()
+        assert tries == [at("00:30"), at("00:40"), at("01:00")], tries
+        assert daemon.audit_runs == [day]
+        assert caplog.text.count(warned) == 1, caplog.text
+        first = f"not done (not kept yet); tried again from {midnight:%Y-%m-%d} 00:40 UTC"
+        assert first in caplog.text
+        assert "still not done at try 2" in caplog.text
+        assert f"tried again from {midnight:%Y-%m-%d} 01:00 UTC" in caplog.text
+        kept = lake_frame(tmp_path / "data", "audit_days")
+        assert kept.filter(kept["day"] == day)["verdict"].to_list() == ["ok"]
     finally:
         emu.stop()
