@@ -406,7 +406,7 @@ class RetentionConfig(Table, frozen=True):
 
     requests_days: NonNegative = 0  # requests and shield_events, by their UTC day
     bookkeeping_days: NonNegative = 0  # ingest_runs, ingest_gaps, rejected_lines, ...
-    vacuum_hours: NonNegative = 168  # removed files leave storage this long after
+    vacuum_hours: Positive = 168  # removed files leave storage this long after
 
     def __post_init__(self) -> None:
         for key in ("requests_days", "bookkeeping_days"):

@@ -17,6 +17,7 @@ VACUUM_WAIT_SECONDS = 60.0
 WRITING_WAIT_SECONDS = 600.0
 
 if TYPE_CHECKING:
+    from cdnlake.lake.log.schema import TableSpec
     from cdnlake.lake.zone.session import LakeSession
 
 
@@ -67,7 +68,7 @@ def _has_tables(config: Config) -> bool:
 def maintain(args: argparse.Namespace) -> int:
     from cdnlake.coordination import maintain_hold
     from cdnlake.ingest.result import this_daemon
-    from cdnlake.lake.upkeep.maintain import configure
+    from cdnlake.lake.upkeep.maintain import EVERY_TABLE, configure
     from cdnlake.lake.upkeep.maintain import maintain as run_maintain
     from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
@@ -75,8 +76,13 @@ def maintain(args: argparse.Namespace) -> int:
     config = load(args, default_level="WARNING")
     if args.zone:
         config.select_all_zones(args.zone)  # unknown ids are refused
-    if args.vacuum_now:
-        refuse_beside_daemon(config, "maintain --vacuum-now")  # before any work
+    hours = config.retention.vacuum_hours if args.retention_hours is None else args.retention_hours
+    # --retention-hours 0 deletes files removed a moment ago, which a writer may still
+    # need: as --vacuum-now, only while no other process writes (the run itself keeps an
+    # hour, then every removed file goes with every writer held off).
+    at_once = "--vacuum-now" if args.vacuum_now else "--retention-hours 0" if hours == 0 else None
+    if at_once:
+        refuse_beside_daemon(config, f"maintain {at_once}")  # before any work
     with (
         interruptible("maintain") as stop,
         LakeSession.from_config(
@@ -100,11 +106,7 @@ def maintain(args: argparse.Namespace) -> int:
                     lambda: run_maintain(
                         session,
                         args.zone,
-                        retention_hours=(
-                            config.retention.vacuum_hours
-                            if args.retention_hours is None
-                            else args.retention_hours
-                        ),
+                        retention_hours=max(hours, 1),
                         retention=config.retention,
                         check_all=args.check_all,
                         locks=config.storage.work / "locks",
@@ -113,12 +115,13 @@ def maintain(args: argparse.Namespace) -> int:
                     ),
                     on_abandon=lambda: say(stopped_maintain(stop)),
                 )
-            if args.vacuum_now:
+            if at_once:
+                every = None if args.vacuum_now else [*EVERY_TABLE]
                 deleted = stop.run(
-                    lambda: vacuum_now(session, config, "maintain --vacuum-now", stop.is_set),
+                    lambda: vacuum_now(session, config, f"maintain {at_once}", stop.is_set, every),
                     on_abandon=lambda: say(stopped_maintain(stop)),
                 )
-                print(f"the old bytes have left storage (--vacuum-now): {deleted} file(s)")
+                print(f"the old bytes have left storage ({at_once}): {deleted} file(s)")
             elif args.apply_privacy:
                 print(
                     "apply-privacy: the replaced files leave storage at the first vacuum past "
@@ -227,13 +230,20 @@ def writers_held(
         yield
 
 
-def vacuum_now(session: LakeSession, config: Config, command: str, stop: Callable[[], bool]) -> int:
-    """The files the lake's tables removed, deleted now, every other writer held off."""
+def vacuum_now(
+    session: LakeSession,
+    config: Config,
+    command: str,
+    stop: Callable[[], bool],
+    specs: list[TableSpec] | None = None,
+) -> int:
+    """The files the lake's tables removed (``specs``; by default those that may hold
+    personal data), deleted now, every other writer held off."""
     from cdnlake.lake.log.schema import REJECTED_LINES, REQUESTS, SHIELD_EVENTS
     from cdnlake.lake.upkeep.maintain import vacuum_removed
 
     with writers_held(session, config, command, stop):
-        return vacuum_removed(session, [REQUESTS, SHIELD_EVENTS, REJECTED_LINES])
+        return vacuum_removed(session, specs or [REQUESTS, SHIELD_EVENTS, REJECTED_LINES])
 
 
 def stopped_maintain(stop: Interrupt) -> str:

@@ -48,6 +48,7 @@ from cdnlake.retention import RETENTION
 
 log = logging.getLogger(__name__)
 
+EVERY_TABLE = (*TABLES, ROLLUP)  # what maintain checks, compacts and vacuums
 DEFAULT_RETENTION_HOURS = 168  # Delta's default: readers of week-old snapshots still work
 # A data file no log entry names is removed once this old: a commit is never on its way so
 # long (whatever --retention-hours says: 0 must not delete a commit's files in flight).
@@ -141,7 +142,7 @@ def maintain(
     expired = {
         e.table: e for e in (expire(session, retention, now, zones, stop) if retention else [])
     }
-    for spec in (*TABLES, ROLLUP):
+    for spec in EVERY_TABLE:
         if stop():
             raise StopRequested()
         rolled_up = 0
@@ -197,7 +198,7 @@ def maintain(
 def configure(session: LakeSession) -> None:
     """Tables of an older cdnlake gain their properties, so that no log entry names a
     value of a personal column (``delta.dataSkippingStatsColumns``)."""
-    for spec in (*TABLES, ROLLUP):
+    for spec in EVERY_TABLE:
         session.lake.configure(spec)
 
 
