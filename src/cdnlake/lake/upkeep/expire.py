@@ -5,39 +5,50 @@ in one rewrite (:mod:`cdnlake.lake.upkeep.rewrite`); the bookkeeping tables lose
 than ``bookkeeping_days``. ``requests_days`` is at least the provider's 3 days, so expiry
 never races a pass for its rows. Rows of ``erased_requests`` an earlier cdnlake wrote raw
 are rewritten hashed, whatever ``[retention]`` says (``Bookkeeping.hash_erased_ids``).
+``erasures`` rows stay, but lose the erased person's activity older than
+``bookkeeping_days`` (:func:`prune_erasures`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
+from typing import TYPE_CHECKING, Any
 
 from cdnlake.config import RetentionConfig
-from cdnlake.errors import StopRequested
+from cdnlake.errors import StopRequested, StorageError, first_line
 from cdnlake.lake.log.schema import (
     AUDIT_DAYS,
     ERASED_REQUESTS,
+    ERASURES,
     INGEST_GAPS,
     INGEST_RUNS,
     REJECTED_LINES,
     REQUESTS,
     SHIELD_EVENTS,
     TableSpec,
+    frame_of,
+    polars_schema,
 )
 from cdnlake.lake.log.store import add_actions_table
-from cdnlake.lake.log.table import Delete
+from cdnlake.lake.log.table import Delete, Merge
 from cdnlake.lake.upkeep.rewrite import Rewriter, rewrite
 from cdnlake.lake.zone.bookkeeping import Bookkeeping
 from cdnlake.lake.zone.session import LakeSession
+
+if TYPE_CHECKING:
+    import polars as pl
 
 log = logging.getLogger(__name__)
 
 # Each bookkeeping table's time: a row older than bookkeeping_days by it is expired.
 # Not ``erasures``: the provider's archive serves old days for as long as it keeps them,
 # so a backfill may read an erased request again at any time; the erasure (a keyed hash)
-# keeps it out, and is the operator's record of the erasure.
+# keeps it out, and is the operator's record of the erasure. Only its activity (the hours
+# and days it removed requests from) goes, by :func:`prune_erasures`.
 BOOKKEEPING_TIMES: tuple[tuple[TableSpec, str], ...] = (
     (INGEST_RUNS, "started"),
     (INGEST_GAPS, "gap_to"),
@@ -76,6 +87,7 @@ def expire(
             if stop():
                 raise StopRequested()
             out.append(_expire_rows(session, spec, column, first, zones))
+        prune_erasures(session, first, zones)
     Bookkeeping(session).hash_erased_ids(zones)
     return [e for e in out if e.partitions or e.rows]
 
@@ -149,3 +161,86 @@ def _expire_rows(
     if deleted is not None:
         item.rows, item.files = deleted.rows, deleted.files
     return item
+
+
+# The columns of an erasure that are the erased person's activity, not its scope.
+ACTIVITY = ("hours_removed", "days")
+
+
+def prune_erasures(session: LakeSession, first: date, zones: list[int] | None) -> int:
+    """Each erasure's ``hours_removed`` entries and ``days`` before ``first`` (of ``zones``,
+    all without) removed from its rows, through the table's committer: they are the erased
+    person's timeline, kept only for the audit of days ``audit_days`` keeps too. The rows,
+    their scope (``from_day``, ``to_day``) and totals stay: they hold the rows back. How
+    many rows were rewritten."""
+    import polars as pl
+
+    found = _pruned_erasures(session, first, zones)
+    if found.height == 0:
+        return 0
+    chosen = sorted({int(z) for z in found["zone"]})
+
+    def rows() -> pl.DataFrame:  # asked again at each attempt, on the table as it is then
+        return _pruned_erasures(session, first, zones).filter(pl.col("zone").is_in(chosen))
+
+    merge = Merge(
+        rows,
+        "t.erasure_id = s.erasure_id",
+        chosen,
+        update={column: f"s.{column}" for column in ACTIVITY},
+    )
+    session.merge_table(ERASURES).committer.run(merge, patient=False)
+    log.info("erasures: hours and days before %s pruned from %d row(s)", first, found.height)
+    return found.height
+
+
+def _pruned_erasures(session: LakeSession, first: date, zones: list[int] | None) -> pl.DataFrame:
+    """The erasure rows holding activity before ``first``, as they are to be without it."""
+    import polars as pl
+
+    schema = polars_schema(ERASURES.schema)
+    table = session.reader(ERASURES)
+    if table is None:
+        return pl.DataFrame(schema=schema)
+    try:
+        held = frame_of(session.lake.dataset(ERASURES, table).to_table())
+    except OSError as exc:
+        raise StorageError(f"cannot read erasures: {first_line(exc)}") from None
+    out: list[dict[str, Any]] = []
+    for row in held.to_dicts():
+        mine = not zones or int(row["zone"]) in zones
+        pruned = {
+            "hours_removed": _hours_from(row["hours_removed"], first, zones),
+            "days": _days_from(row["days"], first) if mine else row["days"],
+        }
+        if any(pruned[c] != row[c] for c in ACTIVITY):
+            out.append({**row, **pruned})
+    return pl.DataFrame(out, schema=schema)
+
+
+def _hours_from(text: str | None, first: date, zones: list[int] | None) -> str | None:
+    """``hours_removed`` (``{"7": {"2026-11-20T10": 12}}``) without the hours before
+    ``first`` of ``zones`` (all without); None where no hour is left."""
+    if not text:
+        return text
+    held: dict[str, dict[str, int]] = json.loads(text)
+    kept = {
+        zone: {
+            h: n
+            for h, n in hours.items()
+            if (zones and int(zone) not in zones) or date.fromisoformat(h[:10]) >= first
+        }
+        for zone, hours in held.items()
+    }
+    if kept == held:
+        return text  # as written
+    kept = {zone: hours for zone, hours in kept.items() if hours}
+    return json.dumps(kept, separators=(",", ":")) if kept else None
+
+
+def _days_from(text: str | None, first: date) -> str | None:
+    """``days`` ("2026-11-20,2026-11-21") without those before ``first``."""
+    if not text:
+        return text
+    kept = [d for d in text.split(",") if date.fromisoformat(d) >= first]
+    return ",".join(kept) or None
