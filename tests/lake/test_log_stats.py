@@ -14,6 +14,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from cdnlake.lake.log.files import prepare
 from cdnlake.lake.log.schema import (
+    ERASURES,
     PERSONAL_COLUMNS,
     REJECTED_LINES,
     REQUESTS,
@@ -69,6 +70,8 @@ def test_every_table_is_created_without_statistics_of_a_personal_column(tmp_path
         assert not PERSONAL_COLUMNS & set(spec.stats_columns), spec.name
     assert "remote_ip" not in REQUESTS.stats_columns and "log" not in SHIELD_EVENTS.stats_columns
     assert "raw_line" not in REJECTED_LINES.stats_columns
+    # an erasure's hours and days are the erased client's activity (pruned by expiry)
+    assert not {"days", "hours_removed"} & set(ERASURES.stats_columns)
 
 
 def test_neither_writer_records_a_personal_value_in_the_log(tmp_path):

@@ -167,10 +167,10 @@ ERASED_REQUEST_SCHEMA: Columns = {  # one row per erased request and zone
 }
 
 
-# Columns that hold personal data (client addresses, user agents, URLs, and texts that
-# may hold them): the log never records their values as file statistics (a file's
-# smallest and largest value would outlive an erasure there), so no table lists them in
-# ``delta.dataSkippingStatsColumns``.
+# Columns that hold personal data (client addresses, user agents, URLs, texts that may
+# hold them, an erased client's activity): the log never records their values as file
+# statistics (a file's smallest and largest value would outlive an erasure there), so no
+# table lists them in ``delta.dataSkippingStatsColumns``.
 PERSONAL_COLUMNS = frozenset(
     {
         "remote_ip",
@@ -182,6 +182,9 @@ PERSONAL_COLUMNS = frozenset(
         "raw_line",
         "log",
         "labels_json",
+        # an erasure's activity: the hours and days the erased client's requests fell in
+        "days",
+        "hours_removed",
     }
 )
 STATS_COLUMNS_PROPERTY = "delta.dataSkippingStatsColumns"
