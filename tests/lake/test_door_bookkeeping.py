@@ -109,6 +109,21 @@ def test_columns_added_to_an_older_table_are_synced(tmp_path, synced):
     assert_synced(synced, lake, REQUESTS, 2)
 
 
+def test_a_checkpoint_and_its_pointer_are_synced(tmp_path, synced):
+    """A ``_last_checkpoint`` that outlives a crash must name a checkpoint that did too."""
+    from cdnlake.lake.log.delta_log import write_checkpoint
+
+    lake = tmp_path / "lake"
+    with LakeSession(Lake(str(lake), {})) as session:
+        table = session.merge_table(NOTES)
+        table.committer.run(Merge(lambda: notes(7, range(2)), "t.n = s.n", [7], key=("n",)))
+        synced.clear()
+        assert write_checkpoint(session.lake, NOTES, 1) is not None
+    folder = (lake / NOTES.name / "_delta_log").resolve()
+    assert folder / f"{1:020d}.checkpoint.parquet" in synced, synced
+    assert folder / "_last_checkpoint" in synced and folder in synced, synced
+
+
 # The calls that commit to a Delta table, and the one module each may appear in: the
 # door (lake/log/table.py) for every change; the store (lake/log/store.py) for the
 # metadata commits (a table made, columns added, properties set); maintain for the vacuum.

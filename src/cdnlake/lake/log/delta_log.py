@@ -344,6 +344,7 @@ def write_checkpoint(lake: Lake, spec: TableSpec, version: int) -> DeltaTable | 
         return None
     table = DeltaTable(lake.table_uri(spec), version=version, storage_options=lake.storage_options)
     table.create_checkpoint()
+    lake.sync_checkpoint(spec, version)  # delta-rs syncs nothing
     newest = max(entries.checkpoints(), default=version)
     if newest > version and entries.last_checkpoint() < newest:
         log.info("%s: checkpoint %s came after %s; pointing at it", spec.name, newest, version)

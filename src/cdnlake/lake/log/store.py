@@ -239,6 +239,20 @@ class Lake:
         except FileNotFoundError:
             pass
 
+    def sync_checkpoint(self, spec: TableSpec, version: int) -> None:
+        """The checkpoint of ``version`` delta-rs wrote, the pointer at it and their folder
+        on the disk: a pointer that outlives a crash must not name a checkpoint that did
+        not. In an object store a PUT answered is durable: nothing to do."""
+        if self.local is None:
+            return
+        folder = self.local / spec.name / "_delta_log"
+        for path in sorted(folder.glob(f"{version:020d}.checkpoint*.parquet")):
+            sync_path(path)
+        pointer = folder / "_last_checkpoint"
+        if pointer.exists():
+            sync_path(pointer)
+        sync_path(folder)
+
     def sync_commits(self, spec: TableSpec, first: int, last: int) -> None:
         """Versions ``first`` to ``last`` of ``spec``, committed by delta-rs, on the disk
         before they are acknowledged: delta-rs syncs nothing, and an entry lost below one
