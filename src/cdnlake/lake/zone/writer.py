@@ -65,7 +65,7 @@ class Written:
 
     new: int = 0
     duplicates: int = 0
-    erased: int = 0  # rows a recorded erasure covers, not stored (lake.erasures)
+    erased: int = 0  # rows a recorded erasure covers, not stored (lake.erasures), no duplicate
     removed: int = 0  # rows removed (a rewrite: retention, an erasure)
     files_removed: int = 0
     days_removed: set[date] = field(default_factory=set)  # of the files removed
@@ -222,10 +222,6 @@ class ZoneWriter:
         allowed = self.session.erasures.kept(
             self.spec, self.zone_id, frame, snapshot.mark(ERASED), received, lake_mark=lake_mark
         )
-        if allowed.height < offered and self.spec.name == REQUESTS.name:  # for the audit
-            held = frame.join(allowed.select("request_id"), on="request_id", how="anti")
-            Bookkeeping(self.session).record_erased(self.zone_id, held, "held")
-        frame = allowed
         new, damaged = self.dedup.new_rows(frame, snapshot.files or [], reads)
         if damaged:  # set aside, the zone rewound first: this pass stops here
             raise DataError(
@@ -234,6 +230,14 @@ class ZoneWriter:
                 + " did not decode: set aside in _quarantine, the zone's progress "
                 "rewound to read the span again; nothing of this commit was written"
             )
+        # Dedup decides first: a covered row the table holds (an erasure that did not
+        # remove it) is a duplicate, not held back, or the audit would count it twice.
+        held = new.clear()
+        if allowed.height < offered and (key := self.spec.key):
+            stays = pl.col(key).is_in(allowed[key].implode())
+            held, new = new.filter(~stays), new.filter(stays)
+        if held.height and self.spec.name == REQUESTS.name:  # for the audit
+            Bookkeeping(self.session).record_erased(self.zone_id, held, "held")
         versions = self._versions(progress, rewinding, snapshot)
         if new.height and PRIVACY not in versions:  # what the rows were stored under
             setting = self.session.privacy.setting.code()
@@ -246,9 +250,7 @@ class ZoneWriter:
             self._transactions(versions),
             lake_mark=lake_mark,
         )
-        written = Written(
-            new.height, frame.height - new.height, offered - frame.height, reads=reads
-        )
+        written = Written(new.height, offered - new.height - held.height, held.height, reads=reads)
         return _Attempt(share, snapshot, versions, new, kept, written)
 
     def _write(self, rows: pl.DataFrame) -> tuple[list[AddAction], dict[str, pl.DataFrame]]:
