@@ -1311,7 +1311,6 @@ def bench_range_report(work: Path, zones: int, days: int, per_zone_day: int) -> 
     """The range report's figures from rollups against a full scan of requests, in-process
     (the same session set-up on both sides); maintain builds the rollups first."""
     from cdnlake.config import build_config
-    from cdnlake.lake.log.store import Lake
     from cdnlake.lake.upkeep.rollups import refresh
     from cdnlake.reports.build import RANGE_SECTIONS, collect
     from cdnlake.warehouse.db import Warehouse
@@ -1319,7 +1318,7 @@ def bench_range_report(work: Path, zones: int, days: int, per_zone_day: int) -> 
 
     root = make_month_lake(work / "month", zones, days, per_zone_day)
     config = build_config({"storage": {"root": str(root)}}, base_dir=root, env={})
-    built = timed(lambda: refresh(Lake.from_config(config.storage)))
+    built = timed(lambda: refresh(session_for(config)))
     first = DAY - timedelta(days=days - 1)
     ours = min(
         timed(lambda: collect(config, first, end=DAY, session=session_for(config)))
