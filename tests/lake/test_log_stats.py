@@ -90,7 +90,7 @@ def test_neither_writer_records_a_personal_value_in_the_log(tmp_path):
     stats = logged_stats(tmp_path / "lake", REQUESTS)
     assert len(stats) >= 5
     assert measured(stats) <= set(REQUESTS.stats_columns)
-    assert {"ts", "request_id"} <= measured(stats)
+    assert "ts" in measured(stats) and "request_id" not in measured(stats)
     log_text = "".join(p.read_text() for p in (tmp_path / "lake/requests/_delta_log").glob("*"))
     assert ADDRESS not in log_text and "someone" not in log_text and "token=x" not in log_text
     assert len(DeltaTable(uri).to_pyarrow_table()) == 170

@@ -128,7 +128,8 @@ MEASURED = ("ts", "source")
 def _measured(spec: TableSpec, data: pl.DataFrame) -> list[str]:
     """Of the table's statistics columns (never a personal one), those whose smallest and
     largest values this writer records: what readers and deduplication prune files by
-    (``ts``, the key), and ``source``, by which ``status`` tells forwarded files."""
+    (``ts``; ``log_id``, not a request id), and ``source``, by which ``status`` tells
+    forwarded files."""
     wanted = {*MEASURED, spec.key}
     return [c for c in spec.stats_columns if c in wanted and c in data.columns]
 

@@ -168,7 +168,7 @@ ERASED_REQUEST_SCHEMA: Columns = {  # one row per erased request and zone
 
 
 # Columns that hold personal data (client addresses, user agents, URLs, texts that may
-# hold them, an erased client's activity): the log never records their values as file
+# hold them, an erased client's activity, request ids): the log never records their values as file
 # statistics (a file's smallest and largest value would outlive an erasure there), so no
 # table lists them in ``delta.dataSkippingStatsColumns``.
 PERSONAL_COLUMNS = frozenset(
@@ -185,6 +185,9 @@ PERSONAL_COLUMNS = frozenset(
         # an erasure's activity: the hours and days the erased client's requests fell in
         "days",
         "hours_removed",
+        # the provider's id of a request: it links to the provider's own record (an erased
+        # request's would stay in the log until its retention); no reader prunes by it
+        "request_id",
     }
 )
 STATS_COLUMNS_PROPERTY = "delta.dataSkippingStatsColumns"
