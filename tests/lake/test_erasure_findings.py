@@ -1,7 +1,5 @@
 """Review 3's findings 1 to 3 (issue 48) as the probes it describes, through the command
-line against the loopback emulator. Each failed when written; the one that still fails is
-marked ``xfail(strict=True)`` with the finding, so that the fix that makes it pass says so
-(remove the mark then).
+line against the loopback emulator. Each failed when written.
 """
 
 from __future__ import annotations
@@ -70,22 +68,24 @@ def test_a_neighbour_in_the_erased_addresses_network_is_stored_after_keep_to_tru
     assert neighbour <= ids_of(path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review 3 finding 2: a zone's erasure mark names only the latest erasure; an "
-    "erasures table lost by hand (its commits are fsynced before the marks) is not "
-    "noticed once another forget ran (erasures.py, forget.py mark)",
-)
 def test_a_lost_erasure_is_not_hidden_by_a_later_forget(tmp_path, emulator):
     path = config(tmp_path, emulator, 'ip = "keep"')
     start, end, _ = span(emulator)
     address, ids = busiest(emulator, ZONE, start, end)
     cli(path, "forget", "--ip", address)
-    shutil.rmtree(load_test_config(path).storage.root / "lake" / "erasures")  # a power loss
-    cli(path, "forget", "--ip", "198.51.100.99")  # the next person's request
+    # lost: an older backup of the table put back, its folder deleted by hand
+    shutil.rmtree(load_test_config(path).storage.root / "lake" / "erasures")
+    out = cli(path, "forget", "--ip", "198.51.100.99")  # the next person's request
+    assert "LOST: the erasure marks name erasure-" in out, out
     done = run_cli("--config", str(path), "ingest", env={KEY_ENV: KEY}, timeout=300)
-    assert done.returncode in (0, 1), done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "a later erasure names an erasure" in done.stdout + done.stderr
+    assert address not in done.stdout + done.stderr
     assert not ids & ids_of(path), "the erased client's rows came back"
+    cli(path, "forget", "--ip", address, "--replaces-lost")  # the operator runs it again
+    cli(path, "ingest")
+    stored = ids_of(path)
+    assert stored and not ids & stored
 
 
 def test_forget_under_hash_after_a_rotation_finds_the_rows_with_the_retired_key(tmp_path, emulator):

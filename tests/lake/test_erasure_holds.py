@@ -167,9 +167,9 @@ def test_a_process_without_the_erasure_key_refuses_the_zones_rows(tmp_path, emul
 
 
 def test_a_mark_naming_a_lost_erasure_refuses_the_zones_rows(tmp_path, emulator):
-    """The ``erasures`` row is gone (delta-rs does not fsync: a power loss), its marks
+    """The ``erasures`` row is gone (an older backup of the table put back), its marks
     stay: the zone's rows are refused, not stored as if the erasure had expired; the same
-    forget run again lets them in, without the erased client's."""
+    forget run again with --replaces-lost lets them in, without the erased client's."""
     path = config(tmp_path, emulator, 'ip = "keep"')
     start, end, _ = span(emulator)
     address, ids = busiest(emulator, ZONE, start, end)
@@ -179,7 +179,8 @@ def test_a_mark_naming_a_lost_erasure_refuses_the_zones_rows(tmp_path, emulator)
     line = refusal(out)
     assert "erasures does not hold" in line and address not in out
     assert lake_frame(load_test_config(path)).height == 0
-    cli(path, "forget", "--ip", address)
+    out = cli(path, "forget", "--ip", address, "--replaces-lost")
+    assert "recorded in place of the lost erasure-" in out, out
     out = cli(path, "ingest")
     assert held_back(out) > 0, out
     rows = lake_frame(load_test_config(path))

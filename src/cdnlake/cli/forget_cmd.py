@@ -63,6 +63,7 @@ def forget(args: argparse.Namespace) -> int:
                     shield_zones_known=tuple(zone.id for zone in config.shield_zones),
                     # --vacuum-now holds every zone's lock already
                     locks=None if args.vacuum_now else config.storage.work / "locks",
+                    replaces_lost=args.replaces_lost,
                 ),
                 on_abandon=lambda: say(_stopped(stop.signal)),
             )
@@ -72,6 +73,15 @@ def forget(args: argparse.Namespace) -> int:
     leftovers = remove_stale_downloads(config.storage.work)
     for line in _outcome(target, report, policy):
         print(line)
+    if report.lost:
+        lost = ", ".join(f"erasure-{_instant(m):%Y%m%dT%H%M%SZ}-..." for m in sorted(report.lost))
+        print(
+            f"recorded in place of the lost {lost} (--replaces-lost): their marks stop no "
+            "zone's rows any more"
+            if args.replaces_lost
+            else f"LOST: the erasure marks name {lost}, which the relation erasures does not "
+            "hold: the zones' rows stay refused until each is run again with --replaces-lost"
+        )
     if report.quarantined:
         print(
             f"NOT SEARCHED: {report.quarantined} damaged file(s) set aside in _quarantine/ "
@@ -190,3 +200,8 @@ def _check_key(config: Config) -> None:
             "variable holding a key every daemon shares (an erased address or request id is "
             "kept as a keyed hash under it)"
         )
+
+
+def _instant(mark: int) -> datetime:
+    """An erasure mark (epoch ms) as the instant in its erasure's id."""
+    return datetime.fromtimestamp(mark / 1000, tz=UTC)

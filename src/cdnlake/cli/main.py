@@ -370,6 +370,12 @@ def build_parser() -> argparse.ArgumentParser:
         "past retention.vacuum_hours); only while no other process writes the lake: "
         "refused, naming it, while a daemon runs",
     )
+    p.add_argument(
+        "--replaces-lost",
+        action="store_true",
+        help="this forget is run again in place of erasures the relation erasures lost "
+        "(the zones' rows are refused until then, in a line naming them)",
+    )
 
     p = _command(
         sub,

@@ -154,6 +154,13 @@ ERASURE_SCHEMA: Columns = {  # one row per erasure and zone (zone 0: every zone)
     # The requests removed per zone and UTC hour, as JSON: {"7": {"2026-11-20T10": 12}}
     # (the audit explains an hour short by them); NULL: none, or an erasure of before.
     "hours_removed": STRING,
+    # The erasure marks (epoch ms, comma-separated) of the lake and of the zones concerned
+    # when it was recorded: each names an earlier erasure this table must hold, so that
+    # one lost is noticed though a later erasure moved the marks past it. NULL: none.
+    "follows": STRING,
+    # Lost erasures (marks, as above) this one was recorded in place of (`forget
+    # --replaces-lost`): their marks no longer stop a zone's rows. NULL: none.
+    "replaces": STRING,
 }
 
 

@@ -75,6 +75,9 @@ from cdnlake.lake.zone.erasures import (
     REQUEST_ID_FORM,
     Erasure,
     canonical,
+    instants_text,
+    read_erasures,
+    recorded_instants,
     request_id_in_text,
     same_id,
 )
@@ -169,6 +172,7 @@ class ForgetReport:
     held_as_stored: dict[str, set[int]] = field(default_factory=dict)
     held_as_received: set[str] = field(default_factory=set)
     hours: dict[int, dict[str, int]] = field(default_factory=dict)  # zone: hour: removed
+    lost: frozenset[int] = frozenset()  # marks naming an erasure ``erasures`` lost
 
     @property
     def rows(self) -> int:
@@ -201,6 +205,7 @@ def forget(
     zones_known: tuple[int, ...] = (),
     shield_zones_known: tuple[int, ...] = (),
     locks: Path | None = None,
+    replaces_lost: bool = False,
 ) -> ForgetReport:
     """Remove what ``target`` matches (see the module docstring). ``stored``: the address
     as ``[privacy] ip`` stores it (None where addresses are dropped). ``stop``: checked
@@ -211,13 +216,26 @@ def forget(
     the provider still serves) drops the rows. ``locks``: the folder of this machine's
     zone locks: each zone is rewritten holding its lock, so that a pass committing every
     few seconds cannot keep it busy; its pass in flight is waited for, up to
-    ``HOLD_WAIT_SECONDS`` (None: the caller holds every zone already)."""
+    ``HOLD_WAIT_SECONDS`` (None: the caller holds every zone already). ``replaces_lost``:
+    the erasure stands in for those the marks name and ``erasures`` lost (the operator
+    ran again what they recorded), so their marks stop no zone's rows any more."""
     erasure = _erasure(session, target, now)
     report = ForgetReport(erasure.erasure_id, now)
     zones = list(target.zones) or None
     scope = sorted(set(_zones_of(session, REQUESTS, zones)) | _concerned(target, zones_known))
     # may refuse: nothing done
     erasure, variants = _variants(session, erasure, target, scope, report)
+    # The marks it comes after: an erasure lost before it is then noticed by every
+    # process; with replaces_lost, those naming no erasure recorded it stands in for.
+    marks = session.log_table(REQUESTS).marks([EVERY_ZONE, *scope], ERASED)
+    named = frozenset(m for m in marks.values() if m)
+    held = read_erasures(session.lake)
+    report.lost = (named | {m for e in held for m in e.follows}) - recorded_instants(held)
+    erasure = replace(
+        erasure,
+        follows=named - report.lost if replaces_lost else named,
+        replaces=report.lost if replaces_lost else frozenset(),
+    )
     record(session, _rows(erasure, target, report))  # first: never lost
     mark = {ERASED: to_ms(now)}
     if not target.zones:  # every zone's, those configured later too
@@ -538,6 +556,8 @@ def _rows(erasure: Erasure, target: Target, report: ForgetReport) -> list[dict[s
                 "files_rewritten": report.files if zone == zones[0] else 0,
                 "vacuumed_at": report.erased_at if report.vacuumed else None,
                 "hours_removed": _hours_json(report, zone),
+                "follows": instants_text(erasure.follows),
+                "replaces": instants_text(erasure.replaces),
             }
         )
     return rows

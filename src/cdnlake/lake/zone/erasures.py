@@ -94,6 +94,8 @@ class Erasure:
     key_id: str | None = None
     from_day: date | None = None
     to_day: date | None = None
+    follows: frozenset[int] = frozenset()  # the marks it was recorded after (epoch ms)
+    replaces: frozenset[int] = frozenset()  # lost erasures' marks it stands in for
 
     def concerns(self, zone: int) -> bool:
         return self.zone in (EVERY_ZONE, zone)
@@ -144,7 +146,24 @@ def from_row(row: dict[str, Any]) -> Erasure:
         key_id=row.get("key_id"),
         from_day=row.get("from_day"),
         to_day=row.get("to_day"),
+        follows=_instants(row.get("follows")),
+        replaces=_instants(row.get("replaces")),
     )
+
+
+def _instants(text: str | None) -> frozenset[int]:
+    return frozenset(int(m) for m in (text or "").split(",") if m)
+
+
+def instants_text(instants: frozenset[int]) -> str | None:
+    """Erasure marks as ``erasures`` keeps them (``follows``, ``replaces``)."""
+    return ",".join(str(m) for m in sorted(instants)) or None
+
+
+def recorded_instants(erasures: list[Erasure]) -> set[int]:
+    """The marks these erasures answer for: their own instants, and those of the lost
+    erasures they were recorded in place of."""
+    return {_ms(e.erased_at) for e in erasures} | {m for e in erasures for m in e.replaces}
 
 
 def _ms(moment: datetime) -> int:
@@ -196,25 +215,33 @@ class ErasureFilter:
         """The erasures that concern ``zone``, whose own erasure mark is ``mark``: those
         of the zone and those of every zone (by the lake's mark, ``lake_mark``); read
         again when a mark names one not read yet. StorageError, the zone's rows not to be
-        stored, where ``erasures`` holds none of a mark's instant: erasures never expire,
-        so it was lost (a mark naming it is read for again at the next call)."""
+        stored, where ``erasures`` holds none of a mark's instant, nor of one an erasure
+        it holds was recorded after (``follows``): erasures never expire, so it was lost
+        (a mark naming it is read for again at the next call)."""
         named = {m for m in (mark, lake_mark) if m}
         if not named:
             return []
         with self._lock:
             if named - self._known:
                 self._erasures = read_erasures(self.lake)
-                self._known |= {_ms(e.erased_at) for e in self._erasures}
+                self._known |= recorded_instants(self._erasures)
             found = list(self._erasures)
-            lost = min(named - self._known, default=None)
+            followed = {m for e in found for m in e.follows}
+            lost = min((named | followed) - self._known, default=None)
         if lost is not None:
-            whose = "the lake's erasure mark" if lost == lake_mark else "its erasure mark"
+            whose = (
+                "the lake's erasure mark"
+                if lost == lake_mark
+                else "its erasure mark"
+                if lost == mark
+                else "a later erasure"
+            )
             at = datetime.fromtimestamp(lost / 1000, tz=UTC)
             raise StorageError(
                 f"zone {zone}'s rows are not stored: {whose} names an erasure (id "
                 f"erasure-{at:%Y%m%dT%H%M%SZ}-...) that the relation erasures does not hold "
-                "(lost, e.g. to a power loss), so which rows it covers is unknown: run that "
-                "`cdnlake forget` again, which records it anew"
+                "(lost), so which rows it covers is unknown: run that `cdnlake forget` again "
+                "with --replaces-lost, which records it anew"
             )
         return [e for e in found if e.concerns(zone)]
 
