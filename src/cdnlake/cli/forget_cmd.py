@@ -20,6 +20,7 @@ def forget(args: argparse.Namespace) -> int:
     from cdnlake.ingest.scratch import remove_stale_downloads
     from cdnlake.lake.personal.forget import Target, leaves_storage
     from cdnlake.lake.personal.forget import forget as run_forget
+    from cdnlake.lake.zone.erasures import lost_names
     from cdnlake.lake.zone.session import LakeSession
     from cdnlake.privacy import PrivacyPolicy
 
@@ -74,7 +75,7 @@ def forget(args: argparse.Namespace) -> int:
     for line in _outcome(target, report, policy):
         print(line)
     if report.lost:
-        lost = ", ".join(f"erasure-{_instant(m):%Y%m%dT%H%M%SZ}-..." for m in sorted(report.lost))
+        lost = lost_names(sorted(report.lost))
         print(
             f"recorded in place of the lost {lost} (--replaces-lost): their marks stop no "
             "zone's rows any more"
@@ -200,8 +201,3 @@ def _check_key(config: Config) -> None:
             "variable holding a key every daemon shares (an erased address or request id is "
             "kept as a keyed hash under it)"
         )
-
-
-def _instant(mark: int) -> datetime:
-    """An erasure mark (epoch ms) as the instant in its erasure's id."""
-    return datetime.fromtimestamp(mark / 1000, tz=UTC)

@@ -139,8 +139,9 @@ ERASURE_SCHEMA: Columns = {  # one row per erasure and zone (zone 0: every zone)
     "erasure_id": STRING,
     "erased_at": TS,
     "kind": STRING,  # ip or request_id
-    # What matches: for an address, "hmac-sha256:" and the keyed hash of the address as
-    # stored (never the address); for a request id, the id.
+    # What matches, never the address or the id itself: keyed hashes ("hmac-sha256:...")
+    # of the address's forms, space-separated, a network's tagged "net@<zones>:"; for a
+    # request id, its keyed hash (an erasure of an earlier cdnlake: the id itself).
     "filter": STRING,
     "key_id": STRING,  # which key hashed the address (a keyed hash of a constant)
     "from_day": DATE,  # the days it covers (NULL: from the first, to the last)

@@ -227,8 +227,13 @@ def forget(
     erasure, variants = _variants(session, erasure, target, scope, report)
     # The marks it comes after: an erasure lost before it is then noticed by every
     # process; with replaces_lost, those naming no erasure recorded it stands in for.
-    marks = session.log_table(REQUESTS).marks([EVERY_ZONE, *scope], ERASED)
-    named = frozenset(m for m in marks.values() if m)
+    marks = [*session.log_table(REQUESTS).marks([EVERY_ZONE, *scope], ERASED).values()]
+    if target.ip is not None:  # shield zones hold marks of address erasures too
+        shields = set(_zones_of(session, SHIELD_EVENTS, zones))
+        shields |= _concerned(target, shield_zones_known)
+        if shields:
+            marks += session.log_table(SHIELD_EVENTS).marks(sorted(shields), ERASED).values()
+    named = frozenset(m for m in marks if m)
     held = read_erasures(session.lake)
     report.lost = (named | {m for e in held for m in e.follows}) - recorded_instants(held)
     erasure = replace(

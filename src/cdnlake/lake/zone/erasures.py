@@ -160,6 +160,18 @@ def instants_text(instants: frozenset[int]) -> str | None:
     return ",".join(str(m) for m in sorted(instants)) or None
 
 
+def _followed(erasures: list[Erasure]) -> set[int]:
+    return {m for e in erasures for m in e.follows}
+
+
+def lost_names(marks: list[int]) -> str:
+    """Lost erasures as their marks name them: the instant of each one's id."""
+    return ", ".join(
+        f"erasure-{datetime.fromtimestamp(m / 1000, tz=UTC):%Y%m%dT%H%M%SZ}-..."
+        for m in sorted(marks)
+    )
+
+
 def recorded_instants(erasures: list[Erasure]) -> set[int]:
     """The marks these erasures answer for: their own instants, and those of the lost
     erasures they were recorded in place of."""
@@ -222,26 +234,24 @@ class ErasureFilter:
         if not named:
             return []
         with self._lock:
-            if named - self._known:
+            # read again while one is unknown: a forget --replaces-lost may have come since
+            if (named | _followed(self._erasures)) - self._known:
                 self._erasures = read_erasures(self.lake)
                 self._known |= recorded_instants(self._erasures)
             found = list(self._erasures)
-            followed = {m for e in found for m in e.follows}
-            lost = min((named | followed) - self._known, default=None)
-        if lost is not None:
+            lost = sorted((named | _followed(found)) - self._known)
+        if lost:
             whose = (
                 "the lake's erasure mark"
-                if lost == lake_mark
+                if lost[0] == lake_mark
                 else "its erasure mark"
-                if lost == mark
+                if lost[0] == mark
                 else "a later erasure"
             )
-            at = datetime.fromtimestamp(lost / 1000, tz=UTC)
             raise StorageError(
-                f"zone {zone}'s rows are not stored: {whose} names an erasure (id "
-                f"erasure-{at:%Y%m%dT%H%M%SZ}-...) that the relation erasures does not hold "
-                "(lost), so which rows it covers is unknown: run that `cdnlake forget` again "
-                "with --replaces-lost, which records it anew"
+                f"zone {zone}'s rows are not stored: {whose} names erasures the relation "
+                f"erasures does not hold (lost): {lost_names(lost)}; which rows they cover "
+                "is unknown: run each such `cdnlake forget` again with --replaces-lost"
             )
         return [e for e in found if e.concerns(zone)]
 
