@@ -191,7 +191,7 @@ def test_nothing_expires_at_zero_days(tmp_path):
     [
         ("requests_days", 2, "retention.requests_days: must be 0 (keep forever) or at least 3"),
         ("bookkeeping_days", 1, "retention.bookkeeping_days: must be 0"),
-        ("vacuum_hours", -1, "retention.vacuum_hours: must be at least 0"),
+        ("vacuum_hours", 0, "retention.vacuum_hours: must be at least 1"),
         ("requests_days", "a", "retention.requests_days: expected integer"),
         ("kept_days", 3, "retention.kept_days: unknown key"),
     ],
