@@ -166,17 +166,6 @@ def test_vacuum_now_refuses_in_one_line_naming_the_daemon_that_writes(tmp_path):
     assert "the old bytes have left storage (--retention-hours 0)" in done.stdout
 
 
-def test_vacuum_hours_of_zero_is_refused_naming_the_key(tmp_path):
-    """The daemon's daily vacuum would delete files removed a moment ago beside its own
-    passes: at least an hour (``maintain --vacuum-now`` removes them at once, safely)."""
-    path = tmp_path / "config.toml"
-    path.write_text('[storage]\nroot = "data"\n[retention]\nvacuum_hours = 0\n[[zones]]\nid = 7\n')
-    done = run_cli("--config", str(path), "status")
-    assert done.returncode == 2, done.stdout + done.stderr
-    (line,) = done.stderr.strip().splitlines()
-    assert "vacuum_hours" in line, line
-
-
 def test_vacuum_now_waits_for_a_pass_in_flight_then_holds_every_writer_off(tmp_path):
     work = tmp_path / "work"
     locks = work / "locks"
