@@ -509,7 +509,7 @@ class MergeTable:
             where = predicate
             if first.key_literals:
                 (key,) = first.key
-                named = ", ".join(_literal(v) for v in frame[key].unique().sort())
+                named = ", ".join(literal(v) for v in frame[key].unique().sort())
                 where += f" AND t.{key} IN ({named})"
             with self.current() as table:
                 before = table.version()
@@ -620,6 +620,6 @@ def _partition_of(path: str) -> dict[str, str | None]:
     return {column: value for column, value in folders}
 
 
-def _literal(value: object) -> str:
+def literal(value: object) -> str:
     """A string literal of a merge predicate (delta-rs binds no parameters there)."""
     return "'" + str(value).replace("'", "''") + "'"

@@ -637,8 +637,6 @@ def _forget_rejects(
     session: LakeSession, target: Target, traces: Traces | None, zones: list[int] | None
 ) -> int:
     """Delete the rejected lines whose raw text (or request id) holds what is forgotten."""
-    from cdnlake.lake.log.table import Delete
-
     lake = session.lake
     table = lake.open(REJECTED_LINES)
     if table is None:
@@ -667,13 +665,7 @@ def _forget_rejects(
         gone = gone.filter(pl.Series(covered, dtype=pl.Boolean))
     if gone.height == 0:
         return 0
-    removed = 0
-    for (zone,), part in gone.group_by(["zone"]):
-        keys = ", ".join(_literal(k) for k in part["record_key"].to_list())
-        where = f"zone = {int(zone)} AND record_key IN ({keys})"
-        deleted = session.merge_table(REJECTED_LINES).committer.run(Delete(where), patient=False)
-        removed += deleted.rows if deleted is not None else 0
-    return removed
+    return Bookkeeping(session).delete_rejects(gone)
 
 
 def reject_day(file: str | None, rejected_at: datetime | None) -> date | None:
@@ -692,10 +684,6 @@ def reject_day(file: str | None, rejected_at: datetime | None) -> date | None:
     except ValueError:
         pass
     return None if rejected_at is None else rejected_at.astimezone(UTC).date()
-
-
-def _literal(value: object) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
 
 
 def leaves_storage(erased_at: datetime, vacuum_hours: int, maintain_at: str) -> datetime:

@@ -35,7 +35,7 @@ from cdnlake.lake.log.schema import (
     frame_of,
     polars_schema,
 )
-from cdnlake.lake.log.table import Delete, Merge, _literal
+from cdnlake.lake.log.table import Delete, Merge, literal
 from cdnlake.lake.zone.erasure_key import ErasureKey
 
 if TYPE_CHECKING:
@@ -313,15 +313,23 @@ class Bookkeeping:
             )
         except ConfigError as exc:
             gone, refused = stored, exc
-        committer = self.session.merge_table(REJECTED_LINES).committer
-        for rows in gone.partition_by("zone", maintain_order=True) if gone.height else []:
-            keys = ", ".join(_literal(key) for key in rows["record_key"].unique().sort())
-            where = f"zone = {int(rows['zone'][0])} AND record_key IN ({keys})"
-            committer.run(Delete(where), patient=False)
+        self.delete_rejects(gone)
         if gone.height:
             log.info("%d rejected line(s) an erasure covers deleted again", gone.height)
         if refused is not None:
             raise refused
+
+    def delete_rejects(self, lines: pl.DataFrame) -> int:
+        """Delete ``lines`` (by their zone and ``record_key``) from ``rejected_lines``,
+        through its committer: how many rows went."""
+        committer = self.session.merge_table(REJECTED_LINES).committer
+        removed = 0
+        for rows in lines.partition_by("zone", maintain_order=True) if lines.height else []:
+            keys = ", ".join(literal(key) for key in rows["record_key"].unique().sort())
+            where = f"zone = {int(rows['zone'][0])} AND record_key IN ({keys})"
+            deleted = committer.run(Delete(where), patient=False)
+            removed += deleted.rows if deleted is not None else 0
+        return removed
 
 
 # A listing's state of a part, unless the row says the same copy was done meanwhile.
