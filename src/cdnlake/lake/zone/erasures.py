@@ -37,6 +37,7 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
 from cdnlake.errors import ConfigError, StorageError
+from cdnlake.lake.log.progress import to_ms
 from cdnlake.lake.log.schema import ERASURES, REQUESTS, SHIELD_EVENTS, TableSpec
 from cdnlake.lake.log.store import Lake
 from cdnlake.lake.zone.erasure_key import ErasureKey, KeySource
@@ -175,11 +176,7 @@ def lost_names(marks: list[int]) -> str:
 def recorded_instants(erasures: list[Erasure]) -> set[int]:
     """The marks these erasures answer for: their own instants, and those of the lost
     erasures they were recorded in place of."""
-    return {_ms(e.erased_at) for e in erasures} | {m for e in erasures for m in e.replaces}
-
-
-def _ms(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
+    return {to_ms(e.erased_at) for e in erasures} | {m for e in erasures for m in e.replaces}
 
 
 def read_erasures(lake: Lake) -> list[Erasure]:
